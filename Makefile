@@ -1,0 +1,29 @@
+# Two entry points for a fresh machine: `make demo` and `make test`. Both install what they need first.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test test-fast clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	# The CPU build of torch; on a GPU machine install torch as usual before `make`.
+	$(BIN)/python -m pip install -q "torch==2.13.0" || $(BIN)/python -m pip install -q torch
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(BIN)/python -m generator.demo
+
+test: install
+	$(BIN)/python -m pytest -q -ra
+
+test-fast: install
+	$(BIN)/python -m pytest -q -m "not integration and not slow"
+
+clean:
+	rm -rf $(VENV) build demo-output

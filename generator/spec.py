@@ -1,0 +1,335 @@
+"""The deployment spec (v1): one YAML file in, validated into typed sections.
+
+Every field carries a docstring; `tritongen validate --explain` and the README's spec reference are generated
+from them. Paths are kept as written here; the Plan resolves them against the spec file's folder.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from generator.errors import SpecError, problem
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+
+class ModelSection(_Section):
+    checkpoint: str
+    """Local Hugging Face checkpoint folder (config.json + weights). Relative paths are resolved against the spec file."""
+
+    tokenizer: str | None = None
+    """Tokenizer folder loadable with AutoTokenizer.from_pretrained; defaults to `checkpoint`."""
+
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
+    """Weight/activation dtype of the served model. `auto` keeps the checkpoint's dtype (float32 on CPU)."""
+
+    add_special_tokens: bool = True
+    """Passed to the tokenizer's encode in preprocessing (BOS etc.)."""
+
+    skip_special_tokens: bool = True
+    """Passed to the tokenizer's decode in postprocessing."""
+
+
+class EngineSection(_Section):
+    """TensorRT-LLM engine build settings (runtime `tensorrtllm` only)."""
+
+    tp_size: int = Field(1, ge=1)
+    """Tensor-parallel degree of the engine."""
+
+    pp_size: int = Field(1, ge=1)
+    """Pipeline-parallel degree of the engine."""
+
+    dtype: Literal["float16", "bfloat16", "float32"] = "bfloat16"
+    """Activation/weight dtype used for checkpoint conversion."""
+
+    quantization: Literal["none", "fp8", "int8_weight_only", "int4_weight_only", "int4_awq", "smoothquant"] = "none"
+    """Quantisation applied at conversion (where TensorRT-LLM supports it for the architecture)."""
+
+    kv_cache_dtype: Literal["auto", "fp8", "int8"] = "auto"
+    """KV-cache dtype; `auto` follows `dtype`."""
+
+    max_batch_size: int | None = Field(None, ge=1)
+    """Engine max batch size; defaults to serving.max_batch_size."""
+
+    max_input_len: int = Field(2048, ge=1)
+    """Longest prompt the engine accepts (tokens)."""
+
+    max_seq_len: int = Field(4096, ge=2)
+    """Longest prompt + completion (tokens)."""
+
+    max_num_tokens: int | None = Field(None, ge=1)
+    """Tokens per engine step (in-flight batching budget); default 8192."""
+
+    max_beam_width: int = Field(1, ge=1)
+    """Largest beam width the engine supports."""
+
+    use_paged_context_fmha: bool = True
+    """Needed for KV-cache reuse and chunked context."""
+
+    gemm_plugin: Literal["auto", "float16", "bfloat16", "float32", "disable"] = "auto"
+    """GEMM plugin dtype passed to trtllm-build (`auto` follows `dtype`)."""
+
+    engine_dir: str | None = None
+    """Use an already built engine folder instead of building one (its config.json is checked against the spec)."""
+
+    cache_dir: str = "~/.cache/tritongen/engines"
+    """Content-addressed engine cache."""
+
+
+class KVCacheSection(_Section):
+    free_gpu_mem_fraction: float = Field(0.9, gt=0, le=1)
+    """Fraction of the memory left after weights that the KV cache may take."""
+
+    max_tokens: int | None = Field(None, ge=1)
+    """Absolute KV-cache budget in tokens (max_tokens_in_paged_kv_cache); wins over the fraction when smaller."""
+
+    enable_reuse: bool = False
+    """Prefix (KV block) reuse across requests (tensorrtllm: enable_kv_cache_reuse)."""
+
+    host_memory_bytes: int = Field(0, ge=0)
+    """Host memory for KV offload (tensorrtllm: kv_cache_host_memory_bytes)."""
+
+    block_size: int = Field(32, ge=1)
+    """Tokens per KV block (hf runtime's paged cache)."""
+
+
+class DynamicBatchingSection(_Section):
+    max_queue_delay_us: int = Field(0, ge=0)
+    """Dynamic batcher max_queue_delay_microseconds (preprocessing and the LLM model)."""
+
+    max_queue_size: int = Field(0, ge=0)
+    """default_queue_policy.max_queue_size; 0 means unbounded. Requests beyond it are rejected."""
+
+
+class ServingSection(_Section):
+    max_batch_size: int = Field(8, ge=1, le=4096)
+    """Triton max_batch_size, the same in every model of the ensemble."""
+
+    streaming: bool = True
+    """Decoupled tensorrt_llm model: streamed tokens over gRPC ModelStreamInfer and HTTP generate_stream."""
+
+    exclude_input_in_output: bool = True
+    """Return only the completion, not the prompt."""
+
+    max_tokens_default: int = Field(64, ge=1)
+    """Completion length the examples and `tritongen generate` ask for when none is given."""
+
+    preprocessing_instances: int = Field(1, ge=1)
+    """Instance count of the tokenizer model."""
+
+    postprocessing_instances: int = Field(1, ge=1)
+    """Instance count of the detokenizer model."""
+
+    dynamic_batching: DynamicBatchingSection = DynamicBatchingSection()
+    """Queue settings of the dynamic batcher."""
+
+    kv_cache: KVCacheSection = KVCacheSection()
+    """KV-cache budget."""
+
+    batching_strategy: Literal["inflight_fused_batching", "inflight_batching"] = "inflight_fused_batching"
+    """tensorrtllm gpt_model_type (V1/static batching is deprecated and not offered)."""
+
+    batch_scheduler_policy: Literal["max_utilization", "guaranteed_no_evict"] = "guaranteed_no_evict"
+    """tensorrtllm scheduler policy."""
+
+    enable_chunked_context: bool = False
+    """tensorrtllm context chunking (needs an engine with use_paged_context_fmha)."""
+
+    bls: bool = False
+    """Also render the tensorrt_llm_bls model."""
+
+    max_batch_tokens: int | None = Field(None, ge=1)
+    """hf runtime: tokens per continuous-batching step (prefill chunking budget); None lets transformers decide."""
+
+
+class PlacementSection(_Section):
+    device: Literal["cpu", "gpu"] = "cpu"
+    """Where the LLM model runs."""
+
+    gpu_ids: list[int] = Field(default_factory=list)
+    """GPU indices used when device is gpu; empty means [0]."""
+
+    instances_per_gpu: int = Field(1, ge=1)
+    """LLM model instances per GPU (hf runtime)."""
+
+
+class TokenDistribution(_Section):
+    mean: int = Field(ge=1)
+    """Mean token count."""
+
+    stddev: float = Field(0, ge=0)
+    """Standard deviation (0 = fixed)."""
+
+
+class LoadSection(_Section):
+    users: int = Field(4, ge=1)
+    """Concurrent Locust users (one request in flight each)."""
+
+    spawn_rate: float = Field(4, gt=0)
+    """Users started per second."""
+
+    duration_s: float = Field(20, gt=0)
+    """Run time of the load test."""
+
+    protocol: Literal["grpc", "http", "http_stream"] = "grpc"
+    """grpc = ModelStreamInfer streaming, http_stream = generate_stream (SSE), http = generate."""
+
+    input_tokens: TokenDistribution = TokenDistribution(mean=32, stddev=4)
+    """Synthetic prompt length in tokens of the deployment's tokenizer."""
+
+    output_tokens: TokenDistribution = TokenDistribution(mean=32, stddev=0)
+    """Completion length; forced with min_tokens = max_tokens so lengths are deterministic."""
+
+    prompts_file: str | None = None
+    """JSONL file with {"text_input": ..., "max_tokens": ...} lines, used instead of synthetic prompts."""
+
+    processes: int = Field(1, ge=1)
+    """Locust worker processes."""
+
+
+class SLOSection(_Section):
+    ttft_p95_ms: float | None = Field(None, gt=0)
+    """95th percentile time to first token, milliseconds."""
+
+    itl_p95_ms: float | None = Field(None, gt=0)
+    """95th percentile inter-token latency, milliseconds."""
+
+    e2e_p99_ms: float | None = Field(None, gt=0)
+    """99th percentile end-to-end request latency, milliseconds."""
+
+    min_output_tokens_per_s: float | None = Field(None, gt=0)
+    """Lowest acceptable output token throughput over the run."""
+
+    max_error_rate: float | None = Field(0.0, ge=0, le=1)
+    """Highest acceptable fraction of failed requests."""
+
+
+class ValidationSection(_Section):
+    load: LoadSection = LoadSection()
+    """Load profile for `tritongen loadtest` / `up`."""
+
+    slo: SLOSection = SLOSection()
+    """Service-level objectives; the load test's exit code says whether they hold."""
+
+
+class Spec(_Section):
+    """A tritongen deployment spec."""
+
+    version: Literal[1] = 1
+    """Spec format version."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,62}$")
+    """Deployment name (lowercase letters, digits, `.`, `_`, `-`); used for server groups and deploy files."""
+
+    runtime: Literal["hf", "tensorrtllm"] = "hf"
+    """What serves the model named tensorrt_llm: `hf` (python backend, transformers continuous batching) or
+    `tensorrtllm` (the C++ TensorRT-LLM backend with built engines)."""
+
+    model: ModelSection
+    """The checkpoint and tokenizer."""
+
+    engine: EngineSection = EngineSection()
+    """TensorRT-LLM engine build (runtime tensorrtllm)."""
+
+    serving: ServingSection = ServingSection()
+    """Triton serving settings shared by all runtimes."""
+
+    placement: PlacementSection = PlacementSection()
+    """Where the model runs."""
+
+    validation: ValidationSection = ValidationSection()
+    """Load test and SLOs."""
+
+    @model_validator(mode="after")
+    def _cross_field(self) -> Spec:
+        problems = []
+        if self.placement.device == "cpu" and self.placement.gpu_ids:
+            problems.append(problem("placement.gpu_ids", "is set but placement.device is cpu",
+                                    "set placement.device: gpu or remove gpu_ids"))
+        if self.runtime == "tensorrtllm" and self.placement.device == "cpu":
+            problems.append(problem("placement.device", "cpu cannot run the tensorrtllm runtime",
+                                    "set placement.device: gpu, or runtime: hf"))
+        if self.engine.max_input_len >= self.engine.max_seq_len:
+            problems.append(problem("engine.max_input_len", f"({self.engine.max_input_len}) must be below "
+                                    f"engine.max_seq_len ({self.engine.max_seq_len})",
+                                    "raise max_seq_len or lower max_input_len"))
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+
+def _field_names(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """The field names valid at `loc` (for a did-you-mean hint)."""
+    current: Any = model
+    for part in loc[:-1]:
+        field = getattr(current, "model_fields", {}).get(part)
+        if field is None:
+            return []
+        current = field.annotation
+    return list(getattr(current, "model_fields", {}))
+
+
+def _format_errors(err: ValidationError) -> list[str]:
+    lines = []
+    for e in err.errors():
+        loc = tuple(e["loc"])
+        path = ".".join(str(p) for p in loc) or "(spec)"
+        if e["type"] == "extra_forbidden":
+            close = difflib.get_close_matches(str(loc[-1]), _field_names(Spec, loc), n=1)
+            fix = f"did you mean `{close[0]}`?" if close else "remove it (see `tritongen validate --explain`)"
+            lines.append(problem(path, "unknown field", fix))
+        elif e["type"] == "missing":
+            lines.append(problem(path, "is required", "add it to the spec"))
+        elif e["type"] == "value_error" and not loc:
+            # Cross-field problems are already formatted, one per line.
+            lines.extend(str(e["ctx"]["error"]).splitlines())
+        else:
+            given = e.get("input")
+            shown = f" (got {given!r})" if not isinstance(given, (dict, list)) else ""
+            lines.append(problem(path, f"{e['msg'].lower()}{shown}", "fix the value"))
+    return lines
+
+
+def parse_spec(data: Any) -> Spec:
+    """Validate a mapping into a Spec, raising SpecError with one line per problem."""
+    if not isinstance(data, dict):
+        raise SpecError(problem("(spec)", "must be a YAML mapping", "start from examples/tiny-cpu.yaml"))
+    try:
+        return Spec.model_validate(data)
+    except ValidationError as err:
+        raise SpecError(_format_errors(err)) from None
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Read and validate a spec file."""
+    p = Path(path)
+    if not p.is_file():
+        raise SpecError(problem(str(p), "spec file not found", "pass the path of a YAML spec"))
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as err:
+        raise SpecError(problem(str(p), f"is not valid YAML ({err})", "fix the YAML syntax")) from None
+    return parse_spec(data)
+
+
+def explain(model: type[BaseModel] = Spec, prefix: str = "") -> list[tuple[str, str, str, str]]:
+    """(dotted path, type, default, doc) for every field, depth first, for docs and `validate --explain`."""
+    rows = []
+    for name, field in model.model_fields.items():
+        path = f"{prefix}{name}"
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            rows.append((path, "section", "", field.description or ""))
+            rows.extend(explain(ann, path + "."))
+            continue
+        default = "required" if field.is_required() else repr(field.get_default(call_default_factory=True))
+        type_name = str(ann).replace("typing.", "") if not isinstance(ann, type) else ann.__name__
+        rows.append((path, type_name, default, (field.description or "").replace("\n", " ")))
+    return rows
