@@ -1,0 +1,275 @@
+"""Build TensorRT-LLM engines into a content-addressed cache, locally or inside the pinned container.
+
+The cache is one folder per key (`<cache_dir>/<key>/`: the engine's config.json and rank*.engine files plus
+`tritongen-manifest.json`). A build runs in a temporary folder inside the cache and is renamed into place only
+when it succeeded, so a failed or interrupted build leaves no half-written engine behind.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import docker
+from docker.types import DeviceRequest, Mount, Ulimit
+
+from generator.errors import CheckFailed, EnvironmentMissing, SpecError, problem
+from generator.spec import Spec
+from generator.trtllm import (CONTAINER_EXAMPLES, LLAMA_FAMILY, TRTLLM, build_commands, build_settings,
+                              needs_calibration)
+
+MANIFEST = "tritongen-manifest.json"
+
+# Spec fields that change the engine (they reach build_settings); serving.max_batch_size only while
+# engine.max_batch_size is unset. Adding a spec field means adding it here or to CACHE_KEY_IGNORED
+# (tests/test_trtllm.py fails otherwise).
+CACHE_KEY_FIELDS = (
+    "engine.tp_size", "engine.pp_size", "engine.dtype", "engine.quantization", "engine.kv_cache_dtype",
+    "engine.max_batch_size", "serving.max_batch_size", "engine.max_input_len", "engine.max_seq_len",
+    "engine.max_num_tokens", "engine.max_beam_width", "engine.use_paged_context_fmha", "engine.gemm_plugin",
+)
+# Prefixes of fields that do not: runtime parameters, placement, load tests, where things live. The checkpoint
+# enters through its content digest, never through its path.
+CACHE_KEY_IGNORED = (
+    "version", "name", "runtime", "model.checkpoint", "model.tokenizer", "model.dtype", "model.add_special_tokens",
+    "model.skip_special_tokens", "engine.engine_dir", "engine.cache_dir", "serving.", "placement.", "validation.",
+)
+
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+_EDGE = 1 << 20  # bytes read from each end of a large weight file
+
+# Container paths of the docker build's mounts.
+_C_CHECKPOINT = "/tritongen/checkpoint"
+_C_WORK = "/tritongen/work"
+
+
+def checkpoint_digest(checkpoint_dir: str | os.PathLike[str]) -> str:
+    """A digest of what conversion reads from a HF checkpoint: config.json and the weight files.
+
+    config.json, index files and weight files up to 2 MiB are hashed whole. Larger weight files are hashed by
+    name, size and their first and last MiB (the safetensors header with every tensor's name, dtype and offsets
+    sits at the start): reading hundreds of GB on every plan would make the cache slower than it saves. mtimes
+    are left out on purpose, so a copied or re-downloaded checkpoint still hits the cache.
+    """
+    root = Path(checkpoint_dir)
+    if not (root / "config.json").is_file():
+        raise SpecError(problem("model.checkpoint", f"({root}) has no config.json",
+                                "point it at a Hugging Face checkpoint folder"))
+    files = sorted(p for p in root.iterdir() if p.is_file() and (
+        p.name == "config.json" or p.name.endswith(_WEIGHT_SUFFIXES) or p.name.endswith(".index.json")))
+    if not any(p.name.endswith(_WEIGHT_SUFFIXES) for p in files):
+        raise SpecError(problem("model.checkpoint", f"({root}) has no weight files (*.safetensors, *.bin)",
+                                "download the weights into the checkpoint folder"))
+    h = hashlib.sha256(b"tritongen-checkpoint-digest-v1\0")
+    for path in files:
+        size = path.stat().st_size
+        h.update(f"{path.name}\0{size}\0".encode())
+        with path.open("rb") as f:
+            if size <= 2 * _EDGE:
+                h.update(f.read())
+            else:
+                h.update(f.read(_EDGE))
+                f.seek(size - _EDGE)
+                h.update(f.read(_EDGE))
+    return h.hexdigest()
+
+
+def cache_key(spec: Spec, checkpoint_digest: str, trtllm_version: str, gpu_arch: str) -> str:
+    """Key of the engine cache: a hash of the build-relevant settings only (see CACHE_KEY_FIELDS)."""
+    factors = {"schema": 1, "build": build_settings(spec), "checkpoint": checkpoint_digest,
+               "tensorrt_llm": trtllm_version, "gpu_arch": gpu_arch}
+    return hashlib.sha256(json.dumps(factors, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class EngineBuild:
+    key: str
+    engine_dir: Path
+    """`<cache_dir>/<key>`; the tensorrt_llm model's gpt_model_path."""
+    commands: list[list[str]]
+    """What ran (or, for dry-run, would run in the container); empty on a cache hit."""
+    runner: Literal["cache", "local", "docker", "dry-run"]
+
+
+def container_run_kwargs(spec: Spec, checkpoint_dir: Path, work_dir: Path, examples_dir: Path) -> dict[str, Any]:
+    """Keyword arguments of docker's containers.run for a build (GPUs, bind mounts, user), without the command."""
+    gpus = spec.placement.gpu_ids
+    device = (DeviceRequest(device_ids=[str(i) for i in gpus], capabilities=[["gpu"]]) if gpus
+              else DeviceRequest(count=-1, capabilities=[["gpu"]]))
+    return {
+        "device_requests": [device],
+        "mounts": [
+            Mount(_C_CHECKPOINT, str(checkpoint_dir.resolve()), type="bind", read_only=True),
+            Mount(CONTAINER_EXAMPLES, str(examples_dir.resolve()), type="bind", read_only=True),
+            Mount(_C_WORK, str(work_dir.resolve()), type="bind"),
+        ],
+        # Run as the caller so the engine files can be renamed and deleted without root.
+        "user": f"{os.getuid()}:{os.getgid()}",
+        "environment": {"HOME": f"{_C_WORK}/home", "HF_HOME": f"{_C_WORK}/home/hf"},
+        "working_dir": _C_WORK,
+        # As NVIDIA's `docker run` for this image (--shm-size=2g --ulimit memlock=-1): NCCL and pinned memory.
+        "shm_size": "2g",
+        "ulimits": [Ulimit(name="memlock", soft=-1, hard=-1)],
+        "detach": True,
+    }
+
+
+def _container_script(commands: list[list[str]]) -> list[str]:
+    # The image tag does not prove which TensorRT-LLM it carries; building with another version would make an
+    # engine the serving container cannot load, so refuse before spending an hour on it.
+    guard = ["python3", "-c", "import sys, tensorrt_llm as t; v = t.__version__; "
+             f"sys.exit(0 if v == {TRTLLM.version!r} else 'TensorRT-LLM ' + v + ' in the container, "
+             f"expected {TRTLLM.version}')"]
+    return ["bash", "-c", " && ".join(shlex.join(c) for c in [guard, *commands])]
+
+
+def _local_trtllm_version() -> str | None:
+    """TensorRT-LLM version importable by this interpreter, or None (in a subprocess: the import loads CUDA)."""
+    try:
+        done = subprocess.run([sys.executable, "-c", "import tensorrt_llm; print(tensorrt_llm.__version__)"],
+                              capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = done.stdout.strip().splitlines()
+    return lines[-1].strip() if done.returncode == 0 and lines else None
+
+
+def _docker_client() -> docker.DockerClient:
+    client = docker.from_env()
+    client.ping()
+    return client
+
+
+def _run_local(commands: list[list[str]], log: Callable[[str], None]) -> None:
+    for argv in commands:
+        log("$ " + shlex.join(argv))
+        tail: collections.deque[str] = collections.deque(maxlen=40)
+        with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                tail.append(line.rstrip())
+                log(line.rstrip())
+        if proc.returncode != 0:
+            step = Path(argv[1] if argv[1].endswith(".py") else argv[0]).name
+            raise CheckFailed([f"engine build: {step} exited with {proc.returncode}; see the log above", *tail])
+
+
+def _run_docker(client: docker.DockerClient, commands: list[list[str]], run_kwargs: dict[str, Any],
+                log: Callable[[str], None]) -> None:
+    log(f"building in {TRTLLM.container} (pulled first if missing, about 16 GB)")
+    container = client.containers.run(TRTLLM.container, _container_script(commands), **run_kwargs)
+    tail: collections.deque[str] = collections.deque(maxlen=40)
+    try:
+        for chunk in container.logs(stream=True, follow=True):
+            for line in chunk.decode(errors="replace").splitlines():
+                tail.append(line)
+                log(line)
+        status = container.wait().get("StatusCode", -1)
+    finally:
+        container.remove(force=True)
+    if status != 0:
+        raise CheckFailed([f"engine build: the build container exited with {status}; see the log above", *tail])
+
+
+def _cache_hit(engine_dir: Path, key: str) -> bool:
+    try:
+        manifest = json.loads((engine_dir / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return False
+    return manifest.get("key") == key and (engine_dir / "config.json").is_file()
+
+
+def _architecture(checkpoint_dir: Path) -> str:
+    archs = json.loads((checkpoint_dir / "config.json").read_text()).get("architectures") or ["(none)"]
+    return archs[0]
+
+
+def build_engine(spec: Spec, checkpoint_dir: str | os.PathLike[str], gpu_arch: str, *,
+                 examples_dir: str | os.PathLike[str] | None = None, cache_dir: str | os.PathLike[str] | None = None,
+                 dry_run: bool = False, log: Callable[[str], None] = print) -> EngineBuild:
+    """Return the cached engine for this spec and checkpoint, building it first on a miss.
+
+    `examples_dir` is the `examples/` folder of a NVIDIA/TensorRT-LLM checkout at the pinned tag (the conversion
+    scripts are not part of the pip package). The build runs here when this interpreter imports the pinned
+    TensorRT-LLM, else in the pinned container through the docker engine; with neither, EnvironmentMissing.
+    """
+    ckpt = Path(checkpoint_dir)
+    digest = checkpoint_digest(ckpt)
+    key = cache_key(spec, digest, TRTLLM.version, gpu_arch)
+    root = Path(os.path.expanduser(cache_dir if cache_dir is not None else spec.engine.cache_dir))
+    target = root / key
+    if _cache_hit(target, key):
+        log(f"engine cache hit: {target}")
+        return EngineBuild(key, target, [], "cache")
+    arch = _architecture(ckpt)
+    if arch not in LLAMA_FAMILY and not needs_calibration(spec):
+        raise SpecError(problem("model.checkpoint", f"architecture {arch} has no convert_checkpoint.py wired in "
+                                f"tritongen (supported: {', '.join(LLAMA_FAMILY)})",
+                                "build the engine yourself and set engine.engine_dir"))
+    if dry_run:
+        commands = build_commands(spec, _C_CHECKPOINT, f"{_C_WORK}/engine", converted_dir=f"{_C_WORK}/tllm_checkpoint")
+        return EngineBuild(key, target, commands, "dry-run")
+
+    local_version = _local_trtllm_version()
+    client = None
+    if local_version != TRTLLM.version:
+        if local_version is not None:
+            log(f"local TensorRT-LLM is {local_version}, the serving container has {TRTLLM.version}: "
+                "building in the container")
+        try:
+            client = _docker_client()
+        except docker.errors.DockerException as err:
+            found = f"TensorRT-LLM {local_version}" if local_version else "no importable tensorrt_llm"
+            raise EnvironmentMissing(problem(
+                "engine build", f"needs TensorRT-LLM {TRTLLM.version} in this Python ({found}) or a running docker "
+                f"engine for {TRTLLM.container} (docker: {err})",
+                f"start the docker engine with the NVIDIA container toolkit, or `pip install "
+                f"tensorrt_llm=={TRTLLM.version}`")) from None
+    if examples_dir is None or not (Path(examples_dir) / TRTLLM.convert_script).is_file():
+        raise EnvironmentMissing(problem(
+            "engine build", f"needs the examples folder of TensorRT-LLM {TRTLLM.source_tag} (got {examples_dir})",
+            f"git clone --depth 1 --branch {TRTLLM.source_tag} https://github.com/NVIDIA/TensorRT-LLM "
+            "and pass its examples/ folder"))
+
+    root.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".build-{key[:12]}-", dir=root))
+    try:
+        if client is None:
+            commands = build_commands(spec, ckpt, work / "engine", converted_dir=work / "tllm_checkpoint",
+                                      examples_dir=os.fspath(examples_dir), python=sys.executable)
+            _run_local(commands, log)
+        else:
+            commands = build_commands(spec, _C_CHECKPOINT, f"{_C_WORK}/engine",
+                                      converted_dir=f"{_C_WORK}/tllm_checkpoint")
+            _run_docker(client, commands, container_run_kwargs(spec, ckpt, work, Path(examples_dir)), log)
+        built = work / "engine"
+        if not (built / "config.json").is_file():
+            raise CheckFailed("engine build: finished without writing config.json; see the log above")
+        manifest = {"key": key, "build": build_settings(spec), "checkpoint": str(ckpt.resolve()),
+                    "checkpoint_digest": digest, "tensorrt_llm": TRTLLM.version,
+                    "container": TRTLLM.container, "gpu_arch": gpu_arch, "commands": commands,
+                    "runner": "local" if client is None else "docker",
+                    "built_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+        (built / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+        try:
+            built.rename(target)
+        except OSError:
+            # Another build of the same key finished first; its engine is equivalent, keep it.
+            if not _cache_hit(target, key):
+                raise
+        log(f"engine built: {target}")
+        return EngineBuild(key, target, commands, "local" if client is None else "docker")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

@@ -1,0 +1,149 @@
+"""Consistency of a built TensorRT-LLM engine (its config.json) with the spec that will serve it.
+
+Each mismatch here is one tritonserver would otherwise report at model load, or worse, one that loads and then
+rejects or truncates requests under load. Every problem names the spec field and the engine field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from generator.errors import SpecError, problem
+from generator.spec import Spec
+from generator.trtllm import TRTLLM
+
+# pretrained_config.quantization.quant_algo written by conversion, per spec quantisation.
+_QUANT_ALGO = {"none": None, "fp8": "FP8", "int8_weight_only": "W8A16", "int4_weight_only": "W4A16",
+               "int4_awq": "W4A16_AWQ", "smoothquant": "W8A8_SQ"}
+_KV_QUANT_ALGO = {"auto": None, "fp8": "FP8", "int8": "INT8"}
+
+
+def load_engine_config(engine_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read an engine folder's config.json (written by trtllm-build)."""
+    path = Path(engine_dir) / "config.json"
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise SpecError(problem("engine.engine_dir", f"({engine_dir}) has no config.json",
+                                "point it at a folder written by trtllm-build")) from None
+    except ValueError as err:
+        raise SpecError(problem("engine.engine_dir", f"{path} is not valid JSON ({err})",
+                                "rebuild the engine")) from None
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value)
+
+
+def _longest(mean: int, stddev: float) -> int:
+    # mean + 3 sigma covers 99.9% of a normal load; a longer request is rare enough to accept as an error.
+    return math.ceil(mean + 3 * stddev)
+
+
+def check_engine(engine_config: dict[str, Any], spec: Spec, *, tokenizer_vocab_size: int | None = None,
+                 world_size: int | None = None) -> list[str]:
+    """Problems between an engine's config.json and the spec, one `field (value): what; fix` line each.
+
+    `world_size` is the MPI world of the planned launch (default: engine.tp_size x engine.pp_size);
+    `tokenizer_vocab_size` is len(tokenizer) of the tokenizer preprocessing will load. Callers raise SpecError.
+    """
+    build = engine_config.get("build_config", {})
+    plugin = build.get("plugin_config", {})
+    pretrained = engine_config.get("pretrained_config", {})
+    mapping = pretrained.get("mapping", {})
+    quant = pretrained.get("quantization", {})
+    serving = spec.serving
+    problems = []
+
+    version = engine_config.get("version")
+    if version != TRTLLM.version:
+        problems.append(problem(f"engine config.json version ({version})",
+                                f"must equal the serving container's TensorRT-LLM "
+                                f"({TRTLLM.version}, {TRTLLM.container})",
+                                "rebuild the engine with the pinned release"))
+
+    strategy = f"serving.batching_strategy ({serving.batching_strategy})"
+    if "kv_cache_type" in build:
+        if str(build["kv_cache_type"]).upper() != "PAGED":
+            problems.append(problem(strategy, f"needs engine build_config.kv_cache_type PAGED "
+                                    f"(got {build['kv_cache_type']})", "rebuild with --kv_cache_type paged"))
+    elif plugin.get("paged_kv_cache") is not True:
+        problems.append(problem(strategy, f"needs engine build_config.plugin_config.paged_kv_cache true "
+                                f"(got {_json(plugin.get('paged_kv_cache'))})", "rebuild with --kv_cache_type paged"))
+    if plugin.get("remove_input_padding") is not True:
+        problems.append(problem(strategy, f"needs engine build_config.plugin_config.remove_input_padding true "
+                                f"(got {_json(plugin.get('remove_input_padding'))})",
+                                "rebuild with --remove_input_padding enable"))
+    fmha = plugin.get("use_paged_context_fmha")
+    for field, enabled in (("serving.kv_cache.enable_reuse", serving.kv_cache.enable_reuse),
+                           ("serving.enable_chunked_context", serving.enable_chunked_context)):
+        if enabled and fmha is not True:
+            problems.append(problem(f"{field} (true)", f"needs engine build_config.plugin_config."
+                                    f"use_paged_context_fmha true (got {_json(fmha)})",
+                                    f"rebuild with engine.use_paged_context_fmha: true or set {field}: false"))
+
+    engine_batch = build.get("max_batch_size")
+    if engine_batch is not None and serving.max_batch_size > engine_batch:
+        problems.append(problem(f"serving.max_batch_size ({serving.max_batch_size})",
+                                f"must be <= engine build_config.max_batch_size ({engine_batch})",
+                                "rebuild or lower it"))
+    engine_beam = build.get("max_beam_width")
+    if engine_beam is not None and spec.engine.max_beam_width > engine_beam:
+        problems.append(problem(f"engine.max_beam_width ({spec.engine.max_beam_width})",
+                                f"must be <= engine build_config.max_beam_width ({engine_beam})",
+                                f"rebuild with --max_beam_width {spec.engine.max_beam_width} or lower it"))
+
+    load = spec.validation.load
+    # A prompts file brings its own lengths; only the synthetic profile is known here.
+    if load.prompts_file is None:
+        inp, out = load.input_tokens, load.output_tokens
+        longest_in, longest_out = _longest(inp.mean, inp.stddev), _longest(out.mean, out.stddev)
+        max_input = build.get("max_input_len")
+        if max_input is not None and longest_in > max_input:
+            problems.append(problem(f"validation.load.input_tokens (mean {inp.mean} + 3 x stddev {inp.stddev:g} "
+                                    f"= {longest_in})", f"must be <= engine build_config.max_input_len ({max_input})",
+                                    "rebuild with a larger engine.max_input_len or shorten the prompts"))
+        max_seq = build.get("max_seq_len")
+        if max_seq is not None and longest_in + longest_out > max_seq:
+            problems.append(problem(f"validation.load (input {longest_in} + output {longest_out} = "
+                                    f"{longest_in + longest_out} tokens)",
+                                    f"must be <= engine build_config.max_seq_len ({max_seq})",
+                                    "rebuild with a larger engine.max_seq_len or shorten the load"))
+
+    tp, pp = mapping.get("tp_size", 1), mapping.get("pp_size", 1)
+    engine_ranks = f"engine pretrained_config.mapping tp_size x pp_size ({tp} x {pp} = {tp * pp})"
+    if (spec.engine.tp_size, spec.engine.pp_size) != (tp, pp):
+        problems.append(problem(f"engine.tp_size x engine.pp_size ({spec.engine.tp_size} x {spec.engine.pp_size} "
+                                f"= {spec.engine.tp_size * spec.engine.pp_size})", f"must equal {engine_ranks}",
+                                "set engine.tp_size/pp_size to the engine's or rebuild"))
+    if world_size is not None and world_size != tp * pp:
+        problems.append(problem(f"launch world size ({world_size})", f"must equal {engine_ranks}",
+                                "start one MPI rank per engine rank"))
+
+    vocab = pretrained.get("vocab_size")
+    if tokenizer_vocab_size is not None and vocab is not None and tokenizer_vocab_size > vocab:
+        problems.append(problem(f"model.tokenizer (vocabulary {tokenizer_vocab_size})",
+                                f"must be <= engine pretrained_config.vocab_size ({vocab})",
+                                "use the tokenizer of the checkpoint the engine was built from"))
+
+    dtype = pretrained.get("dtype")
+    if dtype is not None and dtype != spec.engine.dtype:
+        problems.append(problem(f"engine.dtype ({spec.engine.dtype})",
+                                f"must equal engine pretrained_config.dtype ({dtype})",
+                                f"set engine.dtype: {dtype} or rebuild"))
+    algo = quant.get("quant_algo")
+    expected = _QUANT_ALGO[spec.engine.quantization]
+    if not (algo == expected or (expected is not None and str(algo).startswith(expected))):
+        problems.append(problem(f"engine.quantization ({spec.engine.quantization})",
+                                f"does not match engine pretrained_config.quantization.quant_algo ({_json(algo)})",
+                                "set engine.quantization to the engine's or rebuild"))
+    kv_algo = quant.get("kv_cache_quant_algo")
+    if kv_algo != _KV_QUANT_ALGO[spec.engine.kv_cache_dtype]:
+        problems.append(problem(f"engine.kv_cache_dtype ({spec.engine.kv_cache_dtype})",
+                                f"does not match engine pretrained_config.quantization.kv_cache_quant_algo "
+                                f"({_json(kv_algo)})", "set engine.kv_cache_dtype to the engine's or rebuild"))
+    return problems

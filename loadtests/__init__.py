@@ -1,0 +1,1 @@
+"""Load validation: raw request samples, GenAI-Perf metrics, SLO verdicts, Triton's server view, reports."""

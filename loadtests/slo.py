@@ -1,0 +1,103 @@
+"""The SLO gate: the spec's `validation.slo` against measured metrics, one result per configured objective.
+
+An objective that cannot be measured (no successful request, a TTFT objective over plain `http`) fails: a gate
+that passes on missing data would exit 0 on a broken deployment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+from generator.spec import SLOSection
+from loadtests.metrics import GoodputLimits, Metrics
+
+# name -> (where in Metrics, unit, measured must be "<=" or ">=" the limit)
+_OBJECTIVES: dict[str, tuple[str, str, Literal["<=", ">="]]] = {
+    "ttft_p95_ms": ("ttft_ms.p95", "ms", "<="),
+    "itl_p95_ms": ("itl_ms.p95", "ms", "<="),
+    "e2e_p99_ms": ("e2e_ms.p99", "ms", "<="),
+    "min_output_tokens_per_s": ("output_token_throughput", "tok/s", ">="),
+    "max_error_rate": ("error_rate", "", "<="),
+}
+
+_UNMEASURED_WHY = {
+    "ttft_ms": "no successful streamed request (plain `http` has no first token; use grpc or http_stream)",
+    "itl_ms": "no successful streamed request with more than one output token",
+    "e2e_ms": "no successful request",
+    "output_token_throughput": "no response arrived",
+    "error_rate": "no request was sent",
+}
+
+
+@dataclass(frozen=True)
+class SLOResult:
+    name: str
+    """The spec field, e.g. `ttft_p95_ms`."""
+    measured: float | None
+    """None when the run gives no value for it (then it fails)."""
+    limit: float
+    unit: str
+    comparison: Literal["<=", ">="]
+    """What must hold: measured <comparison> limit."""
+    passed: bool
+    note: str = ""
+    """Why nothing was measured, when measured is None."""
+
+    @property
+    def line(self) -> str:
+        """`PASS|FAIL name: measured X unit <op> limit Y unit`, with the operator that actually holds."""
+        verdict = "PASS" if self.passed else "FAIL"
+        unit = f" {self.unit}" if self.unit else ""
+        limit = f"{self.limit:g}{unit}"
+        if self.measured is None:
+            return f"{verdict} {self.name}: not measured ({self.note}); limit {limit}"
+        shown = f"{self.measured:.4f}" if self.unit == "" else f"{self.measured:.1f}"
+        if self.passed:
+            op = self.comparison
+        else:
+            op = ">" if self.comparison == "<=" else "<"
+        return f"{verdict} {self.name}: measured {shown}{unit} {op} limit {limit}"
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "line": self.line}
+
+
+def _lookup(metrics: Metrics, where: str) -> float | None:
+    value: object = metrics
+    for part in where.split("."):
+        value = getattr(value, part)
+        if value is None:
+            return None
+    return float(value)  # type: ignore[arg-type]
+
+
+def evaluate(slo: SLOSection, metrics: Metrics) -> list[SLOResult]:
+    """One result per objective set in `slo` (fields left None are not objectives), in spec field order."""
+    results = []
+    for name, (where, unit, comparison) in _OBJECTIVES.items():
+        limit = getattr(slo, name)
+        if limit is None:
+            continue
+        measured = _lookup(metrics, where)
+        if measured is None:
+            results.append(SLOResult(name, None, limit, unit, comparison, False, _UNMEASURED_WHY[where.split(".")[0]]))
+            continue
+        passed = measured <= limit if comparison == "<=" else measured >= limit
+        results.append(SLOResult(name, measured, limit, unit, comparison, passed))
+    return results
+
+
+def exit_code(results: list[SLOResult]) -> int:
+    """0 when every objective holds, 1 when any fails (the CLI's 'failed a check' code)."""
+    return 0 if all(r.passed for r in results) else 1
+
+
+def verdict_lines(results: list[SLOResult]) -> list[str]:
+    return [r.line for r in results]
+
+
+def goodput_limits(slo: SLOSection) -> GoodputLimits:
+    """The latency objectives as per-request goodput limits: a request is good when its own TTFT, ITL and e2e
+    are within the numbers the percentile objectives use."""
+    return GoodputLimits(ttft_ms=slo.ttft_p95_ms, itl_ms=slo.itl_p95_ms, e2e_ms=slo.e2e_p99_ms)
