@@ -297,6 +297,10 @@ def place(inventory: Inventory, model: MemoryModel, *, max_seq_len: int, kv_frac
         devices, candidates = _place_parallel(gpus, full, model, max_seq_len, kv_fraction, instances_per_device)
         chosen = [(row[0], row, indices, ",".join(map(str, indices)), None) for row, indices in candidates
                   if row[0].fits]
+    if not devices:
+        raise CheckFailed(problem("placement", f"no device to run on ({_gpus([g.index for g in gpus])} "
+                                  f"{'has' if len(gpus) == 1 else 'have'} MIG on but no MIG instances)",
+                                  "create MIG instances, disable MIG, or list other GPUs"))
     if not chosen:
         # Devices ruled out by structure (MIG under tp > 1, left-overs) say nothing about size.
         sized = [d for d in devices if d.reason.startswith("needs")] or devices

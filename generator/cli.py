@@ -1,0 +1,234 @@
+"""`tritongen`: a thin CLI over the stages. Errors map to exit codes here and nowhere else.
+
+Exit codes: 0 success; 1 a check failed (verification, SLO); 2 bad input (spec, flags); 3 something the
+command needs is missing from this machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import signal
+import sys
+import time
+from pathlib import Path
+
+from generator.errors import SpecError, TritongenError
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from generator.spec import explain, load_spec
+
+    if args.explain:
+        for path, type_name, default, doc in explain():
+            print(f"{path:45} {type_name:30} {default:12} {doc}")
+        return 0
+    if not args.spec:
+        raise SpecError("SPEC: missing; pass the spec file to validate")
+    spec = load_spec(args.spec)
+    print(f"ok: {args.spec} ({spec.name}, runtime {spec.runtime})")
+    return 0
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from generator.plan import plan_from_file
+
+    _, plan = plan_from_file(args.spec)
+    if args.json:
+        print(plan.to_json())
+        return 0
+    data = plan.model_dump(mode="json")
+    for key, value in data.items():
+        print(f"{key:26} {value}")
+    return 0
+
+
+def _cmd_render(args: argparse.Namespace) -> int:
+    from generator.pipeline import render_for
+    from generator.plan import plan_from_file
+    from generator.render import status_lines, write_repository
+
+    spec, plan = plan_from_file(args.spec)
+    files = render_for(spec, plan, engine_dir=args.engine_dir)
+    out = Path(args.output)
+    lines = status_lines(files, out)
+    if args.dry_run:
+        for line in lines:
+            print(f"{line}  (dry run)")
+        return 0
+    write_repository(files, out, overwrite=args.force)
+    for line in lines:
+        print(line)
+    print(f"model repository: {out.resolve()}")
+    return 0
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from generator.verify import verify_load, verify_repository
+
+    repo = Path(args.repo)
+    findings = verify_repository(repo)
+    for f in findings:
+        print(f"FAIL {f}")
+    if findings:
+        return 1
+    print(f"ok: {repo} parses and its ensemble wiring is consistent")
+    if args.load:
+        states = verify_load(repo)
+        for name, state in sorted(states.items()):
+            print(f"{state:>6}  {name}")
+    return 0
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from generator.serve import TritonServer
+
+    server = TritonServer(Path(args.repo), http_port=args.http_port, grpc_port=args.grpc_port,
+                          metrics_port=args.metrics_port)
+    print("starting tritonserver ...", flush=True)
+    server.start(timeout=args.timeout)
+    print(f"ready  http {server.http_url}  grpc {server.grpc_url}  metrics {server.metrics_url}", flush=True)
+    print(f"log    {server.log_path}   (Ctrl-C stops)", flush=True)
+    stop = {"now": False}
+    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+    try:
+        while not stop["now"]:
+            if server.process.poll() is not None:
+                print(f"tritonserver exited with code {server.process.returncode}:\n{server.log_tail()}")
+                return 1
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        print("stopping tritonserver ...", flush=True)
+        server.stop()
+    return 0
+
+
+def _cmd_generate(args: argparse.Namespace) -> int:
+    from generator import client
+
+    params = {"min_tokens": args.min_tokens, "temperature": args.temperature, "top_k": args.top_k,
+              "top_p": args.top_p}
+    if args.protocol == "grpc":
+        url = args.url or "127.0.0.1:8001"
+        for text in client.stream_grpc(url, args.prompt, args.max_tokens, stream=args.stream,
+                                       model=args.model, **params):
+            print(text, end="" if args.stream else "\n", flush=True)
+    elif args.stream:
+        for text in client.stream_http(args.url or "127.0.0.1:8000", args.prompt, args.max_tokens,
+                                       model=args.model, **params):
+            print(text, end="", flush=True)
+    else:
+        print(client.generate_http(args.url or "127.0.0.1:8000", args.prompt, args.max_tokens, model=args.model,
+                                   **params), end="")
+    print()
+    return 0
+
+
+def _cmd_demo_model(args: argparse.Namespace) -> int:
+    from generator.demo_model import make_demo_model
+
+    path = make_demo_model(args.dir, seed=args.seed, force=args.force)
+    print(f"tiny Llama checkpoint + tokenizer: {path}")
+    return 0
+
+
+def _cmd_build(args: argparse.Namespace) -> int:
+    from generator.spec import load_spec
+    from generator.trtllm_build import build_engine
+
+    spec = load_spec(args.spec)
+    if spec.runtime != "tensorrtllm":
+        raise SpecError("runtime: build needs runtime: tensorrtllm; the hf runtime serves the checkpoint as is")
+    checkpoint = (Path(args.spec).resolve().parent / spec.model.checkpoint).resolve()
+    result = build_engine(spec, checkpoint, args.gpu_arch, examples_dir=args.examples_dir, dry_run=args.dry_run)
+    if args.dry_run:
+        for command in result.commands:
+            print(" ".join(shlex.quote(c) for c in command))
+    print(f"cache key: {result.key}")
+    print(f"engine:    {result.engine_dir} ({result.runner})")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tritongen", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("validate", help="validate a spec")
+    s.add_argument("spec", nargs="?")
+    s.add_argument("--explain", action="store_true", help="list every spec field with its type, default and doc")
+    s.set_defaults(func=_cmd_validate)
+
+    s = sub.add_parser("plan", help="print the fully resolved Plan")
+    s.add_argument("spec")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=_cmd_plan)
+
+    s = sub.add_parser("render", help="render the model repository")
+    s.add_argument("spec")
+    s.add_argument("-o", "--output", required=True)
+    s.add_argument("--dry-run", action="store_true", help="show what would be written")
+    s.add_argument("--force", action="store_true", help="replace an existing, non-empty output folder")
+    s.add_argument("--engine-dir", help="tensorrtllm: a built engine folder (default: the engine cache entry)")
+    s.set_defaults(func=_cmd_render)
+
+    s = sub.add_parser("verify", help="check a model repository")
+    s.add_argument("repo")
+    s.add_argument("--load", action="store_true", help="also load it in the embedded tritonserver")
+    s.set_defaults(func=_cmd_verify)
+
+    s = sub.add_parser("serve", help="serve a model repository with the embedded tritonserver")
+    s.add_argument("repo")
+    s.add_argument("--http-port", type=int, default=0)
+    s.add_argument("--grpc-port", type=int, default=0)
+    s.add_argument("--metrics-port", type=int, default=0)
+    s.add_argument("--timeout", type=float, default=300)
+    s.set_defaults(func=_cmd_serve)
+
+    s = sub.add_parser("generate", help="send one prompt to a running deployment")
+    s.add_argument("prompt")
+    s.add_argument("--url", help="host:port (default 127.0.0.1:8001 for grpc, :8000 for http)")
+    s.add_argument("--protocol", choices=["grpc", "http"], default="grpc")
+    s.add_argument("--stream", action="store_true")
+    s.add_argument("--max-tokens", type=int, default=32)
+    s.add_argument("--min-tokens", type=int)
+    s.add_argument("--temperature", type=float)
+    s.add_argument("--top-k", type=int)
+    s.add_argument("--top-p", type=float)
+    s.add_argument("--model", default="ensemble")
+    s.set_defaults(func=_cmd_generate)
+
+    s = sub.add_parser("demo-model", help="make a tiny Llama checkpoint and tokenizer locally")
+    s.add_argument("dir")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--force", action="store_true")
+    s.set_defaults(func=_cmd_demo_model)
+
+    s = sub.add_parser("build", help="build (or find in the cache) the TensorRT-LLM engine")
+    s.add_argument("spec")
+    s.add_argument("--dry-run", action="store_true", help="print the commands and the cache key only")
+    s.add_argument("--gpu-arch", default="sm90")
+    s.add_argument("--examples-dir", help="a TensorRT-LLM checkout's examples/ folder (local builds)")
+    s.set_defaults(func=_cmd_build)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on bad flags, which is our bad-input code too
+        return int(exc.code or 0)
+    try:
+        return args.func(args)
+    except TritongenError as err:
+        for line in err.problems:
+            print(f"error: {line}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""Clients for a deployed ensemble: gRPC ModelStreamInfer and HTTP generate / generate_stream.
+
+The same request shape serves every runtime, because the ensemble's inputs are the TensorRT-LLM contract's.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from generator.errors import CheckFailed
+
+_NUMPY = {"INT32": np.int32, "FP32": np.float32, "UINT64": np.uint64, "BOOL": np.bool_}
+# Ensemble inputs a caller may pass as keyword arguments, with their Triton data types.
+OPTIONAL_INPUTS = {"min_tokens": "INT32", "temperature": "FP32", "top_k": "INT32", "top_p": "FP32",
+                   "end_id": "INT32", "pad_id": "INT32", "exclude_input_in_output": "BOOL",
+                   "return_num_output_tokens": "BOOL", "return_num_input_tokens": "BOOL",
+                   "seed": "UINT64"}
+
+
+def request_body(prompt: str, max_tokens: int, *, stream: bool, stop_words: list[str] | None = None,
+                 **params: Any) -> dict[str, Any]:
+    """The JSON body of an HTTP generate request (extra fields map to ensemble inputs)."""
+    body: dict[str, Any] = {"text_input": prompt, "max_tokens": max_tokens, "stream": stream}
+    if stop_words:
+        body["stop_words"] = stop_words
+    body.update({k: v for k, v in params.items() if v is not None})
+    return body
+
+
+def grpc_inputs(prompt: str, max_tokens: int, *, stream: bool, stop_words: list[str] | None = None,
+                **params: Any) -> list:
+    import tritonclient.grpc as grpcclient
+
+    def tensor(name: str, value: np.ndarray, dtype: str):
+        t = grpcclient.InferInput(name, list(value.shape), dtype)
+        t.set_data_from_numpy(value)
+        return t
+
+    inputs = [
+        tensor("text_input", np.array([[prompt.encode()]], dtype=np.object_), "BYTES"),
+        tensor("max_tokens", np.array([[max_tokens]], dtype=np.int32), "INT32"),
+        tensor("stream", np.array([[stream]], dtype=np.bool_), "BOOL"),
+    ]
+    if stop_words:
+        inputs.append(tensor("stop_words", np.array([[w.encode() for w in stop_words]], dtype=np.object_), "BYTES"))
+    for name, value in params.items():
+        if value is None:
+            continue
+        if name not in OPTIONAL_INPUTS:
+            raise ValueError(f"unknown ensemble input {name!r}; known: {', '.join(sorted(OPTIONAL_INPUTS))}")
+        dtype = OPTIONAL_INPUTS[name]
+        inputs.append(tensor(name, np.array([[value]], dtype=_NUMPY[dtype]), dtype))
+    return inputs
+
+
+def _text(result) -> str:
+    out = result.as_numpy("text_output")
+    if out is None:
+        return ""
+    value = out.reshape(-1)[0] if out.size else b""
+    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def stream_grpc(url: str, prompt: str, max_tokens: int, *, model: str = "ensemble", stream: bool = True,
+                timeout: float = 120.0, **params: Any) -> Iterator[str]:
+    """Yield the text of each response of one ModelStreamInfer request until the final response."""
+    import tritonclient.grpc as grpcclient
+
+    responses: queue.Queue = queue.Queue()
+    client = grpcclient.InferenceServerClient(url)
+    client.start_stream(callback=lambda result, error: responses.put((result, error)))
+    try:
+        client.async_stream_infer(model, grpc_inputs(prompt, max_tokens, stream=stream, **params),
+                                  enable_empty_final_response=True)
+        while True:
+            try:
+                result, error = responses.get(timeout=timeout)
+            except queue.Empty:
+                raise CheckFailed(f"gRPC stream: no response within {timeout:.0f}s") from None
+            if error is not None:
+                raise CheckFailed(f"gRPC stream: {error}")
+            final = result.get_response().parameters.get("triton_final_response")
+            if result.as_numpy("text_output") is not None:
+                yield _text(result)
+            if final is not None and final.bool_param:
+                return
+    finally:
+        client.stop_stream(cancel_requests=True)
+        client.close()
+
+
+def generate_http(url: str, prompt: str, max_tokens: int, *, model: str = "ensemble", timeout: float = 120.0,
+                  **params: Any) -> str:
+    """One HTTP generate request (not streamed); returns text_output."""
+    body = json.dumps(request_body(prompt, max_tokens, stream=False, **params)).encode()
+    req = urllib.request.Request(f"http://{url}/v2/models/{model}/generate", data=body,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return json.loads(r.read())["text_output"]
+    except urllib.error.HTTPError as err:
+        raise CheckFailed(f"HTTP generate: {err.code} {err.read().decode(errors='replace')}") from None
+
+
+def stream_http(url: str, prompt: str, max_tokens: int, *, model: str = "ensemble", timeout: float = 120.0,
+                **params: Any) -> Iterator[str]:
+    """HTTP generate_stream (server-sent events); yields text_output of each event."""
+    body = json.dumps(request_body(prompt, max_tokens, stream=True, **params)).encode()
+    req = urllib.request.Request(f"http://{url}/v2/models/{model}/generate_stream", data=body,
+                                 headers={"Content-Type": "application/json", "Accept": "text/event-stream"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            for raw in r:
+                line = raw.decode("utf-8", errors="replace").strip()
+                if not line.startswith("data:"):
+                    continue
+                event = json.loads(line[5:])
+                if "error" in event:
+                    # The HTTP status comes from the first response, so later errors arrive inside the stream.
+                    raise CheckFailed(f"HTTP generate_stream: {event['error']}")
+                yield event.get("text_output", "")
+    except urllib.error.HTTPError as err:
+        raise CheckFailed(f"HTTP generate_stream: {err.code} {err.read().decode(errors='replace')}") from None

@@ -1,0 +1,62 @@
+"""Shared fixtures: the tiny demo model, its rendered repository, and one real tritonserver per session."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "tiny-cpu.yaml"
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory) -> Path:
+    from generator.demo_model import make_demo_model
+
+    return make_demo_model(tmp_path_factory.mktemp("models") / "tiny-llama")
+
+
+@pytest.fixture(scope="session")
+def tiny_spec_path(tmp_path_factory, tiny_model) -> Path:
+    """examples/tiny-cpu.yaml with its checkpoint pointed at the session's tiny model."""
+    data = yaml.safe_load(EXAMPLE.read_text())
+    data["model"]["checkpoint"] = str(tiny_model)
+    path = tmp_path_factory.mktemp("spec") / "tiny-cpu.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_repo(tmp_path_factory, tiny_spec_path) -> Path:
+    from generator.pipeline import render_for
+    from generator.plan import plan_from_file
+    from generator.render import write_repository
+
+    spec, plan = plan_from_file(tiny_spec_path)
+    out = tmp_path_factory.mktemp("repo") / "model_repository"
+    write_repository(render_for(spec, plan), out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def triton(tiny_repo, tmp_path_factory):
+    """One real tritonserver serving the tiny repository for the whole session."""
+    from generator.serve import TritonServer
+
+    log = tmp_path_factory.mktemp("logs") / "tritonserver.log"
+    server = TritonServer(tiny_repo, log_path=log)
+    try:
+        server.start(timeout=240)
+    except Exception:
+        print(server.log_tail(80))
+        raise
+    yield server
+    server.stop()
+
+
+def copy_tree(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst
