@@ -23,8 +23,8 @@
   A MIG entry's memory and SMs come from the catalogue unless given. Without a UUID, nobody can select the
   instance with CUDA_VISIBLE_DEVICES; the placement then leaves device selection to the deployment target.
 
-Memory figures are GiB as nvidia-smi reports them (`MIG_GIB` below says which are read off machines and which
-are inferred); a discovered inventory always carries the driver's own numbers.
+Memory figures are GiB as nvidia-smi reports them (the comment on `CATALOGUE` says which are read off machines
+and which are inferred); a discovered inventory always carries the driver's own numbers.
 """
 
 from __future__ import annotations

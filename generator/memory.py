@@ -13,7 +13,9 @@ Definitions used by the planner (all per tensor/pipeline rank, per model instanc
   sits on the first pipeline rank (split by tp only with ``use_parallel_embedding``), lm_head on the last (always
   split by tp, as TensorRT-LLM does). Quantisation applies to linear layers only; embeddings, lm_head and norms
   stay in the activation dtype, which is TensorRT-LLM's default (lm_head is in its quantisation exclude list).
-* headroom: `RuntimeHeadroom`, an estimate, see the constants below.
+* headroom: `MemoryModel.headroom()`: CUDA context and libraries, one engine step's activations, float32 logits,
+  NCCL buffers under tp/pp. These are estimates from the constants below, not measurements; TensorRT-LLM's own
+  accounting when the engine loads is what finally decides, so the planner errs high.
 * free = device memory - instances x (weights + headroom).
 * KV token budget (``max_tokens_in_paged_kv_cache``) per instance
   = floor(free x kv_fraction / instances / KV bytes per token), rounded down to whole KV blocks.
@@ -27,7 +29,7 @@ import json
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from generator.errors import CheckFailed, SpecError, problem
 
@@ -118,7 +120,7 @@ class MemoryModel:
     """Memory of one model instance as built for a (tp, pp) mapping. Byte figures are ints."""
 
     source: str
-    layout: str
+    layout: Literal["hf", "engine"]
     """``hf`` (checkpoint config.json) or ``engine`` (TensorRT-LLM engine config.json)."""
     shape: ModelShape
     dtype: str
@@ -130,6 +132,7 @@ class MemoryModel:
     max_batch_size: int | None = None
     """The engine's limit; None for a checkpoint (the build decides)."""
     max_seq_len: int | None = None
+    """The engine's longest prompt + completion; None for a checkpoint."""
     max_num_tokens: int = DEFAULT_MAX_NUM_TOKENS
     tokens_per_block: int = DEFAULT_TOKENS_PER_BLOCK
 
@@ -287,7 +290,8 @@ def memory_from_hf_config(config: dict[str, Any], source: str = "config.json", *
     """Memory model of the engine to be built from a HF checkpoint; arguments override what the checkpoint says."""
     dtype = dtype or config.get("torch_dtype") or config.get("dtype") or "bfloat16"
     if dtype not in DTYPE_BYTES:
-        raise SpecError(problem("config.torch_dtype", f"{dtype!r} is not modelled", f"use one of {', '.join(DTYPE_BYTES)}"))
+        raise SpecError(problem("config.torch_dtype", f"{dtype!r} is not modelled",
+                                f"use one of {', '.join(DTYPE_BYTES)}"))
     shape = _shape(config, "config")
     if shape.num_layers % pp:
         raise SpecError(problem("engine.pp_size", f"{pp} does not divide the {shape.num_layers} layers",
@@ -340,7 +344,8 @@ def load_memory_model(path: str | Path, *, dtype: str | None = None, quant_algo:
     try:
         config = json.loads(p.read_text())
     except FileNotFoundError:
-        raise SpecError(problem(str(p), "not found", "point at a checkpoint or engine folder with config.json")) from None
+        raise SpecError(problem(str(p), "not found",
+                                "point at a checkpoint or engine folder with config.json")) from None
     except json.JSONDecodeError as err:
         raise SpecError(problem(str(p), f"is not valid JSON ({err})", "fix or regenerate the file")) from None
     asked = {"dtype": dtype, "quant_algo": quant_algo, "kv_cache_quant_algo": kv_cache_quant_algo, "tp": tp,

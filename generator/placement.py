@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from generator.errors import CheckFailed, SpecError, problem
-from generator.inventory import CATALOGUE, GIB, Gpu, Inventory, MigDevice, product_for
+from generator.inventory import GIB, Gpu, Inventory, MigDevice, product_for
 from generator.memory import MemoryModel, with_mapping
 
 # Factors tried on tp_size to answer "how many full GPUs would it take" (tp_size is a power of two in practice).
@@ -167,23 +167,28 @@ def _needs(model: MemoryModel, max_seq_len: int, kv_fraction: float, instances: 
            f"instance{'s' if instances > 1 else ''} at max_seq_len {max_seq_len}"
 
 
-def _verdict(label: str, kind: Literal["gpu", "mig"], gpu: Gpu, mig: MigDevice | None, memory: int,
-             model: MemoryModel, max_seq_len: int, kv_fraction: float, instances: int, group: str | None,
-             reason: str = "") -> DeviceFit:
-    """Size `instances` instances on a device of `memory` bytes; `reason`, when given, rules the device out."""
-    tokens = 0 if reason else model.kv_token_budget(memory, kv_fraction, instances)
+def _verdict(gpu: Gpu, mig: MigDevice | None, model: MemoryModel, max_seq_len: int, kv_fraction: float,
+             instances: int, group: str | None, *, sized_on: int | None = None, reason: str = "") -> DeviceFit:
+    """Size `instances` instances on the device (a TP group sizes on its smallest GPU: `sized_on` bytes).
+
+    A `reason`, when given, rules the device out before sizing.
+    """
+    memory = mig.memory_bytes if mig else gpu.memory_bytes
+    tokens = 0 if reason else model.kv_token_budget(sized_on or memory, kv_fraction, instances)
     if not reason and tokens < max_seq_len:
-        reason = f"{_needs(model, max_seq_len, kv_fraction, instances)}, has {_gib(memory)}"
-    fits = not reason
+        reason = f"{_needs(model, max_seq_len, kv_fraction, instances)}, has {_gib(sized_on or memory)}"
+    where = {"label": mig.label if mig else gpu.label, "kind": "mig" if mig else "gpu", "gpu_index": gpu.index,
+             "mig_index": mig.mig_index if mig else None, "uuid": mig.uuid if mig else gpu.uuid,
+             "profile": mig.profile if mig else gpu.name, "memory_bytes": memory}
+    if reason:
+        return DeviceFit(**where, fits=False, reason=reason, instances=0, weight_bytes=0, headroom_bytes=0,
+                         kv_tokens=0, kv_bytes=0, max_batch_size=0, server_group=None)
     batch = tokens // max_seq_len
     if model.max_batch_size:
         batch = min(batch, model.max_batch_size)
-    return DeviceFit(label, kind, gpu.index, mig.mig_index if mig else None, mig.uuid if mig else gpu.uuid,
-                     mig.profile if mig else gpu.name, mig.memory_bytes if mig else gpu.memory_bytes, fits, reason,
-                     instances if fits else 0, model.weight_bytes_per_rank if fits else 0,
-                     model.runtime_headroom_bytes if fits else 0, tokens if fits else 0,
-                     tokens * model.kv_bytes_per_token_per_rank if fits else 0, batch if fits else 0,
-                     group if fits else None)
+    return DeviceFit(**where, fits=True, reason="", instances=instances, weight_bytes=model.weight_bytes_per_rank,
+                     headroom_bytes=model.runtime_headroom_bytes, kv_tokens=tokens,
+                     kv_bytes=tokens * model.kv_bytes_per_token_per_rank, max_batch_size=batch, server_group=group)
 
 
 def _group(fit: DeviceFit, devices: Sequence[DeviceFit], indices: tuple[int, ...], visible: str | None,
@@ -203,7 +208,7 @@ def _no_fit_fix(gpus: Sequence[Gpu], model: MemoryModel, largest: int, max_seq_l
         return f"lower the instances per device to {fitting}"
     need = model.min_device_bytes(max_seq_len, kv_fraction)
     if model.world_size == 1 and any(g.mig_enabled for g in gpus):
-        products = {p for g in gpus if (p := product_for(g.name))} or set(CATALOGUE)
+        products = {p for g in gpus if (p := product_for(g.name))}
         profiles = [(p.memory_bytes, p.sm_count, p.name, product.key)
                     for product in products for p in product.profiles if p.memory_bytes >= need]
         if profiles:
@@ -225,12 +230,11 @@ def _place_single(gpus: Sequence[Gpu], model: MemoryModel, max_seq_len: int, kv_
     for gpu in gpus:
         if gpu.mig_enabled:
             for mig in gpu.mig_devices:
-                fit = _verdict(mig.label, "mig", gpu, mig, mig.memory_bytes, model, max_seq_len, kv_fraction,
-                               instances, f"gpu{gpu.index}-mig{mig.mig_index}")
+                fit = _verdict(gpu, mig, model, max_seq_len, kv_fraction, instances,
+                               f"gpu{gpu.index}-mig{mig.mig_index}")
                 out.append((fit, (gpu.index,), mig.uuid, mig.profile))
         else:
-            fit = _verdict(gpu.label, "gpu", gpu, None, gpu.memory_bytes, model, max_seq_len, kv_fraction,
-                           instances, f"gpu{gpu.index}")
+            fit = _verdict(gpu, None, model, max_seq_len, kv_fraction, instances, f"gpu{gpu.index}")
             out.append((fit, (gpu.index,), str(gpu.index), None))
     return out
 
@@ -266,17 +270,17 @@ def _place_parallel(gpus: Sequence[Gpu], full: list[Gpu], model: MemoryModel, ma
         members = full[start:start + world]
         name = "gpu" + "-".join(str(g.index) for g in members)
         smallest = min(g.memory_bytes for g in members)
-        row = [_verdict(g.label, "gpu", g, None, smallest, model, max_seq_len, kv_fraction, instances, name)
+        row = [_verdict(g, None, model, max_seq_len, kv_fraction, instances, name, sized_on=smallest)
                for g in members]
         fits += row
         candidates.append((row, tuple(g.index for g in members)))
     for g in full[len(full) - len(full) % world:]:
-        fits.append(_verdict(g.label, "gpu", g, None, g.memory_bytes, model, max_seq_len, kv_fraction, 0, None,
-                             f"left over: server groups take {world} GPUs each"))
+        fits.append(_verdict(g, None, model, max_seq_len, kv_fraction, 0, None,
+                             reason=f"left over: server groups take {world} GPUs each"))
     for g in gpus:
         for mig in g.mig_devices:
-            fits.append(_verdict(mig.label, "mig", g, mig, mig.memory_bytes, model, max_seq_len, kv_fraction, 0,
-                                 None, f"tp x pp = {world} cannot span MIG instances"))
+            fits.append(_verdict(g, mig, model, max_seq_len, kv_fraction, 0, None,
+                                 reason=f"tp x pp = {world} cannot span MIG instances"))
     return fits, candidates
 
 
@@ -287,6 +291,9 @@ def place(inventory: Inventory, model: MemoryModel, *, max_seq_len: int, kv_frac
 
     `gpu_ids` restricts the GPUs used (None: all). Server group k listens on base_ports + k * port_stride.
     """
+    if model.max_seq_len and max_seq_len > model.max_seq_len:
+        raise CheckFailed(problem("engine.max_seq_len", f"{max_seq_len} is more than the engine in {model.source} "
+                                  f"was built for ({model.max_seq_len})", "lower it or rebuild the engine"))
     gpus = _select(inventory, gpu_ids)
     if model.world_size == 1:
         rows = _place_single(gpus, model, max_seq_len, kv_fraction, instances_per_device)

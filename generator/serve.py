@@ -25,6 +25,15 @@ from pathlib import Path
 from generator.errors import CheckFailed, EnvironmentMissing
 
 
+def _die_with_parent() -> None:
+    """Runs in the child before exec: SIGTERM the server when the process that started it dies, so a killed
+    test run or CLI never leaves a tritonserver holding ports and cores."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -122,7 +131,8 @@ class TritonServer:
             self.log_path = Path(tempfile.mkstemp(prefix="tritonserver-", suffix=".log")[1])
         log = open(self.log_path, "wb")
         self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
-                                        env=server_env(self.env), start_new_session=True)
+                                        env=server_env(self.env), start_new_session=True,
+                                        preexec_fn=_die_with_parent)
         log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

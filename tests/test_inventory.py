@@ -259,7 +259,8 @@ def test_nvml_not_installed(monkeypatch):
     with pytest.raises(EnvironmentMissing) as info:
         load_inventory("nvml")
     assert info.value.exit_code == 3
-    assert str(info.value) == "inventory: nvidia-ml-py is not installed; pip install nvidia-ml-py, or pass an inventory file"
+    assert str(info.value) == ("inventory: nvidia-ml-py is not installed; pip install nvidia-ml-py, or pass an "
+                               "inventory file")
 
 
 def test_nvml_without_driver(monkeypatch):

@@ -1,0 +1,368 @@
+"""`tritongen loadtest` and `tritongen up`: Locust against a deployment, the SLO gate, the report.
+
+`loadtest` runs Locust headless in a subprocess (`python -m locust -f loadtests/locustfile.py ...`) with the run's
+settings in a JSON file named by TRITONGEN_LOADTEST_CONFIG (`loadtests.users.LoadConfig`), scrapes Triton's
+/metrics before, during and after the run, and writes into OUT: `loadtest.json`, `loadtest.html`, Locust's CSVs
+(`locust_*.csv`) and HTML page (`locust.html`), its log (`locust.log`), the raw samples (`samples/*.jsonl`) and,
+with --sweep, `sweep.csv` and `sweep.png`. The exit code is the SLO verdict: 0 every objective holds, 1 one fails.
+
+`up` is validate -> plan -> render -> verify -> serve (embedded tritonserver) -> loadtest -> report -> stop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from generator.errors import CheckFailed, EnvironmentMissing, SpecError, problem
+
+ROOT = Path(__file__).resolve().parent.parent
+LOCUSTFILE = ROOT / "loadtests" / "locustfile.py"
+PROTOCOLS = ("grpc", "http", "http_stream")
+# Seconds a user may take to finish its request after the run time ends; past it Locust kills the user and
+# the request goes unrecorded (while the server still counts it).
+STOP_TIMEOUT_S = 120
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    grpc_url: str | None
+    http_url: str | None
+    metrics_url: str | None
+
+    def url_for(self, protocol: str) -> str:
+        url = self.grpc_url if protocol == "grpc" else self.http_url
+        if not url:
+            raise SpecError(problem("--url", f"no endpoint for protocol {protocol}", "pass --url host:port"))
+        return url
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    protocol: str
+    users: int
+    spawn_rate: float
+    duration_s: float
+    processes: int
+    sweep: tuple[int, ...] = ()
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _parse_sweep(text: str | None) -> tuple[int, ...]:
+    if not text:
+        return ()
+    try:
+        levels = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        levels = ()
+    if not levels or any(c < 1 for c in levels):
+        raise SpecError(problem("--sweep", f"{text!r} is not a comma-separated list of user counts >= 1",
+                                "pass e.g. --sweep 1,2,4,8"))
+    return tuple(sorted(set(levels)))
+
+
+def _settings(args: argparse.Namespace, plan) -> RunSettings:
+    load = plan.load
+
+    def pick(flag: object, default: object) -> object:
+        return default if flag is None else flag
+
+    settings = RunSettings(
+        protocol=pick(args.protocol, load.protocol), users=pick(args.users, load.users),
+        spawn_rate=pick(args.spawn_rate, load.spawn_rate), duration_s=pick(args.duration, load.duration_s),
+        processes=pick(args.processes, load.processes), sweep=_parse_sweep(getattr(args, "sweep", None)))
+    for flag, value in (("-u", settings.users), ("-t", settings.duration_s), ("-r", settings.spawn_rate),
+                        ("--processes", settings.processes)):
+        if value <= 0:
+            raise SpecError(problem(flag, f"must be > 0 (got {value})", "pass a positive number"))
+    return settings
+
+
+def _locust_command(out: Path, users: int, spawn_rate: float, duration_s: float, processes: int,
+                    stem: str) -> list[str]:
+    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "-u", str(users),
+           "-r", f"{spawn_rate:g}", "-t", f"{max(1, round(duration_s))}s", "--csv", str(out / stem),
+           "--html", str(out / f"{stem}.html"), "--only-summary", "--stop-timeout", str(STOP_TIMEOUT_S)]
+    if processes > 1:
+        cmd += ["--processes", str(processes)]
+    return cmd
+
+
+def _run_locust(cmd: list[str], config_path: Path, log_path: Path, timeout_s: float) -> int:
+    env = dict(os.environ)
+    env["TRITONGEN_LOADTEST_CONFIG"] = str(config_path)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    with open(log_path, "ab") as log:
+        try:
+            proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=timeout_s, check=False)
+        except FileNotFoundError:
+            raise EnvironmentMissing("locust: the Python interpreter was not found; reinstall tritongen") from None
+        except subprocess.TimeoutExpired:
+            raise CheckFailed(f"locust did not finish within {timeout_s:.0f}s; see {log_path}") from None
+    # Locust exits 1 when any request failed: that is for the SLO gate to judge, not a crash.
+    if proc.returncode not in (0, 1):
+        tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-30:])
+        raise CheckFailed(f"locust exited with code {proc.returncode}:\n{tail}")
+    return proc.returncode
+
+
+def run_loadtest(plan, endpoint: Endpoint, settings: RunSettings, out: Path) -> int:
+    """Run Locust (once, or once per sweep level), write the report into `out`, print the verdict; SLO exit code."""
+    from loadtests.prom import PromPoller, scrape, server_view
+    from loadtests.report import write_report
+    from loadtests.samples import read_samples, sample_files
+
+    out.mkdir(parents=True, exist_ok=True)
+    samples_dir = out / "samples"
+    for stale in sample_files(samples_dir):  # a report must never mix in samples of an earlier run
+        stale.unlink()
+    url = endpoint.url_for(settings.protocol)
+    prompts_file = plan.load.prompts_file
+    if prompts_file:
+        path = Path(prompts_file).expanduser()
+        path = path if path.is_absolute() else Path(plan.spec_dir) / path
+        if not path.is_file():
+            raise SpecError(problem("validation.load.prompts_file", f"{path} does not exist",
+                                    "point it at a JSONL file of {\"text_input\": ..., \"max_tokens\": ...} lines"))
+        prompts_file = str(path)
+
+    before, poller = None, None
+    if endpoint.metrics_url:
+        try:
+            before = scrape(endpoint.metrics_url)
+            poller = PromPoller(endpoint.metrics_url, interval_s=1.0).start()
+        except CheckFailed as err:
+            _say(f"warning: no server view: {err}")
+
+    levels = settings.sweep or (settings.users,)
+    log_path = out / "locust.log"
+    log_path.write_text("")
+    csv_files: list[Path] = []
+    try:
+        for users in levels:
+            stem = f"locust_u{users}" if settings.sweep else "locust"
+            config = {
+                "url": url, "protocol": settings.protocol, "samples_dir": str(samples_dir),
+                "tokenizer_dir": plan.tokenizer.dir, "concurrency": users,
+                "input_tokens": plan.load.input_tokens.model_dump(),
+                "output_tokens": plan.load.output_tokens.model_dump(), "prompts_file": prompts_file,
+                "add_special_tokens": plan.tokenizer.add_special_tokens, "timeout_s": float(STOP_TIMEOUT_S),
+            }
+            config_path = out / "locust_config.json"
+            config_path.write_text(json.dumps(config, indent=2) + "\n")
+            spawn_rate = users if settings.sweep else settings.spawn_rate
+            cmd = _locust_command(out, users, spawn_rate, settings.duration_s, settings.processes, stem)
+            _say(f"locust: {users} users, {settings.protocol} -> {url}, {max(1, round(settings.duration_s))} s"
+                 + (f", {settings.processes} processes" if settings.processes > 1 else ""))
+            _run_locust(cmd, config_path, log_path, timeout_s=settings.duration_s + STOP_TIMEOUT_S + 120)
+            csv_files += sorted(out.glob(f"{stem}_*.csv"))
+    finally:
+        during = poller.stop() if poller else []
+
+    view = None
+    if before is not None:
+        try:
+            view = server_view(before, scrape(endpoint.metrics_url), during)
+        except CheckFailed as err:
+            _say(f"warning: no server view: {err}")
+
+    files = sample_files(samples_dir)
+    samples = read_samples(files)
+    if not samples:
+        tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-30:])
+        raise CheckFailed(f"locust recorded no requests; its log ({log_path}) ends:\n{tail}")
+    report = write_report(out, samples, plan.slo, deployment=plan.name, server=view, sample_files=files,
+                          locust_csv=csv_files)
+    _print_summary(report.summary)
+    if settings.sweep:
+        _write_sweep(report.summary["sweep"], out)
+    for result in report.summary["slo"]["results"]:
+        _say(result["line"])
+    _say(f"verdict: {'PASS' if report.exit_code == 0 else 'FAIL'}")
+    _say(f"report: {report.html_path}")
+    _say(f"summary: {report.json_path}")
+    return report.exit_code
+
+
+def _fmt(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _stat(stats: dict | None, key: str) -> float | None:
+    return None if stats is None else stats[key]
+
+
+def _print_summary(summary: dict) -> None:
+    m = summary["overall"]
+    _say(f"requests: {m['request_count']} ({m['error_count']} failed) in {m['duration_s']:.1f} s; "
+         f"{_fmt(m['request_throughput'], 2)} req/s, {_fmt(m['output_token_throughput'])} output tok/s")
+    _say(f"latency ms: TTFT p50 {_fmt(_stat(m['ttft_ms'], 'p50'))} p95 {_fmt(_stat(m['ttft_ms'], 'p95'))} | "
+         f"ITL p50 {_fmt(_stat(m['itl_ms'], 'p50'))} p95 {_fmt(_stat(m['itl_ms'], 'p95'))} | "
+         f"e2e p50 {_fmt(_stat(m['e2e_ms'], 'p50'))} p99 {_fmt(_stat(m['e2e_ms'], 'p99'))}")
+    for error in m["errors"][:3]:
+        _say(f"error x{error['count']}: {error['message']}")
+    server = summary.get("server")
+    if not server:
+        return
+    for model in server["models"]:
+        if model["model"] == "ensemble":
+            _say(f"server: ensemble {model['request_success']:.0f} requests ok, avg queue "
+                 f"{_fmt(model['avg_queue_us'] and model['avg_queue_us'] / 1e3, 2)} ms, avg compute "
+                 f"{_fmt(model['avg_compute_us'] and model['avg_compute_us'] / 1e3, 2)} ms")
+    step_max = [s for s in server["other"] if s["name"] == "tritongen_llm_step_requests_max"]
+    if step_max:
+        _say(f"server: in-flight batching: up to {max(s['max'] for s in step_max):.0f} requests in one step")
+
+
+def _write_sweep(sweep: list[dict], out: Path) -> None:
+    """sweep.csv (one row per level) and sweep.png (latency against output token throughput)."""
+    from matplotlib.figure import Figure
+
+    header = ["concurrency", "requests", "errors", "req_per_s", "output_tok_per_s", "ttft_p50_ms",
+              "ttft_p95_ms", "itl_p50_ms", "itl_p95_ms", "e2e_p50_ms", "e2e_p99_ms"]
+    rows = []
+    for level in sweep:
+        m = level["metrics"]
+        rows.append([level["concurrency"], m["request_count"], m["error_count"], m["request_throughput"],
+                     m["output_token_throughput"], _stat(m["ttft_ms"], "p50"), _stat(m["ttft_ms"], "p95"),
+                     _stat(m["itl_ms"], "p50"), _stat(m["itl_ms"], "p95"), _stat(m["e2e_ms"], "p50"),
+                     _stat(m["e2e_ms"], "p99")])
+    with open(out / "sweep.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows([["" if v is None else (f"{v:.3f}" if isinstance(v, float) else v) for v in row]
+                          for row in rows])
+    _say(f"{'users':>5} {'req/s':>8} {'tok/s':>9} {'TTFT p50':>9} {'TTFT p95':>9} {'ITL p50':>8} {'e2e p99':>9}")
+    for row in rows:
+        _say(f"{row[0]:>5} {_fmt(row[3], 2):>8} {_fmt(row[4]):>9} {_fmt(row[5]):>9} {_fmt(row[6]):>9} "
+             f"{_fmt(row[7]):>8} {_fmt(row[10]):>9}")
+
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.subplots()
+    for col, label in ((5, "TTFT p50"), (6, "TTFT p95"), (9, "e2e p50")):
+        points = [(r[4], r[col], r[0]) for r in rows if r[4] is not None and r[col] is not None]
+        if not points:
+            continue
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
+        for x, y, c in points:
+            ax.annotate(f"u={c}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize="small")
+    ax.set(title="Latency against throughput (one point per concurrency level)",
+           xlabel="output tokens / s", ylabel="ms")
+    ax.legend(fontsize="small")
+    fig.savefig(out / "sweep.png", dpi=100, bbox_inches="tight")
+    _say(f"sweep: {out / 'sweep.csv'}, {out / 'sweep.png'}")
+
+
+def _endpoint_from_args(args: argparse.Namespace, protocol: str) -> Endpoint:
+    default_port = 8001 if protocol == "grpc" else 8000
+    url = args.url or f"127.0.0.1:{default_port}"
+    if ":" not in url or not url.rpartition(":")[2].isdigit():
+        raise SpecError(problem("--url", f"{url!r} is not host:port", "pass e.g. --url 127.0.0.1:8001"))
+    metrics = None if args.no_metrics else (args.metrics_url or f"http://{url.rpartition(':')[0]}:8002/metrics")
+    return Endpoint(grpc_url=url if protocol == "grpc" else None,
+                    http_url=url if protocol != "grpc" else None, metrics_url=metrics)
+
+
+def _cmd_loadtest(args: argparse.Namespace) -> int:
+    from generator.plan import plan_from_file
+
+    _, plan = plan_from_file(args.spec)
+    settings = _settings(args, plan)
+    endpoint = _endpoint_from_args(args, settings.protocol)
+    return run_loadtest(plan, endpoint, settings, Path(args.out or f"loadtest-{plan.name}"))
+
+
+def _stage(number: int, total: int, name: str, detail: str = "") -> None:
+    _say(f"[{number}/{total}] {name}" + (f": {detail}" if detail else ""))
+
+
+def _cmd_up(args: argparse.Namespace) -> int:
+    from generator.pipeline import render_for
+    from generator.plan import make_plan
+    from generator.render import write_repository
+    from generator.serve import TritonServer
+    from generator.spec import load_spec
+    from generator.verify import verify_repository
+
+    total = 7
+    spec = load_spec(args.spec)
+    _stage(1, total, "validate", f"{args.spec} ({spec.name}, runtime {spec.runtime})")
+    plan = make_plan(spec, Path(args.spec).resolve().parent)
+    settings = _settings(args, plan)
+    _stage(2, total, "plan", f"{plan.llm_instance_group.kind} x{plan.llm_instance_group.count}, "
+           f"max_batch_size {plan.triton_max_batch_size}, tokenizer {plan.tokenizer.dir}")
+    out = Path(args.out or f"up-{plan.name}").resolve()
+    repo = out / "model_repository"
+    files = render_for(spec, plan, engine_dir=args.engine_dir)
+    # The repository under OUT is tritongen's own output, so a new run replaces it.
+    write_repository(files, repo, overwrite=True)
+    _stage(3, total, "render", f"{len(files)} files -> {repo}")
+    findings = verify_repository(repo)
+    if findings:
+        for finding in findings:
+            _say(f"FAIL {finding}")
+        raise CheckFailed(f"{repo}: {len(findings)} verification finding(s)")
+    _stage(4, total, "verify", "configs parse, ensemble wiring consistent")
+    server = TritonServer(repo, log_path=out / "tritonserver.log")
+    _stage(5, total, "serve", "starting the embedded tritonserver ...")
+    server.start(timeout=args.server_timeout)
+    try:
+        _stage(5, total, "serve", f"ready: http {server.http_url}, grpc {server.grpc_url}, "
+               f"metrics {server.metrics_url}, log {server.log_path}")
+        endpoint = Endpoint(grpc_url=server.grpc_url, http_url=server.http_url, metrics_url=server.metrics_url)
+        _stage(6, total, "loadtest", f"{settings.users} users, {settings.protocol}, "
+               f"{max(1, round(settings.duration_s))} s")
+        code = _with_server_check(lambda: run_loadtest(plan, endpoint, settings, out), server)
+    finally:
+        _stage(7, total, "stop", "stopping tritonserver")
+        server.stop()
+    return code
+
+
+def _with_server_check(run: Callable[[], int], server) -> int:
+    """Run the load test; when the server died during it, say so with its log tail (not just an SLO failure)."""
+    code = run()
+    if server.process is not None and server.process.poll() is not None:
+        raise CheckFailed(f"tritonserver exited with code {server.process.returncode} during the load test:\n"
+                          + server.log_tail())
+    return code
+
+
+def _load_flags(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--protocol", choices=PROTOCOLS, help="default: validation.load.protocol")
+    s.add_argument("-u", "--users", type=int, help="concurrent users (default: validation.load.users)")
+    s.add_argument("-r", "--spawn-rate", type=float, help="users started per second")
+    s.add_argument("-t", "--duration", type=float, help="run time in seconds (per level with --sweep)")
+    s.add_argument("--processes", type=int, help="Locust processes (default: validation.load.processes)")
+
+
+def add_commands(subparsers: argparse._SubParsersAction) -> None:
+    """Register `loadtest` and `up` on tritongen's subcommand parser."""
+    s = subparsers.add_parser("loadtest", help="load-test a running deployment against the spec's SLOs")
+    s.add_argument("spec")
+    s.add_argument("--url", help="host:port of the endpoint (default 127.0.0.1:8001 for grpc, :8000 for http)")
+    _load_flags(s)
+    s.add_argument("--sweep", help="comma-separated user counts: one run per level, e.g. 1,2,4,8")
+    s.add_argument("--out", help="report folder (default ./loadtest-<name>)")
+    s.add_argument("--metrics-url", help="Triton /metrics URL (default http://<url host>:8002/metrics)")
+    s.add_argument("--no-metrics", action="store_true", help="do not scrape Triton's /metrics")
+    s.set_defaults(func=_cmd_loadtest)
+
+    s = subparsers.add_parser("up", help="validate, render, verify, serve, load-test and report in one step")
+    s.add_argument("spec")
+    s.add_argument("--out", help="output folder (default ./up-<name>): model_repository/, report, logs")
+    _load_flags(s)
+    s.add_argument("--engine-dir", help="tensorrtllm: a built engine folder (default: the engine cache entry)")
+    s.add_argument("--server-timeout", type=float, default=300, help="seconds to wait for tritonserver to be ready")
+    s.set_defaults(func=_cmd_up, sweep=None)

@@ -1,0 +1,150 @@
+"""The walking skeleton end to end: rendered repository -> real tritonserver -> real tritonclient."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+import urllib.request
+
+import pytest
+
+from generator import client
+from generator.cli import main
+
+pytestmark = pytest.mark.integration
+
+
+def _metric(server, name: str) -> float:
+    text = urllib.request.urlopen(server.metrics_url, timeout=10).read().decode()
+    match = re.search(rf'^{name}{{[^}}]*model="tensorrt_llm"[^}}]*}} (\S+)$', text, re.MULTILINE)
+    assert match, f"{name} not exported"
+    return float(match.group(1))
+
+
+def test_grpc_streaming_yields_tokens_incrementally(triton):
+    chunks = list(client.stream_grpc(triton.grpc_url, "Once upon a time", 12, min_tokens=12))
+    assert len(chunks) > 1
+    assert "".join(chunks)
+
+
+def test_http_generate_returns_text(triton):
+    text = client.generate_http(triton.http_url, "Triton serves models", 8, min_tokens=8)
+    assert isinstance(text, str) and text
+    # exclude_input_in_output is on: the prompt is not echoed back.
+    assert not text.startswith("Triton serves models")
+
+
+def test_http_generate_stream_yields_several_events(triton):
+    events = list(client.stream_http(triton.http_url, "The quick brown fox", 6, min_tokens=6))
+    assert len(events) == 6
+
+
+def test_greedy_is_deterministic_and_min_tokens_fixes_length(triton):
+    a = client.generate_http(triton.http_url, "Streaming returns tokens", 10, min_tokens=10,
+                             return_num_output_tokens=True)
+    b = client.generate_http(triton.http_url, "Streaming returns tokens", 10, min_tokens=10)
+    assert a == b
+    chunks = list(client.stream_grpc(triton.grpc_url, "Streaming returns tokens", 10, min_tokens=10))
+    assert len(chunks) == 10
+
+
+def test_stop_word_ends_generation(triton):
+    full = list(client.stream_grpc(triton.grpc_url, "Dynamic batching groups", 12, min_tokens=12))
+    stop = full[3]
+    assert stop.strip(), "the 4th token should be visible text for this check"
+    stopped = list(client.stream_grpc(triton.grpc_url, "Dynamic batching groups", 12, min_tokens=12,
+                                      stop_words=[stop]))
+    # The stop sequence may occur earlier than the 4th token; it must end generation where it first occurs.
+    assert len(stopped) <= 4
+    assert stopped[-1] == full[len(stopped) - 1]
+
+
+def test_eight_concurrent_requests_share_decode_steps(triton):
+    results: dict[int, list[str]] = {}
+    errors: list[BaseException] = []
+
+    def one(i: int) -> None:
+        try:
+            results[i] = list(client.stream_grpc(triton.grpc_url, f"Request number {i} asks", 24, min_tokens=24))
+        except BaseException as err:  # collected and asserted below
+            errors.append(err)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=180)
+    assert errors == []
+    assert sorted(results) == list(range(8))
+    assert all(len(chunks) == 24 for chunks in results.values())
+    # Readable proof of in-flight batching: the most requests that got a token in one decode step.
+    assert _metric(triton, "tritongen_llm_step_requests_max") >= 2
+
+
+def test_client_going_away_cancels_generation(triton):
+    """A cancelled stream stops generation and frees the request.
+
+    Called on the tensorrt_llm model directly: tritonserver's ensemble scheduler propagates cancellation only
+    between steps (server #6739), so a step already generating through the ensemble runs to its end.
+    """
+    import queue
+
+    import numpy as np
+    import tritonclient.grpc as grpcclient
+
+    def tensor(name, value, dtype):
+        t = grpcclient.InferInput(name, list(value.shape), dtype)
+        t.set_data_from_numpy(value)
+        return t
+
+    responses: queue.Queue = queue.Queue()
+    c = grpcclient.InferenceServerClient(triton.grpc_url)
+    c.start_stream(callback=lambda result, error: responses.put((result, error)))
+    c.async_stream_infer("tensorrt_llm", [
+        tensor("input_ids", np.array([[5, 6, 7]], np.int32), "INT32"),
+        tensor("input_lengths", np.array([[3]], np.int32), "INT32"),
+        tensor("request_output_len", np.array([[3000]], np.int32), "INT32"),
+        tensor("min_tokens", np.array([[3000]], np.int32), "INT32"),
+        tensor("streaming", np.array([[True]]), "BOOL"),
+    ])
+    result, error = responses.get(timeout=120)
+    assert error is None and result.as_numpy("output_ids").size >= 1
+    assert _metric(triton, "tritongen_llm_active_requests") == 1
+    c.stop_stream(cancel_requests=True)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and _metric(triton, "tritongen_llm_active_requests") > 0:
+        time.sleep(0.2)
+    assert _metric(triton, "tritongen_llm_active_requests") == 0
+    c.close()
+
+
+def test_unsupported_sampling_option_is_a_clear_error(triton):
+    with pytest.raises(Exception, match="beam_width > 1 is not supported by the hf runtime"):
+        list(client.stream_grpc(triton.grpc_url, "x", 4, beam_width=2))
+
+
+def test_cli_generate_streams_over_grpc(triton, capsys):
+    assert main(["generate", "Once upon a time", "--url", triton.grpc_url, "--stream", "--max-tokens", "5",
+                 "--min-tokens", "5"]) == 0
+    assert capsys.readouterr().out.strip()
+
+
+def test_verify_load_reports_every_model_ready(tiny_repo, capsys):
+    assert main(["verify", str(tiny_repo), "--load"]) == 0
+    out = capsys.readouterr().out
+    for model in ("ensemble", "preprocessing", "tensorrt_llm", "postprocessing"):
+        assert f" READY  {model}" in out
+
+
+def test_verify_load_fails_with_the_servers_reason(tiny_repo, tmp_path, capsys):
+    import shutil
+
+    broken = tmp_path / "repo"
+    shutil.copytree(tiny_repo, broken)
+    cfg = broken / "postprocessing" / "config.pbtxt"
+    cfg.write_text(cfg.read_text().replace(cfg.read_text().split('string_value: "')[1].split('"')[0],
+                                           "/nonexistent/tokenizer"))
+    assert main(["verify", str(broken), "--load"]) == 1
+    err = capsys.readouterr().err
+    assert "postprocessing" in err

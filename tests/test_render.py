@@ -1,0 +1,139 @@
+"""Rendering: golden files, byte-identical re-render, protobuf round-trip, wiring checks, atomic writes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from google.protobuf import text_format
+
+from generator import contract
+from generator.errors import SpecError
+from generator.pipeline import render_for
+from generator.plan import plan_from_file
+from generator.render import render_repository, write_repository
+from generator.verify import parse_config, verify_repository
+
+GOLDEN = Path(__file__).parent / "golden" / "tiny-cpu"
+MODEL_PLACEHOLDER = "${TINY_MODEL}"
+
+
+def _normalised(files: dict[str, bytes], model_dir: Path) -> dict[str, bytes]:
+    return {k: v.replace(str(model_dir).encode(), MODEL_PLACEHOLDER.encode()) for k, v in files.items()}
+
+
+@pytest.fixture(scope="module")
+def rendered(tiny_spec_path):
+    spec, plan = plan_from_file(tiny_spec_path)
+    return spec, plan, render_for(spec, plan)
+
+
+def test_golden_repository(rendered, tiny_model):
+    files = _normalised(rendered[2], tiny_model)
+    if os.environ.get("TRITONGEN_REGEN_GOLDEN") == "1":
+        write_repository(files, GOLDEN, overwrite=True)
+    golden = {str(p.relative_to(GOLDEN)): p.read_bytes() for p in sorted(GOLDEN.rglob("*")) if p.is_file()}
+    assert sorted(files) == sorted(golden)
+    for rel, data in files.items():
+        assert data == golden[rel], f"{rel} differs from tests/golden (TRITONGEN_REGEN_GOLDEN=1 regenerates)"
+
+
+def test_rerender_is_byte_identical(rendered, tiny_spec_path):
+    spec, plan = plan_from_file(tiny_spec_path)
+    assert render_for(spec, plan) == rendered[2]
+
+
+def test_every_config_round_trips_through_protobuf(rendered, tmp_path):
+    write_repository(rendered[2], tmp_path / "repo")
+    for cfg in sorted((tmp_path / "repo").glob("*/config.pbtxt")):
+        parsed = parse_config(cfg)
+        again = parse_config_text(text_format.MessageToString(parsed))
+        assert again == parsed, cfg
+        assert parsed.name == cfg.parent.name
+
+
+def parse_config_text(text: str):
+    from tritonclient.grpc import model_config_pb2
+
+    config = model_config_pb2.ModelConfig()
+    text_format.Parse(text, config)
+    return config
+
+
+def test_rendered_repo_matches_contract(rendered, tmp_path):
+    spec, plan, files = rendered
+    write_repository(files, tmp_path / "repo")
+    assert verify_repository(tmp_path / "repo") == []
+    llm = parse_config(tmp_path / "repo" / "tensorrt_llm" / "config.pbtxt")
+    assert llm.model_transaction_policy.decoupled is True
+    assert llm.max_batch_size == plan.triton_max_batch_size
+    assert [t.name for t in llm.input] == [t.name for t in contract.TENSORRT_LLM_INPUTS]
+    assert llm.dynamic_batching.default_queue_policy.max_queue_size == 64
+    assert llm.parameters["exclude_input_in_output"].string_value == "true"
+    ens = parse_config(tmp_path / "repo" / "ensemble" / "config.pbtxt")
+    steps = {s.model_name: dict(s.input_map) for s in ens.ensemble_scheduling.step}
+    assert steps["tensorrt_llm"]["streaming"] == "stream"
+    assert steps["tensorrt_llm"]["stop_words_list"] == "_STOP_WORDS_IDS"
+    # One max batch size everywhere keeps the ensemble <= every composing model.
+    assert {parse_config(p).max_batch_size for p in (tmp_path / "repo").glob("*/config.pbtxt")} == {8}
+
+
+def test_verify_catches_dtype_mismatch_and_missing_step_model(rendered, tmp_path):
+    repo = tmp_path / "repo"
+    write_repository(rendered[2], repo)
+    cfg = repo / "postprocessing" / "config.pbtxt"
+    cfg.write_text(cfg.read_text().replace('name: "TOKENS_BATCH"\n    data_type: TYPE_INT32',
+                                           'name: "TOKENS_BATCH"\n    data_type: TYPE_INT64'))
+    findings = [str(f) for f in verify_repository(repo)]
+    assert ("ensemble/config.pbtxt step 2 (postprocessing): '_TOKENS_BATCH' is TYPE_INT32 but postprocessing "
+            "input 'TOKENS_BATCH' is TYPE_INT64") in findings
+    (repo / "preprocessing" / "config.pbtxt").unlink()
+    findings = [str(f) for f in verify_repository(repo)]
+    assert "ensemble/config.pbtxt step 0 (preprocessing): model 'preprocessing' is not in the repository" in findings
+
+
+def test_verify_reports_unparsable_config(rendered, tmp_path):
+    repo = tmp_path / "repo"
+    write_repository(rendered[2], repo)
+    (repo / "ensemble" / "config.pbtxt").write_text("max_batch_size: ${triton_max_batch_size}\n")
+    findings = [str(f) for f in verify_repository(repo)]
+    assert findings[0].startswith("ensemble/config.pbtxt: does not parse as ModelConfig")
+
+
+def test_existing_output_is_never_clobbered(rendered, tmp_path):
+    out = tmp_path / "repo"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    with pytest.raises(SpecError, match="exists and is not empty; pass --force"):
+        write_repository(rendered[2], out)
+    assert [p.name for p in out.iterdir()] == ["keep.txt"]
+
+
+def test_failed_write_leaves_nothing_and_keeps_old(rendered, tmp_path):
+    out = tmp_path / "repo"
+    write_repository(rendered[2], out)
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    bad = dict(rendered[2])
+    bad["zz/dir-collides"] = b"x"
+    bad["zz/dir-collides/file"] = b"y"  # a file and a folder of the same name: the write must fail midway
+    with pytest.raises(OSError):
+        write_repository(bad, out, overwrite=True)
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert [p.name for p in tmp_path.iterdir()] == ["repo"]
+
+
+def test_paths_outside_the_output_are_refused(tmp_path):
+    with pytest.raises(SpecError, match="refusing to write outside the output folder"):
+        write_repository({"../evil": b""}, tmp_path / "repo")
+    assert not (tmp_path / "evil").exists()
+
+
+def test_quoting_of_parameter_values(rendered, tmp_path):
+    _, plan, _ = rendered
+    tricky = plan.model_copy(update={"tokenizer": plan.tokenizer.model_copy(
+        update={"dir": '/models/a "quoted" dir\\with\nnewline }'})})
+    files = render_repository(tricky)
+    (tmp_path / "c.pbtxt").write_bytes(files["preprocessing/config.pbtxt"])
+    parsed = parse_config(tmp_path / "c.pbtxt")
+    assert parsed.parameters["tokenizer_dir"].string_value == '/models/a "quoted" dir\\with\nnewline }'
