@@ -113,6 +113,13 @@ class TritonPythonModel:
         self.ids = itertools.count()
         self.running = True
         self.manager.start()
+        # The manager builds its batch processor (cache, static tensors) on its own thread; wait for it so
+        # READY means ready and the first request does not pay for the setup.
+        deadline = time.monotonic() + 600
+        while self.manager.batch_processor is None and self.manager.is_running() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if self.manager.batch_processor is None:
+            raise RuntimeError("continuous batching did not start; see the log above")
         self.dispatcher = threading.Thread(target=self._dispatch, name="tritongen-dispatch", daemon=True)
         self.dispatcher.start()
         pb_utils.Logger.log_info(f"{self.model_name}: {path} on {device}, continuous batching started")
@@ -245,15 +252,22 @@ class TritonPythonModel:
                 except Exception as err:  # report to the client rather than kill the dispatcher
                     self._finish(out.request_id, gen, error=str(err))
 
+    @staticmethod
+    def _cancelled(gen):
+        try:
+            return gen.sender.is_cancelled()
+        except Exception:  # a request whose client is gone can fail to answer; treat it as cancelled
+            return True
+
     def _sweep_cancelled(self):
         with self.lock:
             items = list(self.active.items())
         for rid, gen in items:
-            if gen.sender is not None and gen.sender.is_cancelled():
+            if gen.sender is not None and self._cancelled(gen):
                 self._finish(rid, gen, cancelled=True)
 
     def _on_output(self, rid, gen, out):
-        if gen.sender is not None and gen.sender.is_cancelled():
+        if gen.sender is not None and self._cancelled(gen):
             self._finish(rid, gen, cancelled=True)
             return
         if out.error:
