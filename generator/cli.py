@@ -33,13 +33,18 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 def _cmd_plan(args: argparse.Namespace) -> int:
     from generator.plan import plan_from_file
 
-    _, plan = plan_from_file(args.spec)
+    spec, plan = plan_from_file(args.spec, args.inventory)
     if args.json:
         print(plan.to_json())
         return 0
-    data = plan.model_dump(mode="json")
+    data = plan.model_dump(mode="json", exclude={"placement"})
     for key, value in data.items():
         print(f"{key:26} {value}")
+    if args.inventory:
+        from generator.plan import place_spec
+
+        print()
+        print(place_spec(spec, Path(plan.spec_dir), args.inventory).to_table())
     return 0
 
 
@@ -48,7 +53,7 @@ def _cmd_render(args: argparse.Namespace) -> int:
     from generator.plan import plan_from_file
     from generator.render import status_lines, write_repository
 
-    spec, plan = plan_from_file(args.spec)
+    spec, plan = plan_from_file(args.spec, args.inventory)
     files = render_for(spec, plan, engine_dir=args.engine_dir)
     out = Path(args.output)
     lines = status_lines(files, out)
@@ -163,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("plan", help="print the fully resolved Plan")
     s.add_argument("spec")
     s.add_argument("--json", action="store_true")
+    s.add_argument("--inventory", help="place on GPUs: 'nvml', an inventory YAML/JSON, or saved `nvidia-smi -L`")
     s.set_defaults(func=_cmd_plan)
 
     s = sub.add_parser("render", help="render the model repository")
@@ -171,6 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--dry-run", action="store_true", help="show what would be written")
     s.add_argument("--force", action="store_true", help="replace an existing, non-empty output folder")
     s.add_argument("--engine-dir", help="tensorrtllm: a built engine folder (default: the engine cache entry)")
+    s.add_argument("--inventory", help="take instance groups and KV budgets from a placement on this inventory")
     s.set_defaults(func=_cmd_render)
 
     s = sub.add_parser("verify", help="check a model repository")

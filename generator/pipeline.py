@@ -57,5 +57,12 @@ def render_for(spec: Spec, plan: Plan, *, engine_dir: str | None = None,
 
     engine = resolve_engine_dir(spec, plan, engine_dir=engine_dir, gpu_arch=gpu_arch)
     check_engine_dir(spec, plan, engine)
-    ids = gpu_device_ids(spec)
+    if plan.placement is not None:
+        # Each server group sees its own GPUs from 0; the KV budget is the one every group can hold.
+        world = spec.engine.tp_size * spec.engine.pp_size
+        ids: list[list[int]] | None = [list(range(world))]
+        kv = spec.serving.kv_cache.model_copy(update={"max_tokens": plan.kv_tokens_per_instance})
+        spec = spec.model_copy(update={"serving": spec.serving.model_copy(update={"kv_cache": kv})})
+    else:
+        ids = gpu_device_ids(spec)
     return render_repository(plan, lambda _plan: tensorrt_llm_parameters(spec, engine, ids))

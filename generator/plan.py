@@ -67,6 +67,10 @@ class Plan(_Frozen):
     bls: bool
     load: LoadSection
     slo: SLOSection
+    placement: dict | None = None
+    """The placement over a GPU inventory (server groups, KV budgets), when planned with one."""
+    kv_tokens_per_instance: int | None = None
+    """KV-cache budget per LLM instance that every server group can hold (the smallest over the groups)."""
 
     def to_json(self) -> str:
         return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True)
@@ -109,18 +113,73 @@ def _llm_instance_group(spec: Spec) -> InstanceGroup:
     return InstanceGroup(kind="KIND_GPU", count=spec.placement.instances_per_gpu, gpus=gpus)
 
 
-def make_plan(spec: Spec, spec_dir: Path) -> Plan:
-    """Resolve a validated Spec into a Plan. Reads the tokenizer to take end/pad ids from it."""
+# spec quantisation names -> TensorRT-LLM's quant_algo names, for the memory model
+QUANT_ALGO = {"none": None, "fp8": "FP8", "int8_weight_only": "W8A16", "int4_weight_only": "W4A16",
+              "int4_awq": "W4A16_AWQ", "smoothquant": "W8A8_SQ_PER_CHANNEL"}
+KV_QUANT_ALGO = {"auto": None, "fp8": "FP8", "int8": "INT8"}
+
+
+def max_sequence_length(spec: Spec) -> int:
+    """Longest prompt + completion the deployment must hold in the KV cache."""
+    if spec.runtime == "tensorrtllm":
+        return spec.engine.max_seq_len
+    load = spec.validation.load
+    longest = (load.input_tokens.mean + 3 * load.input_tokens.stddev
+               + load.output_tokens.mean + 3 * load.output_tokens.stddev)
+    return max(256, int(longest))
+
+
+def place_spec(spec: Spec, spec_dir: Path, inventory_source: str):
+    """Place the spec's model on a GPU inventory ('nvml', an inventory file or saved `nvidia-smi -L` text)."""
+    from generator.inventory import load_inventory
+    from generator.memory import load_memory_model
+    from generator.placement import place
+
+    if spec.placement.device != "gpu":
+        raise SpecError(problem("placement.device", "is cpu, so there is nothing to place on GPUs",
+                                "set placement.device: gpu, or drop --inventory"))
+    engine_config = Path(spec_dir, spec.engine.engine_dir or "", "config.json") if spec.engine.engine_dir else None
+    if spec.runtime == "tensorrtllm" and engine_config is not None and engine_config.is_file():
+        model = load_memory_model(engine_config, tp=spec.engine.tp_size, pp=spec.engine.pp_size)
+    elif spec.runtime == "tensorrtllm":
+        model = load_memory_model(
+            _resolve_dir(spec_dir, spec.model.checkpoint, "model.checkpoint"), dtype=spec.engine.dtype,
+            quant_algo=QUANT_ALGO[spec.engine.quantization], kv_cache_quant_algo=KV_QUANT_ALGO[spec.engine.kv_cache_dtype],
+            tp=spec.engine.tp_size, pp=spec.engine.pp_size, max_batch_size=spec.engine.max_batch_size,
+            max_num_tokens=spec.engine.max_num_tokens)
+    else:
+        dtype = None if spec.model.dtype == "auto" else spec.model.dtype
+        model = load_memory_model(_resolve_dir(spec_dir, spec.model.checkpoint, "model.checkpoint"), dtype=dtype,
+                                  tp=1, pp=1, max_batch_size=spec.serving.max_batch_size)
+    instances = 1 if spec.runtime == "tensorrtllm" else spec.placement.instances_per_gpu
+    return place(load_inventory(inventory_source), model, max_seq_len=max_sequence_length(spec),
+                 kv_fraction=spec.serving.kv_cache.free_gpu_mem_fraction, instances_per_device=instances,
+                 gpu_ids=spec.placement.gpu_ids or None)
+
+
+def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None) -> Plan:
+    """Resolve a validated Spec into a Plan. Reads the tokenizer to take end/pad ids from it; with an
+    inventory, places the model and takes instance groups and KV budgets from the placement."""
     checkpoint = _resolve_dir(spec_dir, spec.model.checkpoint, "model.checkpoint")
     tokenizer_dir = _resolve_dir(spec_dir, spec.model.tokenizer, "model.tokenizer") if spec.model.tokenizer \
         else checkpoint
     kv = spec.serving.kv_cache
+    placement, kv_tokens = None, kv.max_tokens
+    group = _llm_instance_group(spec)
+    if inventory is not None:
+        placed = place_spec(spec, spec_dir, inventory)
+        placement = placed.to_dict()
+        budget = min(g.kv_tokens for g in placed.server_groups)
+        kv_tokens = min(budget, kv_tokens) if kv_tokens else budget
+        if spec.runtime == "hf":
+            # Each server group sees only its own devices (CUDA_VISIBLE_DEVICES), numbered from 0.
+            group = InstanceGroup(kind="KIND_GPU", count=spec.placement.instances_per_gpu, gpus=(0,))
     hf = None
     if spec.runtime == "hf":
         hf = HFRuntimePlan(
             checkpoint_dir=str(checkpoint), dtype=spec.model.dtype, block_size=kv.block_size,
             # An absolute token budget becomes a block count; otherwise transformers sizes the cache from memory.
-            num_blocks=-(-kv.max_tokens // kv.block_size) if kv.max_tokens else None,
+            num_blocks=-(-kv_tokens // kv.block_size) if kv_tokens else None,
             max_batch_tokens=spec.serving.max_batch_tokens, max_memory_percent=kv.free_gpu_mem_fraction,
         )
     s = spec.serving
@@ -131,11 +190,12 @@ def make_plan(spec: Spec, spec_dir: Path) -> Plan:
         exclude_input_in_output=s.exclude_input_in_output, max_tokens_default=s.max_tokens_default,
         preprocessing_instances=s.preprocessing_instances, postprocessing_instances=s.postprocessing_instances,
         max_queue_delay_us=s.dynamic_batching.max_queue_delay_us, max_queue_size=s.dynamic_batching.max_queue_size,
-        logits_datatype="TYPE_FP32", llm_instance_group=_llm_instance_group(spec), hf=hf, bls=s.bls,
-        load=spec.validation.load, slo=spec.validation.slo,
+        logits_datatype="TYPE_FP32", llm_instance_group=group, hf=hf, bls=s.bls,
+        load=spec.validation.load, slo=spec.validation.slo, placement=placement,
+        kv_tokens_per_instance=kv_tokens if inventory is not None else None,
     )
 
 
-def plan_from_file(path: str | Path) -> tuple[Spec, Plan]:
+def plan_from_file(path: str | Path, inventory: str | None = None) -> tuple[Spec, Plan]:
     spec = load_spec(path)
-    return spec, make_plan(spec, Path(path).resolve().parent)
+    return spec, make_plan(spec, Path(path).resolve().parent, inventory)

@@ -55,7 +55,7 @@ _C_CHECKPOINT = "/tritongen/checkpoint"
 _C_WORK = "/tritongen/work"
 
 
-def checkpoint_digest(checkpoint_dir: str | os.PathLike[str]) -> str:
+def checkpoint_digest(checkpoint_dir: str | os.PathLike[str], *, require_weights: bool = True) -> str:
     """A digest of what conversion reads from a HF checkpoint: config.json and the weight files.
 
     config.json, index files and weight files up to 2 MiB are hashed whole. Larger weight files are hashed by
@@ -69,7 +69,8 @@ def checkpoint_digest(checkpoint_dir: str | os.PathLike[str]) -> str:
                                 "point it at a Hugging Face checkpoint folder"))
     files = sorted(p for p in root.iterdir() if p.is_file() and (
         p.name == "config.json" or p.name.endswith(_WEIGHT_SUFFIXES) or p.name.endswith(".index.json")))
-    if not any(p.name.endswith(_WEIGHT_SUFFIXES) for p in files):
+    # A dry run may plan from config.json alone (the key then changes once the weights are there).
+    if require_weights and not any(p.name.endswith(_WEIGHT_SUFFIXES) for p in files):
         raise SpecError(problem("model.checkpoint", f"({root}) has no weight files (*.safetensors, *.bin)",
                                 "download the weights into the checkpoint folder"))
     h = hashlib.sha256(b"tritongen-checkpoint-digest-v1\0")
@@ -206,7 +207,7 @@ def build_engine(spec: Spec, checkpoint_dir: str | os.PathLike[str], gpu_arch: s
     TensorRT-LLM, else in the pinned container through the docker engine; with neither, EnvironmentMissing.
     """
     ckpt = Path(checkpoint_dir)
-    digest = checkpoint_digest(ckpt)
+    digest = checkpoint_digest(ckpt, require_weights=not dry_run)
     key = cache_key(spec, digest, TRTLLM.version, gpu_arch)
     root = Path(os.path.expanduser(cache_dir if cache_dir is not None else spec.engine.cache_dir))
     target = root / key
