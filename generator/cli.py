@@ -19,6 +19,11 @@ from generator.errors import SpecError, TritongenError
 def _cmd_validate(args: argparse.Namespace) -> int:
     from generator.spec import explain, load_spec
 
+    if args.markdown:
+        from generator.spec import explain_markdown
+
+        print(explain_markdown(), end="")
+        return 0
     if args.explain:
         for path, type_name, default, doc in explain():
             print(f"{path:45} {type_name:30} {default:12} {doc}")
@@ -163,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("validate", help="validate a spec")
     s.add_argument("spec", nargs="?")
     s.add_argument("--explain", action="store_true", help="list every spec field with its type, default and doc")
+    s.add_argument("--markdown", action="store_true", help="the spec reference as a Markdown table")
     s.set_defaults(func=_cmd_validate)
 
     s = sub.add_parser("plan", help="print the fully resolved Plan")

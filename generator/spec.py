@@ -333,3 +333,14 @@ def explain(model: type[BaseModel] = Spec, prefix: str = "") -> list[tuple[str, 
         type_name = str(ann).replace("typing.", "") if not isinstance(ann, type) else ann.__name__
         rows.append((path, type_name, default, (field.description or "").replace("\n", " ")))
     return rows
+
+
+def explain_markdown() -> str:
+    """The spec reference as a Markdown table (embedded in README.md; a test keeps the two equal)."""
+    lines = ["| field | type | default | meaning |", "|---|---|---|---|"]
+    for path, type_name, default, doc in explain():
+        if type_name == "section":
+            lines.append(f"| **{path}** | section | | {doc} |")
+        else:
+            lines.append(f"| `{path}` | `{type_name}` | `{default}` | {doc.replace('|', '/')} |")
+    return "\n".join(lines) + "\n"
