@@ -65,6 +65,8 @@ class Plan(_Frozen):
     llm_instance_group: InstanceGroup
     hf: HFRuntimePlan | None
     bls: bool
+    bls_instances: int
+    bls_parameters: dict[str, str]
     load: LoadSection
     slo: SLOSection
     placement: dict | None = None
@@ -191,9 +193,16 @@ def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None) -> Plan:
         preprocessing_instances=s.preprocessing_instances, postprocessing_instances=s.postprocessing_instances,
         max_queue_delay_us=s.dynamic_batching.max_queue_delay_us, max_queue_size=s.dynamic_batching.max_queue_size,
         logits_datatype="TYPE_FP32", llm_instance_group=group, hf=hf, bls=s.bls,
+        bls_instances=s.bls_instances or s.max_batch_size, bls_parameters=_bls_parameters(spec),
         load=spec.validation.load, slo=spec.validation.slo, placement=placement,
         kv_tokens_per_instance=kv_tokens if inventory is not None else None,
     )
+
+
+def _bls_parameters(spec: Spec) -> dict[str, str]:
+    from generator.trtllm import bls_parameters
+
+    return bls_parameters(spec)
 
 
 def plan_from_file(path: str | Path, inventory: str | None = None) -> tuple[Spec, Plan]:

@@ -143,7 +143,13 @@ class ServingSection(_Section):
     """tensorrtllm context chunking (needs an engine with use_paged_context_fmha)."""
 
     bls: bool = False
-    """Also render the tensorrt_llm_bls model."""
+    """Also render the tensorrt_llm_bls model (one python model running tokenizer -> LLM -> detokenizer)."""
+
+    bls_instances: int | None = Field(None, ge=1)
+    """tensorrt_llm_bls instances; each serves one request at a time. Default: serving.max_batch_size."""
+
+    bls_accumulate_tokens: bool = False
+    """tensorrt_llm_bls streams the text of all tokens so far in each response (beam width 1)."""
 
     max_batch_tokens: int | None = Field(None, ge=1)
     """hf runtime: tokens per continuous-batching step (prefill chunking budget); None lets transformers decide."""

@@ -218,7 +218,7 @@ def bls_parameters(spec: Spec) -> dict[str, str]:
     """The `parameters` of tensorrt_llm_bls. Empty means "use the model's default" (get_valid_param_value)."""
     # accumulate_tokens re-decodes all tokens so far on every streamed response; it is only valid for beam 1.
     return {
-        "accumulate_tokens": "false",
+        "accumulate_tokens": _flag(spec.serving.bls_accumulate_tokens),
         "tensorrt_llm_model_name": "tensorrt_llm",
         "tensorrt_llm_draft_model_name": "",
         "multimodal_encoders_name": "",

@@ -148,3 +148,12 @@ def test_verify_load_fails_with_the_servers_reason(tiny_repo, tmp_path, capsys):
     assert main(["verify", str(broken), "--load"]) == 1
     err = capsys.readouterr().err
     assert "postprocessing" in err
+
+
+def test_bls_model_streams_the_same_tokens_as_the_ensemble(triton):
+    via_ensemble = list(client.stream_grpc(triton.grpc_url, "Once upon a time", 6, min_tokens=6))
+    via_bls = list(client.stream_grpc(triton.grpc_url, "Once upon a time", 6, min_tokens=6,
+                                      model="tensorrt_llm_bls"))
+    assert via_bls == via_ensemble
+    assert client.generate_http(triton.http_url, "Once upon a time", 6, min_tokens=6,
+                                model="tensorrt_llm_bls") == "".join(via_ensemble)
