@@ -224,6 +224,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--gpu-arch", default="sm90")
     s.add_argument("--examples-dir", help="a TensorRT-LLM checkout's examples/ folder (local builds)")
     s.set_defaults(func=_cmd_build)
+    from generator.cli_deploy import add_commands as add_deploy_commands
+    from generator.cli_load import add_commands as add_load_commands
+
+    add_load_commands(sub)
+    add_deploy_commands(sub)
     return p
 
 

@@ -131,32 +131,37 @@ def max_sequence_length(spec: Spec) -> int:
     return max(256, int(longest))
 
 
+def memory_model_for(spec: Spec, spec_dir: Path, engine_config: Path | None = None):
+    """The memory model of what will be served: a built engine's config.json when there is one, else the
+    checkpoint's config.json with the spec's build settings."""
+    from generator.memory import load_memory_model
+
+    e = spec.engine
+    if engine_config is None and e.engine_dir:
+        engine_config = Path(spec_dir, e.engine_dir, "config.json")
+    if spec.runtime == "tensorrtllm" and engine_config is not None and engine_config.is_file():
+        return load_memory_model(engine_config, tp=e.tp_size, pp=e.pp_size)
+    checkpoint = _resolve_dir(spec_dir, spec.model.checkpoint, "model.checkpoint")
+    if spec.runtime == "tensorrtllm":
+        return load_memory_model(checkpoint, dtype=e.dtype, quant_algo=QUANT_ALGO[e.quantization],
+                                 kv_cache_quant_algo=KV_QUANT_ALGO[e.kv_cache_dtype], tp=e.tp_size, pp=e.pp_size,
+                                 max_batch_size=e.max_batch_size, max_num_tokens=e.max_num_tokens)
+    dtype = None if spec.model.dtype == "auto" else spec.model.dtype
+    return load_memory_model(checkpoint, dtype=dtype, tp=1, pp=1, max_batch_size=spec.serving.max_batch_size)
+
+
 def place_spec(spec: Spec, spec_dir: Path, inventory_source: str):
     """Place the spec's model on a GPU inventory ('nvml', an inventory file or saved `nvidia-smi -L` text)."""
     from generator.inventory import load_inventory
-    from generator.memory import load_memory_model
     from generator.placement import place
 
     if spec.placement.device != "gpu":
         raise SpecError(problem("placement.device", "is cpu, so there is nothing to place on GPUs",
                                 "set placement.device: gpu, or drop --inventory"))
-    engine_config = Path(spec_dir, spec.engine.engine_dir or "", "config.json") if spec.engine.engine_dir else None
-    if spec.runtime == "tensorrtllm" and engine_config is not None and engine_config.is_file():
-        model = load_memory_model(engine_config, tp=spec.engine.tp_size, pp=spec.engine.pp_size)
-    elif spec.runtime == "tensorrtllm":
-        model = load_memory_model(
-            _resolve_dir(spec_dir, spec.model.checkpoint, "model.checkpoint"), dtype=spec.engine.dtype,
-            quant_algo=QUANT_ALGO[spec.engine.quantization], kv_cache_quant_algo=KV_QUANT_ALGO[spec.engine.kv_cache_dtype],
-            tp=spec.engine.tp_size, pp=spec.engine.pp_size, max_batch_size=spec.engine.max_batch_size,
-            max_num_tokens=spec.engine.max_num_tokens)
-    else:
-        dtype = None if spec.model.dtype == "auto" else spec.model.dtype
-        model = load_memory_model(_resolve_dir(spec_dir, spec.model.checkpoint, "model.checkpoint"), dtype=dtype,
-                                  tp=1, pp=1, max_batch_size=spec.serving.max_batch_size)
     instances = 1 if spec.runtime == "tensorrtllm" else spec.placement.instances_per_gpu
-    return place(load_inventory(inventory_source), model, max_seq_len=max_sequence_length(spec),
-                 kv_fraction=spec.serving.kv_cache.free_gpu_mem_fraction, instances_per_device=instances,
-                 gpu_ids=spec.placement.gpu_ids or None)
+    return place(load_inventory(inventory_source), memory_model_for(spec, spec_dir),
+                 max_seq_len=max_sequence_length(spec), kv_fraction=spec.serving.kv_cache.free_gpu_mem_fraction,
+                 instances_per_device=instances, gpu_ids=spec.placement.gpu_ids or None)
 
 
 def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None) -> Plan:

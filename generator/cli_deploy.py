@@ -1,0 +1,51 @@
+"""`tritongen deploy`: compose files, Kubernetes manifests, or containers through the docker SDK.
+
+Registered by generator/cli.py with `add_commands(sub)`; errors reach cli.main, which maps them to exit codes.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def _cmd_deploy(args: argparse.Namespace) -> int:
+    from generator.deploy import docker_client, prepare, render_deployment, run_docker
+    from generator.render import status_lines, write_repository
+
+    dep = prepare(args.spec, inventory=args.inventory, engine_config=args.engine_config, image=args.image)
+    files = render_deployment(dep, args.target, mig_strategy=args.k8s_mig_strategy)
+    out = Path(args.output)
+    # Ask for the engine before writing anything, so a missing one leaves no half-made deployment behind.
+    client = docker_client() if args.target == "docker" else None
+    lines = status_lines(files, out)
+    write_repository(files, out, overwrite=args.force)
+    for line in lines:
+        print(line)
+    groups = dep.placement.server_groups
+    print(f"{len(groups)} server group(s), image {dep.image}: {', '.join(g.name for g in groups)}")
+    if client is None:
+        print(f"deployment files: {out.resolve()}")
+        return 0
+    for endpoint in run_docker(dep, out.resolve(), client=client, replace=args.force, timeout=args.timeout):
+        print(f"ready  {endpoint}")
+    return 0
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("deploy", help="write compose files or Kubernetes manifests, or start containers (docker)")
+    s.add_argument("spec")
+    s.add_argument("--target", choices=["compose", "k8s", "docker"], required=True)
+    s.add_argument("-o", "--output", required=True, help="folder for model_repository/ and the deployment files")
+    s.add_argument("--inventory", default="nvml",
+                   help="GPUs to place on: 'nvml' (this machine), an inventory YAML/JSON, or saved `nvidia-smi -L`")
+    s.add_argument("--engine-config", help="tensorrtllm: the engine's config.json (or its folder); its folder is "
+                                           "the engine that is served (default: engine.engine_dir)")
+    s.add_argument("--k8s-mig-strategy", choices=["mixed", "single"], default="mixed",
+                   help="how the NVIDIA device plugin advertises MIG slices (default mixed)")
+    s.add_argument("--image", help="serving image (default: the pinned TensorRT-LLM container, or for hf a "
+                                   "locally built tritonserver image with torch + transformers)")
+    s.add_argument("--force", action="store_true", help="replace a non-empty output folder (and, for docker, "
+                                                        "containers of the same name)")
+    s.add_argument("--timeout", type=float, default=1800, help="docker: seconds to wait for readiness")
+    s.set_defaults(func=_cmd_deploy)

@@ -1,0 +1,308 @@
+"""Deployment targets: compose (docker-compose config), Kubernetes (kubernetes-validate), docker (SDK objects)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from unittest import mock
+
+import pytest
+import yaml
+
+from generator import cli
+from generator.cli_deploy import add_commands
+from generator.deploy import Deployment, docker_run_kwargs, prepare, render_deployment, run_docker
+from generator.errors import SpecError
+
+FIXTURES = Path(__file__).parent / "fixtures"
+GOLDEN = Path(__file__).parent / "golden" / "deploy"
+K8S_VERSION = "1.30"
+MIG_UUIDS = {"3g.71gb": "MIG-5a9c1e3b-7d2f-5e8a-9c4b-1f6d3a8e2c70", "2g.35gb": "MIG-8e2d4f6a-1c3b-5a7e-9d8c-4b2f6e1a3d95"}
+CASES = {  # spec, inventory, engine
+    "llama3-8b-mig": ("llama3-8b-mig", "h200-all-balanced.yaml", "llama3-8b-bf16-tp1"),
+    "llama3-70b-tp4": ("llama3-70b-tp4", "a100-80gb-x8.yaml", "llama3-70b-fp8-tp4"),
+    "tiny-hf-gpu": ("tiny-hf-gpu", "mixed-h200-node.yaml", None),
+}
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory, tiny_model) -> Path:
+    """The spec fixtures copied next to a demo checkpoint (config.json + tokenizer), engines pointed at fixtures."""
+    root = tmp_path_factory.mktemp("deploy")
+    shutil.copytree(tiny_model, root / "checkpoint")
+    for spec, _, engine in CASES.values():
+        data = yaml.safe_load((FIXTURES / "specs" / f"{spec}.yaml").read_text())
+        if engine:
+            data["engine"]["engine_dir"] = str(FIXTURES / "engines" / engine)
+        (root / f"{spec}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    return root
+
+
+def _prepare(workdir: Path, case: str, **kwargs) -> Deployment:
+    spec, inventory, engine = CASES[case]
+    if engine:
+        kwargs.setdefault("engine_config", FIXTURES / "engines" / engine / "config.json")
+    return prepare(workdir / f"{spec}.yaml", inventory=str(FIXTURES / "inventories" / inventory), **kwargs)
+
+
+def _write(files: dict[str, bytes], out: Path) -> Path:
+    for rel, data in files.items():
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).write_bytes(data)
+    return out
+
+
+def _run_cli(argv: list[str]) -> int:
+    """cli.main (its error -> exit code mapping) over a parser that has the deploy command."""
+    parser = argparse.ArgumentParser(prog="tritongen")
+    add_commands(parser.add_subparsers(dest="command", required=True))
+    with mock.patch.object(cli, "build_parser", return_value=parser):
+        return cli.main(argv)
+
+
+def _compose_config(out: Path) -> dict:
+    if not shutil.which("docker-compose"):
+        pytest.skip("docker-compose (v1) not on PATH: apt-get install -y --no-install-recommends docker-compose")
+    result = subprocess.run(["docker-compose", "config"], cwd=out, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return yaml.safe_load(result.stdout)
+
+
+def _k8s_docs(out: Path) -> dict[str, dict]:
+    return {p.name: yaml.safe_load(p.read_text()) for p in sorted((out / "k8s").glob("*.yaml"))}
+
+
+def _validate_k8s(docs: dict[str, dict]) -> None:
+    """Built-in kinds against kubernetes-validate's strict schemas; the PodMonitor CRD (not shipped) by structure."""
+    import kubernetes_validate
+
+    for name, doc in docs.items():
+        if doc["kind"] == "Kustomization":
+            assert sorted(doc["resources"]) == sorted(n for n in docs if n not in (
+                "kustomization.yaml", "prometheus-adapter-rules.yaml"))
+        elif doc["kind"] == "PodMonitor":
+            assert doc["apiVersion"] == "monitoring.coreos.com/v1"
+            assert set(doc["spec"]) == {"selector", "podMetricsEndpoints"}
+            assert doc["spec"]["podMetricsEndpoints"] == [{"port": "metrics", "path": "/metrics", "interval": "15s"}]
+            pods = [d for d in docs.values() if d["kind"] == "Deployment"]
+            for pod in pods:
+                labels = pod["spec"]["template"]["metadata"]["labels"]
+                assert doc["spec"]["selector"]["matchLabels"].items() <= labels.items()
+        else:
+            assert kubernetes_validate.validate(doc, K8S_VERSION, strict=True) == K8S_VERSION, name
+
+
+# ---------------------------------------------------------------------------------------------- compose
+
+
+def test_compose_mig_one_service_per_fitting_instance(workdir, tmp_path):
+    dep = _prepare(workdir, "llama3-8b-mig")
+    out = _write(render_deployment(dep, "compose"), tmp_path)
+    config = _compose_config(out)
+    servers = {k: v for k, v in config["services"].items() if k != "lb"}
+    # 3g.71gb and 2g.35gb hold the 8B engine at max_seq_len 4096; the two 1g.18gb instances do not.
+    assert sorted(servers) == ["triton-gpu0-mig1", "triton-gpu0-mig5"]
+    devices = {k: v["deploy"]["resources"]["reservations"]["devices"] for k, v in servers.items()}
+    assert devices["triton-gpu0-mig1"] == [{"driver": "nvidia", "device_ids": [MIG_UUIDS["3g.71gb"]],
+                                            "capabilities": ["gpu"]}]
+    assert devices["triton-gpu0-mig5"][0]["device_ids"] == [MIG_UUIDS["2g.35gb"]]
+    host_ports = [p["published"] for s in servers.values() for p in s["ports"]]
+    assert sorted(map(int, host_ports)) == [8000, 8001, 8002, 8010, 8011, 8012]
+    for s in servers.values():
+        assert s["command"][0] == "/opt/tritonserver/bin/tritonserver"
+        assert "--allow-gpu-metrics=false" in s["command"]
+        assert "/v2/health/ready" in " ".join(s["healthcheck"]["test"])
+        assert {v["target"] for v in s["volumes"]} == {"/models/model_repository", "/models/engine", "/models/tokenizer"}
+    assert config["services"]["lb"]["depends_on"] == {k: {"condition": "service_healthy"} for k in servers}
+    nginx = (out / "nginx.conf").read_text()
+    assert nginx.count("least_conn;") == 2 and "grpc_pass grpc://triton_grpc;" in nginx and "http2 on;" in nginx
+    assert "server triton-gpu0-mig5:8001;" in nginx
+    repo = (out / "model_repository" / "tensorrt_llm" / "config.pbtxt").read_text()
+    assert '"/models/engine"' in repo and str(workdir) not in repo
+
+
+def test_compose_tp4_uses_mpirun_on_four_gpus(workdir, tmp_path):
+    dep = _prepare(workdir, "llama3-70b-tp4")
+    config = _compose_config(_write(render_deployment(dep, "compose"), tmp_path))
+    first = config["services"]["triton-gpu0-1-2-3"]
+    assert first["command"][:2] == ["mpirun", "--allow-run-as-root"]
+    assert first["command"].count("/opt/tritonserver/bin/tritonserver") == 4
+    assert "--allow-gpu-metrics=false" not in first["command"]
+    assert first["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"] == ["0", "1", "2", "3"]
+    assert config["services"]["triton-gpu4-5-6-7"]["deploy"]["resources"]["reservations"]["devices"][0][
+        "device_ids"] == ["4", "5", "6", "7"]
+    assert [p["published"] for p in config["services"]["lb"]["ports"]] in (["8020", "8021"], [8020, 8021])
+
+
+def test_compose_hf_builds_its_image(workdir, tmp_path):
+    dep = _prepare(workdir, "tiny-hf-gpu")
+    out = _write(render_deployment(dep, "compose"), tmp_path)
+    config = _compose_config(out)
+    assert config["services"]["triton-gpu1"]["build"]["dockerfile"] == "Dockerfile.hf"
+    assert "FROM nvcr.io/nvidia/tritonserver:25.12-py3" in (out / "Dockerfile.hf").read_text()
+    pbtxt = (out / "model_repository" / "tensorrt_llm" / "config.pbtxt").read_text()
+    assert '"/models/checkpoint"' in pbtxt and "gpus: [ 0 ]" in pbtxt.replace("gpus: [0]", "gpus: [ 0 ]")
+
+
+def test_compose_paths_are_not_interpolated(workdir, tmp_path):
+    """A host path with $, quotes and spaces reaches the container as written (compose interpolates $VAR)."""
+    odd = tmp_path / "odd $HOME 'ck' \"x\""
+    shutil.copytree(workdir / "checkpoint", odd)
+    data = yaml.safe_load((workdir / "tiny-hf-gpu.yaml").read_text())
+    data["model"]["checkpoint"] = str(odd)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(data))
+    dep = prepare(spec, inventory=str(FIXTURES / "inventories" / "a100-80gb-x8.yaml"))
+    out = _write(render_deployment(dep, "compose"), tmp_path / "out")
+    volumes = _compose_config(out)["services"]["triton-gpu0"]["volumes"]
+    # `config` prints a compose file again, so a literal $ comes back escaped as $$; interpolated, it would
+    # read /root (or whatever $HOME is).
+    assert {v["source"] for v in volumes if v["target"] == "/models/checkpoint"} == {str(odd).replace("$", "$$")}
+
+
+# ---------------------------------------------------------------------------------------------- kubernetes
+
+
+def test_k8s_mig_mixed_resources_and_validation(workdir, tmp_path):
+    dep = _prepare(workdir, "llama3-8b-mig")
+    docs = _k8s_docs(_write(render_deployment(dep, "k8s"), tmp_path))
+    _validate_k8s(docs)
+    for profile in ("3g.71gb", "2g.35gb"):
+        d = docs[f"deployment-mig-{profile.replace('.', '-')}.yaml"]
+        assert d["spec"]["replicas"] == 1
+        pod = d["spec"]["template"]["spec"]
+        c = pod["containers"][0]
+        assert c["resources"]["limits"] == {f"nvidia.com/mig-{profile}": 1}
+        assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H200"}
+        assert c["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
+        assert c["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
+        assert c["startupProbe"]["httpGet"]["path"] == "/v2/health/ready"
+        assert "--allow-gpu-metrics=false" in c["command"]
+    assert "deployment-mig-1g-18gb.yaml" not in docs
+    hpa = docs["hpa-mig-3g-71gb.yaml"]
+    assert hpa["spec"]["metrics"][0]["pods"]["metric"]["name"] == "triton_queue_compute_ratio"
+    rules = yaml.safe_load(docs["prometheus-adapter-rules.yaml"]["data"]["config.yaml"])["rules"][0]
+    assert rules["name"]["as"] == "triton_queue_compute_ratio"
+    assert "nv_inference_compute_infer_duration_us" in rules["metricsQuery"]
+    assert [p["name"] for p in docs["service.yaml"]["spec"]["ports"]] == ["http", "grpc", "metrics"]
+
+
+def test_k8s_tp4_is_one_four_gpu_pod(workdir, tmp_path):
+    dep = _prepare(workdir, "llama3-70b-tp4")
+    docs = _k8s_docs(_write(render_deployment(dep, "k8s"), tmp_path))
+    _validate_k8s(docs)
+    d = docs["deployment-gpu-x4.yaml"]
+    assert d["spec"]["replicas"] == 2  # two groups of four on the 8-GPU node
+    c = d["spec"]["template"]["spec"]["containers"][0]
+    assert c["resources"]["limits"] == {"nvidia.com/gpu": 4}
+    assert c["command"][0] == "mpirun" and c["command"].count("-n") == 4
+    assert d["spec"]["template"]["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}
+
+
+def test_k8s_single_strategy(workdir, tmp_path):
+    with pytest.raises(SpecError, match=r"^--k8s-mig-strategy: single needs one MIG profile on every GPU of a node"):
+        render_deployment(_prepare(workdir, "llama3-8b-mig"), "k8s", mig_strategy="single")
+    data = yaml.safe_load((workdir / "tiny-hf-gpu.yaml").read_text())
+    dep = prepare(workdir / "tiny-hf-gpu.yaml", inventory=str(FIXTURES / "inventories" / "h200-7x1g.yaml"))
+    docs = _k8s_docs(_write(render_deployment(dep, "k8s", mig_strategy="single"), tmp_path))
+    _validate_k8s(docs)
+    pod = docs["deployment-mig-1g-18gb.yaml"]["spec"]["template"]["spec"]
+    assert data["name"] == "tiny-hf"
+    assert pod["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": 1}
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H200-MIG-1g.18gb"}
+    assert docs["deployment-mig-1g-18gb.yaml"]["spec"]["replicas"] == 7
+
+
+# ---------------------------------------------------------------------------------------------- golden files
+
+
+@pytest.mark.parametrize("case,target", [("llama3-8b-mig", "compose"), ("llama3-8b-mig", "k8s"),
+                                         ("llama3-70b-tp4", "compose"), ("llama3-70b-tp4", "k8s")])
+def test_golden_deployment_files(workdir, case, target):
+    from generator.render import write_repository
+
+    files = {rel: data.replace(str(workdir).encode(), b"${WORKDIR}").replace(str(FIXTURES).encode(), b"${FIXTURES}")
+             for rel, data in render_deployment(_prepare(workdir, case), target).items()
+             if not rel.startswith("model_repository/")}
+    golden = GOLDEN / f"{case}-{target}"
+    if os.environ.get("TRITONGEN_REGEN_GOLDEN") == "1":
+        write_repository(files, golden, overwrite=True)
+    expected = {str(p.relative_to(golden)): p.read_bytes() for p in sorted(golden.rglob("*")) if p.is_file()}
+    assert sorted(files) == sorted(expected)
+    for rel, data in files.items():
+        assert data == expected[rel], f"{rel} differs from tests/golden/deploy (TRITONGEN_REGEN_GOLDEN=1 regenerates)"
+
+
+# ---------------------------------------------------------------------------------------------- docker
+
+
+def test_docker_run_kwargs_are_sdk_objects(workdir, tmp_path):
+    from docker.types import DeviceRequest, Mount
+
+    dep = _prepare(workdir, "llama3-8b-mig")
+    kwargs = docker_run_kwargs(dep, dep.placement.server_groups[0], tmp_path)
+    (request,) = kwargs["device_requests"]
+    assert isinstance(request, DeviceRequest)
+    assert request == {"Driver": "nvidia", "Count": 0, "DeviceIDs": [MIG_UUIDS["3g.71gb"]],
+                       "Capabilities": [["gpu"]], "Options": {}}
+    assert all(isinstance(m, Mount) for m in kwargs["mounts"])
+    assert {m["Target"]: (m["Source"], m["ReadOnly"], m["Type"]) for m in kwargs["mounts"]} == {
+        "/models/model_repository": (str(tmp_path / "model_repository"), True, "bind"),
+        "/models/tokenizer": (str(workdir / "checkpoint"), True, "bind"),
+        "/models/engine": (str(FIXTURES / "engines" / "llama3-8b-bf16-tp1"), True, "bind"),
+    }
+    assert kwargs["ports"] == {"8000/tcp": 8000, "8001/tcp": 8001, "8002/tcp": 8002}
+    assert kwargs["image"] == "nvcr.io/nvidia/tritonserver:25.12-trtllm-python-py3"
+    assert "--allow-gpu-metrics=false" in kwargs["command"] and kwargs["name"] == "llama3-8b-gpu0-mig1"
+
+
+def test_run_docker_starts_every_group_and_waits(workdir, tmp_path):
+    dep = _prepare(workdir, "llama3-70b-tp4")
+    client = mock.MagicMock()
+    client.containers.run.return_value.status = "running"
+    asked = []
+    endpoints = run_docker(dep, tmp_path, client=client, ready=lambda url: asked.append(url) or True,
+                           log=lambda _: None)
+    assert [c.kwargs["name"] for c in client.containers.run.call_args_list] == [
+        "llama3-70b-gpu0-1-2-3", "llama3-70b-gpu4-5-6-7"]
+    assert client.containers.run.call_args_list[1].kwargs["device_requests"][0]["DeviceIDs"] == ["4", "5", "6", "7"]
+    assert asked == ["http://127.0.0.1:8000/v2/health/ready", "http://127.0.0.1:8010/v2/health/ready"]
+    assert endpoints[1].startswith("gpu4-5-6-7: http 127.0.0.1:8010  grpc 127.0.0.1:8011")
+
+
+def test_docker_without_engine_exits_3_and_writes_nothing(workdir, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:9")  # discard port: nothing answers
+    out = tmp_path / "out"
+    code = _run_cli(["deploy", str(workdir / "llama3-8b-mig.yaml"), "--target", "docker", "-o", str(out),
+                     "--inventory", str(FIXTURES / "inventories" / "h200-all-balanced.yaml")])
+    err = capsys.readouterr().err
+    assert code == 3
+    assert err.startswith("error: --target docker: no docker engine answers at tcp://127.0.0.1:9 (DockerException); "
+                          "start dockerd here, or point DOCKER_HOST at a running engine")
+    assert not out.exists()
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+
+
+def test_cli_deploy_compose_and_refusals(workdir, tmp_path, capsys):
+    out = tmp_path / "out"
+    argv = ["deploy", str(workdir / "llama3-8b-mig.yaml"), "--target", "compose", "-o", str(out),
+            "--inventory", str(FIXTURES / "inventories" / "h200-all-balanced.yaml"),
+            "--engine-config", str(FIXTURES / "engines" / "llama3-8b-bf16-tp1")]
+    assert _run_cli(argv) == 0
+    printed = capsys.readouterr().out
+    assert "   create  docker-compose.yaml" in printed and "2 server group(s)" in printed
+    assert (out / "model_repository" / "ensemble" / "config.pbtxt").is_file()
+    assert _run_cli(argv) == 2  # exists, no --force
+    assert _run_cli([*argv, "--force"]) == 0
+    assert "identical  docker-compose.yaml" in capsys.readouterr().out
+    bad = _run_cli(["deploy", str(workdir / "llama3-8b-mig.yaml"), "--target", "k8s", "-o", str(tmp_path / "x"),
+                    "--inventory", str(FIXTURES / "inventories" / "h200-all-balanced.yaml"),
+                    "--engine-config", str(FIXTURES / "engines" / "llama3-70b-fp8-tp4")])
+    assert bad == 2  # a tp 4 engine against a tp 1 spec is bad input (pipeline.check_engine_dir)
+    assert capsys.readouterr().err.startswith("error: engine.tp_size x engine.pp_size (1 x 1 = 1): must equal")
+    assert not (tmp_path / "x").exists()
