@@ -138,7 +138,7 @@ class TritonServer:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise CheckFailed(f"tritonserver exited with code {self.process.returncode} before it was ready:\n"
-                                  + self.log_tail())
+                                  + self.failure_reasons())
             if self.ready():
                 return self
             time.sleep(0.5)
@@ -151,6 +151,15 @@ class TritonServer:
                 return r.status == 200
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             return False
+
+    def failure_reasons(self) -> str:
+        """The server's error lines (model load failures and their reasons), then the log's tail."""
+        if self.log_path is None or not Path(self.log_path).exists():
+            return "(no log)"
+        text = Path(self.log_path).read_text(errors="replace").splitlines()
+        errors = [line for line in text if line.startswith("E") and "CudaDriverHelper" not in line
+                  or "failed to load" in line or "Traceback" in line or "Error" in line]
+        return "\n".join(errors[-30:] + ["--- log tail ---", *text[-15:]])
 
     def log_tail(self, lines: int = 40) -> str:
         if self.log_path is None or not Path(self.log_path).exists():
