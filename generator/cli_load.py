@@ -320,6 +320,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
     try:
         _stage(5, total, "serve", f"ready: http {server.http_url}, grpc {server.grpc_url}, "
                f"metrics {server.metrics_url}, log {server.log_path}")
+        _stream_one(server.grpc_url, plan.max_tokens_default)
         endpoint = Endpoint(grpc_url=server.grpc_url, http_url=server.http_url, metrics_url=server.metrics_url)
         _stage(6, total, "loadtest", f"{settings.users} users, {settings.protocol}, "
                f"{max(1, round(settings.duration_s))} s")
@@ -328,6 +329,19 @@ def _cmd_up(args: argparse.Namespace) -> int:
         _stage(7, total, "stop", "stopping tritonserver")
         server.stop()
     return code
+
+
+def _stream_one(grpc_url: str, max_tokens: int) -> None:
+    """One streamed completion through the ensemble, printed as it arrives: the deployment answers."""
+    from generator.client import stream_grpc
+
+    prompt = "Once upon a time"
+    print(f"       generate  {prompt!r} ->", end=" ", flush=True)
+    chunks = 0
+    for text in stream_grpc(grpc_url, prompt, max_tokens):
+        chunks += 1
+        print(text.encode("unicode_escape").decode(), end="", flush=True)
+    print(f"   ({chunks} streamed responses)", flush=True)
 
 
 def _with_server_check(run: Callable[[], int], server) -> int:

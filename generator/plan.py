@@ -115,6 +115,10 @@ def _llm_instance_group(spec: Spec) -> InstanceGroup:
     return InstanceGroup(kind="KIND_GPU", count=spec.placement.instances_per_gpu, gpus=gpus)
 
 
+# Left unset, transformers sizes its static batch tensors from free memory; on CPU that took ~20 GB of RAM
+# for the tiny demo model, so CPU deployments get a modest per-step token budget instead.
+CPU_MAX_BATCH_TOKENS = 512
+
 # spec quantisation names -> TensorRT-LLM's quant_algo names, for the memory model
 QUANT_ALGO = {"none": None, "fp8": "FP8", "int8_weight_only": "W8A16", "int4_weight_only": "W4A16",
               "int4_awq": "W4A16_AWQ", "smoothquant": "W8A8_SQ_PER_CHANNEL"}
@@ -187,7 +191,9 @@ def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None) -> Plan:
             checkpoint_dir=str(checkpoint), dtype=spec.model.dtype, block_size=kv.block_size,
             # An absolute token budget becomes a block count; otherwise transformers sizes the cache from memory.
             num_blocks=-(-kv_tokens // kv.block_size) if kv_tokens else None,
-            max_batch_tokens=spec.serving.max_batch_tokens, max_memory_percent=kv.free_gpu_mem_fraction,
+            max_batch_tokens=spec.serving.max_batch_tokens or (CPU_MAX_BATCH_TOKENS if spec.placement.device == "cpu"
+                                                               else None),
+            max_memory_percent=kv.free_gpu_mem_fraction,
         )
     s = spec.serving
     return Plan(

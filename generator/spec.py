@@ -152,7 +152,8 @@ class ServingSection(_Section):
     """tensorrt_llm_bls streams the text of all tokens so far in each response (beam width 1)."""
 
     max_batch_tokens: int | None = Field(None, ge=1)
-    """hf runtime: tokens per continuous-batching step (prefill chunking budget); None lets transformers decide."""
+    """hf runtime: tokens per continuous-batching step (prefill chunking budget). None: 512 on CPU, and on GPU
+    transformers sizes it from free memory."""
 
 
 class PlacementSection(_Section):

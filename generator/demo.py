@@ -1,0 +1,25 @@
+"""`make demo`: the main job end to end on the embedded default.
+
+A tiny Llama made locally -> rendered ensemble -> the embedded tritonserver -> a streamed completion ->
+a Locust load test against the example's SLOs. The exit code is the SLO verdict.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from generator.cli import main as tritongen
+from generator.demo_model import make_demo_model
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main() -> int:
+    model = make_demo_model(ROOT / "build" / "tiny-llama")
+    print(f"[demo] tiny Llama checkpoint + tokenizer: {model}", flush=True)
+    return tritongen(["up", str(ROOT / "examples" / "tiny-cpu.yaml"), "--out", str(ROOT / "demo-output")])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

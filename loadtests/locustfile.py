@@ -1,0 +1,31 @@
+"""The Locust entry point of `tritongen loadtest`: one user class, chosen by the run's protocol.
+
+Configuration: the environment variable TRITONGEN_LOADTEST_CONFIG names a JSON file with the keys of
+`loadtests.users.LoadConfig` (url, protocol, samples_dir, tokenizer_dir, concurrency, and optionally model,
+input_tokens, output_tokens, prompts_file, add_special_tokens, timeout_s, seed). `tritongen loadtest` writes it
+next to the report. To run Locust by hand:
+
+    TRITONGEN_LOADTEST_CONFIG=out/locust_config.json python -m locust -f loadtests/locustfile.py \
+        --headless -u 4 -r 4 -t 20s --stop-timeout 120
+
+Only the chosen class is bound at module level, because Locust runs every concrete User class it finds here.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# Locust puts this file's folder on sys.path, not the repository root that holds the `loadtests` package.
+_ROOT = str(Path(__file__).resolve().parent.parent)
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+import gevent  # noqa: E402
+
+from loadtests import users  # noqa: E402
+
+TritonUser = users.USER_CLASSES[users.preload().protocol]
+# Loading the tokenizer blocked the gevent hub for seconds, and libev timers count from the loop's cached
+# clock: without a refresh Locust's `-t` timer, scheduled next, would fire that much too early.
+gevent.get_hub().loop.update_now()
