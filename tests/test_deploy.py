@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import subprocess
@@ -13,7 +12,6 @@ import pytest
 import yaml
 
 from generator import cli
-from generator.cli_deploy import add_commands
 from generator.deploy import Deployment, docker_run_kwargs, prepare, render_deployment, run_docker
 from generator.errors import SpecError
 
@@ -56,11 +54,7 @@ def _write(files: dict[str, bytes], out: Path) -> Path:
 
 
 def _run_cli(argv: list[str]) -> int:
-    """cli.main (its error -> exit code mapping) over a parser that has the deploy command."""
-    parser = argparse.ArgumentParser(prog="tritongen")
-    add_commands(parser.add_subparsers(dest="command", required=True))
-    with mock.patch.object(cli, "build_parser", return_value=parser):
-        return cli.main(argv)
+    return cli.main(argv)
 
 
 def _compose_config(out: Path) -> dict:

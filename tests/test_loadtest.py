@@ -18,25 +18,8 @@ from generator.errors import SpecError
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Until generator/cli.py's build_parser calls cli_load.add_commands, run the real `cli.main` with the two
-# commands added, so the subprocess still goes through tritongen's own error-to-exit-code mapping.
-_BOOTSTRAP = """
-import argparse, sys
-from generator import cli, cli_load
-_build = cli.build_parser
-def build_parser():
-    parser = _build()
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    if "loadtest" not in sub.choices:
-        cli_load.add_commands(sub)
-    return parser
-cli.build_parser = build_parser
-sys.exit(cli.main(sys.argv[1:]))
-"""
-
-
 def tritongen(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", _BOOTSTRAP, *args], cwd=ROOT, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "generator.cli", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout, check=False)
 
 
