@@ -167,10 +167,21 @@ class TritonServer:
         return "\n".join(Path(self.log_path).read_text(errors="replace").splitlines()[-lines:])
 
     def stop(self, grace: float = 20.0) -> None:
-        """terminate -> wait -> kill, for the whole process group (python stubs included)."""
+        """terminate -> wait -> kill, for the server and every python stub it started.
+
+        Stubs can outlive the server in a process group of their own (seen on an H200: an orphaned
+        tensorrt_llm stub kept 134 GiB of GPU memory), so they are collected before the server stops and
+        killed if still alive afterwards.
+        """
+        import psutil
+
         p = self.process
         if p is None or p.poll() is not None:
             return
+        try:
+            stubs = psutil.Process(p.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            stubs = []
         with contextlib.suppress(ProcessLookupError):
             os.killpg(p.pid, signal.SIGTERM)
         try:
@@ -179,6 +190,10 @@ class TritonServer:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGKILL)
             p.wait(timeout=10)
+        _, alive = psutil.wait_procs(stubs, timeout=5)
+        for stub in alive:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                stub.kill()
 
     def __enter__(self) -> TritonServer:
         return self.start() if self.process is None else self

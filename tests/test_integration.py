@@ -157,3 +157,15 @@ def test_bls_model_streams_the_same_tokens_as_the_ensemble(triton):
     assert via_bls == via_ensemble
     assert client.generate_http(triton.http_url, "Once upon a time", 6, min_tokens=6,
                                 model="tensorrt_llm_bls") == "".join(via_ensemble)
+
+
+def test_stop_leaves_no_server_or_stub_behind(tiny_repo):
+    import psutil
+
+    from generator.serve import TritonServer
+
+    server = TritonServer(tiny_repo).start(timeout=240)
+    family = [psutil.Process(server.process.pid), *psutil.Process(server.process.pid).children(recursive=True)]
+    assert len(family) >= 4  # tritonserver + one stub per python model instance
+    server.stop()
+    assert [p.pid for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE] == []
