@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -55,8 +54,3 @@ def triton(tiny_repo, tmp_path_factory):
         raise
     yield server
     server.stop()
-
-
-def copy_tree(src: Path, dst: Path) -> Path:
-    shutil.copytree(src, dst)
-    return dst
