@@ -167,7 +167,12 @@ def test_median_ttft_agrees_with_a_direct_grpc_measurement(tiny_spec_path, trito
     ttft = json.loads((out / "loadtest.json").read_text())["overall"]["ttft_ms"]
     assert ttft["count"] >= 20, ttft
     low, high = min(before, after), max(before, after)
-    assert 0.8 * low <= ttft["p50"] <= 1.2 * high, (ttft["p50"], before, after)
+    # 20%, plus the cost of one request inside a Locust process: at a ~12 ms TTFT, gevent's scheduling of the
+    # stream callback alone is more than 20% (bench/results/locust_capacity.json: 3.46 ms CPU per request at
+    # one user), so a relative bound by itself tests the machine, not the tool.
+    client_overhead_ms = 3.5
+    assert 0.8 * low - client_overhead_ms <= ttft["p50"] <= 1.2 * high + client_overhead_ms, \
+        (ttft["p50"], before, after)
 
 
 @pytest.mark.integration
