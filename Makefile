@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: install
-	$(BIN)/python -m generator.demo
+	$(BIN)/python -m tritongen.demo
 
 test: install
 	$(BIN)/python -m pytest -q -ra

@@ -11,9 +11,9 @@ python3 bench/inprocess_cb.py --duration 20 --warmup 5 --long-duration 30 --out 
 cp "$OUT/inprocess_cb.json" /tmp/inprocess_cb.json
 wait $SETUP; cat "$OUT/setup.log"
 PYTHONPATH=. /tmp/venv/bin/python3 -c '
-from generator.inventory import load_inventory
-from generator.memory import load_memory_model
-from generator.placement import place
+from tritongen.placement.inventory import load_inventory
+from tritongen.placement.memory import load_memory_model
+from tritongen.placement import place
 inv = load_inventory("nvml"); print(inv)
 print(place(inv, load_memory_model("tests/fixtures/engines/llama3-8b-bf16-tp1/config.json"), max_seq_len=4096).to_table())
 ' > "$OUT/plan_nvml.txt" 2>&1; cat "$OUT/plan_nvml.txt"

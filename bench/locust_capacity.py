@@ -91,7 +91,7 @@ def serve_stub(port: int, tokens: int, ready) -> None:
 
 
 def run_level(users: int, args: argparse.Namespace, url: str, tokenizer: str, work: Path) -> dict:
-    from loadtests.samples import read_samples, sample_files
+    from tritongen.loadtests.samples import read_samples, sample_files
 
     level_dir = work / f"u{users}"
     config = {"url": url, "protocol": "grpc", "samples_dir": str(level_dir / "samples"), "tokenizer_dir": tokenizer,
@@ -129,11 +129,11 @@ def main() -> int:
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "locust_capacity.json"))
     args = p.parse_args()
 
-    from generator.serve import free_port
+    from tritongen.serve import free_port
 
     tokenizer = args.tokenizer or str(ROOT / "build" / "tiny-llama")
     if not Path(tokenizer, "tokenizer.json").is_file():
-        from generator.demo_model import make_demo_model
+        from tritongen.demo.model import make_demo_model
 
         tokenizer = str(make_demo_model(tokenizer))
     port = free_port()

@@ -2,8 +2,8 @@
 
 Steps: build the Llama-3.2-1B-shaped random model (bench/benchlib.py, the same seed as bench/inprocess_cb.py),
 save it with save_pretrained plus a locally trained BPE tokenizer (generator/demo_model.py's), write a tritongen
-spec (runtime hf, placement.device gpu -> KIND_GPU), render it with generator.plan.plan_from_file +
-generator.pipeline.render_for + generator.render.write_repository, start it with generator.serve.TritonServer,
+spec (runtime hf, placement.device gpu -> KIND_GPU), render it with tritongen.plan.plan_from_file +
+tritongen.pipeline.render_for + tritongen.render.write_repository, start it with tritongen.serve.TritonServer,
 and drive the `ensemble` model (preprocessing -> tensorrt_llm -> postprocessing) with a closed-loop driver:
 one thread per in-flight request slot, each with its own tritonclient gRPC stream (ModelStreamInfer), sending
 text prompts of exactly --input-tokens tokens with max_tokens = min_tokens = --output-tokens (greedy: no top_k /
@@ -62,7 +62,7 @@ serving:
 def make_checkpoint(out: Path, *, tiny: bool, dtype: str) -> tuple[Path, object]:
     import torch
 
-    from generator.demo_model import _train_tokenizer
+    from tritongen.demo.model import _train_tokenizer
 
     tok = _train_tokenizer(512)
     config = llama_config(tiny, bos=tok.bos_token_id, eos=tok.eos_token_id, pad=tok.pad_token_id)
@@ -175,7 +175,7 @@ def run_level(url: str, metrics_url: str, server_pid: int, concurrency: int, pro
               warmup: float, duration: float) -> dict:
     import tritonclient.grpc as grpcclient
 
-    from generator.client import grpc_inputs
+    from tritongen.client import grpc_inputs
 
     reqs: list[Req] = []
     errors: list[str] = []
@@ -285,10 +285,10 @@ def main(argv=None) -> int:
         stub = types.ModuleType("pytriton")
         stub.__file__ = found.origin
         sys.modules["pytriton"] = stub
-    from generator.pipeline import render_for
-    from generator.plan import plan_from_file
-    from generator.render import write_repository
-    from generator.serve import TritonServer
+    from tritongen.pipeline import render_for
+    from tritongen.plan import plan_from_file
+    from tritongen.render import write_repository
+    from tritongen.serve import TritonServer
 
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from generator.errors import CheckFailed
+from tritongen.errors import CheckFailed
 
 _NUMPY = {"INT32": np.int32, "FP32": np.float32, "UINT64": np.uint64, "BOOL": np.bool_}
 # Ensemble inputs a caller may pass as keyword arguments, with their Triton data types.

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Callable
 from pathlib import Path
 
-from generator.errors import SpecError, problem
-from generator.plan import Plan
-from generator.render import render_repository
-from generator.spec import Spec
+from tritongen.errors import CheckFailed, SpecError, problem
+from tritongen.loadtests.runner import Endpoint, run_loadtest, say, settings_from_args
+from tritongen.plan import Plan
+from tritongen.render import render_repository
+from tritongen.spec import Spec
 
 DEFAULT_GPU_ARCH = "sm90"  # H100/H200; engines are specific to the GPU architecture they were built on
 
@@ -15,7 +18,7 @@ DEFAULT_GPU_ARCH = "sm90"  # H100/H200; engines are specific to the GPU architec
 def resolve_engine_dir(spec: Spec, plan: Plan, *, engine_dir: str | None = None,
                        gpu_arch: str = DEFAULT_GPU_ARCH) -> Path:
     """The engine folder the tensorrt_llm model will load: given, or the cache entry a build would fill."""
-    from generator.trtllm_build import build_engine
+    from tritongen.runtimes.tensorrtllm.build import build_engine
 
     given = engine_dir or spec.engine.engine_dir
     if given:
@@ -27,7 +30,7 @@ def resolve_engine_dir(spec: Spec, plan: Plan, *, engine_dir: str | None = None,
 
 def check_engine_dir(spec: Spec, plan: Plan, engine: Path) -> None:
     """Consistency checks against the engine's config.json, when it exists (exit 2 naming both fields)."""
-    from generator.trtllm_checks import check_engine, load_engine_config
+    from tritongen.runtimes.tensorrtllm.checks import check_engine, load_engine_config
 
     if not (engine / "config.json").is_file():
         return
@@ -53,7 +56,7 @@ def render_for(spec: Spec, plan: Plan, *, engine_dir: str | None = None,
     """Render the repository for any runtime; for tensorrtllm, check the engine first when it exists."""
     if plan.runtime == "hf":
         return render_repository(plan)
-    from generator.trtllm import tensorrt_llm_parameters
+    from tritongen.runtimes.tensorrtllm import tensorrt_llm_parameters
 
     engine = resolve_engine_dir(spec, plan, engine_dir=engine_dir, gpu_arch=gpu_arch)
     check_engine_dir(spec, plan, engine)
@@ -66,3 +69,73 @@ def render_for(spec: Spec, plan: Plan, *, engine_dir: str | None = None,
     else:
         ids = gpu_device_ids(spec)
     return render_repository(plan, lambda _plan: tensorrt_llm_parameters(spec, engine, ids))
+
+
+def _stage(number: int, total: int, name: str, detail: str = "") -> None:
+    say(f"[{number}/{total}] {name}" + (f": {detail}" if detail else ""))
+
+
+def up(args: argparse.Namespace) -> int:
+    """validate -> plan -> render -> verify -> serve (embedded tritonserver) -> loadtest -> report -> stop."""
+    from tritongen.plan import make_plan
+    from tritongen.render import write_repository
+    from tritongen.serve import TritonServer
+    from tritongen.spec import load_spec
+    from tritongen.verify import verify_repository
+
+    total = 7
+    spec = load_spec(args.spec)
+    _stage(1, total, "validate", f"{args.spec} ({spec.name}, runtime {spec.runtime})")
+    plan = make_plan(spec, Path(args.spec).resolve().parent)
+    settings = settings_from_args(args, plan)
+    _stage(2, total, "plan", f"{plan.llm_instance_group.kind} x{plan.llm_instance_group.count}, "
+           f"max_batch_size {plan.triton_max_batch_size}, tokenizer {plan.tokenizer.dir}")
+    out = Path(args.out or f"up-{plan.name}").resolve()
+    repo = out / "model_repository"
+    files = render_for(spec, plan, engine_dir=args.engine_dir)
+    # The repository under OUT is tritongen's own output, so a new run replaces it.
+    write_repository(files, repo, overwrite=True)
+    _stage(3, total, "render", f"{len(files)} files -> {repo}")
+    findings = verify_repository(repo)
+    if findings:
+        for finding in findings:
+            say(f"FAIL {finding}")
+        raise CheckFailed(f"{repo}: {len(findings)} verification finding(s)")
+    _stage(4, total, "verify", "configs parse, ensemble wiring consistent")
+    server = TritonServer(repo, log_path=out / "tritonserver.log")
+    _stage(5, total, "serve", "starting the embedded tritonserver ...")
+    server.start(timeout=args.server_timeout)
+    try:
+        _stage(5, total, "serve", f"ready: http {server.http_url}, grpc {server.grpc_url}, "
+               f"metrics {server.metrics_url}, log {server.log_path}")
+        _stream_one(server.grpc_url, plan.max_tokens_default)
+        endpoint = Endpoint(grpc_url=server.grpc_url, http_url=server.http_url, metrics_url=server.metrics_url)
+        _stage(6, total, "loadtest", f"{settings.users} users, {settings.protocol}, "
+               f"{max(1, round(settings.duration_s))} s")
+        code = _with_server_check(lambda: run_loadtest(plan, endpoint, settings, out), server)
+    finally:
+        _stage(7, total, "stop", "stopping tritonserver")
+        server.stop()
+    return code
+
+
+def _stream_one(grpc_url: str, max_tokens: int) -> None:
+    """One streamed completion through the ensemble, printed as it arrives: the deployment answers."""
+    from tritongen.client import stream_grpc
+
+    prompt = "Once upon a time"
+    print(f"       generate  {prompt!r} ->", end=" ", flush=True)
+    chunks = 0
+    for text in stream_grpc(grpc_url, prompt, max_tokens):
+        chunks += 1
+        print(text.encode("unicode_escape").decode(), end="", flush=True)
+    print(f"   ({chunks} streamed responses)", flush=True)
+
+
+def _with_server_check(run: Callable[[], int], server) -> int:
+    """Run the load test; when the server died during it, say so with its log tail (not just an SLO failure)."""
+    code = run()
+    if server.process is not None and server.process.poll() is not None:
+        raise CheckFailed(f"tritonserver exited with code {server.process.returncode} during the load test:\n"
+                          + server.log_tail())
+    return code

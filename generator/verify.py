@@ -8,7 +8,7 @@ from pathlib import Path
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-from generator.errors import CheckFailed
+from tritongen.errors import CheckFailed
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def verify_repository(repo: Path) -> list[Finding]:
 
 def verify_load(repo: Path, timeout: float = 300.0) -> dict[str, str]:
     """Start the embedded tritonserver on `repo`; every model must be READY. Returns {model: state}."""
-    from generator.serve import TritonServer, model_states
+    from tritongen.serve import TritonServer, model_states
 
     server = TritonServer(repo)
     try:

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 from matplotlib.figure import Figure
 
-from loadtests.metrics import request_latency
-from loadtests.samples import Sample
+from tritongen.loadtests.metrics import request_latency
+from tritongen.loadtests.samples import Sample
 
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }

@@ -1,7 +1,7 @@
 """The Locust entry point of `tritongen loadtest`: one user class, chosen by the run's protocol.
 
 Configuration: the environment variable TRITONGEN_LOADTEST_CONFIG names a JSON file with the keys of
-`loadtests.users.LoadConfig` (url, protocol, samples_dir, tokenizer_dir, concurrency, and optionally model,
+`tritongen.loadtests.users.LoadConfig` (url, protocol, samples_dir, tokenizer_dir, concurrency, and optionally model,
 input_tokens, output_tokens, prompts_file, add_special_tokens, timeout_s, seed). `tritongen loadtest` writes it
 next to the report. To run Locust by hand:
 
@@ -13,17 +13,9 @@ Only the chosen class is bound at module level, because Locust runs every concre
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import gevent
 
-# Locust puts this file's folder on sys.path, not the repository root that holds the `loadtests` package.
-_ROOT = str(Path(__file__).resolve().parent.parent)
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-import gevent  # noqa: E402
-
-from loadtests import users  # noqa: E402
+from tritongen.loadtests import users
 
 TritonUser = users.USER_CLASSES[users.preload().protocol]
 # Loading the tokenizer blocked the gevent hub for seconds, and libev timers count from the loop's cached

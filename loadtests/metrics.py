@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from loadtests.samples import Sample
+from tritongen.loadtests.samples import Sample
 
 PERCENTILES = (50, 90, 95, 99)
 STATS_KEYS = ("count", "avg", "min", "max", "std", "p50", "p90", "p95", "p99")

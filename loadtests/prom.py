@@ -18,7 +18,7 @@ import urllib.request
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
-from generator.errors import CheckFailed, problem
+from tritongen.errors import CheckFailed, problem
 
 Labels = tuple[tuple[str, str], ...]
 SeriesKey = tuple[str, Labels]

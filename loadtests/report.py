@@ -93,12 +93,12 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from generator.spec import SLOSection
-from loadtests.metrics import compute_metrics, compute_sweep
-from loadtests.html_report import render_html
-from loadtests.prom import ServerView
-from loadtests.samples import Sample
-from loadtests.slo import evaluate, exit_code, goodput_limits
+from tritongen.spec import SLOSection
+from tritongen.loadtests.metrics import compute_metrics, compute_sweep
+from tritongen.loadtests.html_report import render_html
+from tritongen.loadtests.prom import ServerView
+from tritongen.loadtests.samples import Sample
+from tritongen.loadtests.slo import evaluate, exit_code, goodput_limits
 
 SCHEMA_VERSION = 1
 

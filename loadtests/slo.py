@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Literal
 
-from generator.spec import SLOSection
-from loadtests.metrics import GoodputLimits, Metrics
+from tritongen.spec import SLOSection
+from tritongen.loadtests.metrics import GoodputLimits, Metrics
 
 # name -> (where in Metrics, unit, measured must be "<=" or ">=" the limit)
 _OBJECTIVES: dict[str, tuple[str, str, Literal["<=", ">="]]] = {

@@ -27,7 +27,7 @@ from pathlib import Path
 import grpc.experimental.gevent
 from locust import User, constant, task
 
-from loadtests.samples import Sample, SampleWriter, per_process_path
+from tritongen.loadtests.samples import Sample, SampleWriter, per_process_path
 
 # gRPC under gevent: must run before any channel exists (here: before any user starts).
 grpc.experimental.gevent.init_gevent()
@@ -265,7 +265,7 @@ class GrpcStreamUser(LLMUser):
             self.client = None
 
     def send(self, prompt: Prompt, sample: Sample) -> str:
-        from generator.client import grpc_inputs
+        from tritongen.client import grpc_inputs
 
         if self.client is None:
             self._open()
@@ -317,7 +317,7 @@ class _HttpUserBase(LLMUser):
         self.http.close()
 
     def post(self, endpoint: str, prompt: Prompt, sample: Sample, *, stream: bool):
-        from generator.client import request_body
+        from tritongen.client import request_body
 
         body = json.dumps(request_body(prompt.text, prompt.max_tokens, stream=stream, **self.params(prompt)))
         sample.send_time, sample.send_wall_ns = time.perf_counter(), time.time_ns()

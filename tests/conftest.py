@@ -13,7 +13,7 @@ EXAMPLE = ROOT / "examples" / "tiny-cpu.yaml"
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> Path:
-    from generator.demo_model import make_demo_model
+    from tritongen.demo.model import make_demo_model
 
     return make_demo_model(tmp_path_factory.mktemp("models") / "tiny-llama")
 
@@ -30,9 +30,9 @@ def tiny_spec_path(tmp_path_factory, tiny_model) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_repo(tmp_path_factory, tiny_spec_path) -> Path:
-    from generator.pipeline import render_for
-    from generator.plan import plan_from_file
-    from generator.render import write_repository
+    from tritongen.pipeline import render_for
+    from tritongen.plan import plan_from_file
+    from tritongen.render import write_repository
 
     spec, plan = plan_from_file(tiny_spec_path)
     out = tmp_path_factory.mktemp("repo") / "model_repository"
@@ -43,7 +43,7 @@ def tiny_repo(tmp_path_factory, tiny_spec_path) -> Path:
 @pytest.fixture(scope="session")
 def triton(tiny_repo, tmp_path_factory):
     """One real tritonserver serving the tiny repository for the whole session."""
-    from generator.serve import TritonServer
+    from tritongen.serve import TritonServer
 
     log = tmp_path_factory.mktemp("logs") / "tritonserver.log"
     server = TritonServer(tiny_repo, log_path=log)

@@ -11,9 +11,11 @@ from unittest import mock
 import pytest
 import yaml
 
-from generator import cli
-from generator.deploy import Deployment, docker_run_kwargs, prepare, render_deployment, run_docker
-from generator.errors import SpecError
+from tritongen import cli
+from tritongen.deploy import render_deployment
+from tritongen.deploy.common import Deployment, prepare
+from tritongen.deploy.docker import docker_run_kwargs, run_docker
+from tritongen.errors import SpecError
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GOLDEN = Path(__file__).parent / "golden" / "deploy"
@@ -216,7 +218,7 @@ def test_k8s_single_strategy(workdir, tmp_path):
 @pytest.mark.parametrize("case,target", [("llama3-8b-mig", "compose"), ("llama3-8b-mig", "k8s"),
                                          ("llama3-70b-tp4", "compose"), ("llama3-70b-tp4", "k8s")])
 def test_golden_deployment_files(workdir, case, target):
-    from generator.render import write_repository
+    from tritongen.render import write_repository
 
     files = {rel: data.replace(str(workdir).encode(), b"${WORKDIR}").replace(str(FIXTURES).encode(), b"${FIXTURES}")
              for rel, data in render_deployment(_prepare(workdir, case), target).items()

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from generator.spec import explain_markdown
+from tritongen.spec import explain_markdown
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 START, END = "<!-- spec-reference:start -->\n", "<!-- spec-reference:end -->"

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from generator.cli import main
-from generator.trtllm import tensorrt_llm_parameters
-from generator.verify import parse_config
+from tritongen.cli import main
+from tritongen.runtimes.tensorrtllm import tensorrt_llm_parameters
+from tritongen.verify import parse_config
 
 ROOT = Path(__file__).resolve().parent.parent
 ENGINES = Path(__file__).parent / "fixtures" / "engines"
@@ -70,7 +70,7 @@ def test_rendered_tensorrt_llm_config_carries_every_parameter(tmp_path, tiny_mod
 
     kind = model_config_pb2.ModelInstanceGroup.Kind.Name
     assert [(g.count, kind(g.kind)) for g in config.instance_group] == [(1, "KIND_CPU")]
-    from generator.spec import load_spec
+    from tritongen.spec import load_spec
 
     expected = tensorrt_llm_parameters(load_spec(spec), engine, [[0]])
     assert set(config.parameters) == set(expected)

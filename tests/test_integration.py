@@ -9,8 +9,8 @@ import urllib.request
 
 import pytest
 
-from generator import client
-from generator.cli import main
+from tritongen import client
+from tritongen.cli import main
 
 pytestmark = pytest.mark.integration
 
@@ -162,7 +162,7 @@ def test_bls_model_streams_the_same_tokens_as_the_ensemble(triton):
 def test_stop_leaves_no_server_or_stub_behind(tiny_repo):
     import psutil
 
-    from generator.serve import TritonServer
+    from tritongen.serve import TritonServer
 
     server = TritonServer(tiny_repo).start(timeout=240)
     family = [psutil.Process(server.process.pid), *psutil.Process(server.process.pid).children(recursive=True)]

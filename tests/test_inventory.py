@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from generator.errors import EnvironmentMissing, SpecError
-from generator.inventory import (CATALOGUE, GIB, discover_nvml, inventory_from_mapping, load_inventory,
+from tritongen.errors import EnvironmentMissing, SpecError
+from tritongen.placement.inventory import (CATALOGUE, GIB, discover_nvml, inventory_from_mapping, load_inventory,
                                  parse_nvidia_smi_list, product_for)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "inventories"
@@ -133,13 +133,13 @@ def test_uncatalogued_profile_with_numbers():
 def test_schema_errors_name_the_field():
     assert _spec_error({"gpus": [{"name": "NVIDIA H200", "mig": [{"profile": "1g.18gb", "uuid": "GPU-1"}],
                                   "memroy_gib": 1}]}).splitlines() == [
-        "gpus.0.mig.0.uuid: string should match pattern '^MIG-'; see the inventory schema in generator/inventory.py",
+        "gpus.0.mig.0.uuid: string should match pattern '^MIG-'; see the inventory schema in generator/placement/inventory.py",
         "gpus.0.memroy_gib: extra inputs are not permitted; did you mean `memory_gib`?"]
 
 
 def test_schema_error_without_close_match():
     assert _spec_error({"gpu": []}).splitlines() == [
-        "gpus: field required; see the inventory schema in generator/inventory.py",
+        "gpus: field required; see the inventory schema in generator/placement/inventory.py",
         "gpu: extra inputs are not permitted; did you mean `gpus`?"]
 
 

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from generator.errors import SpecError
+from tritongen.errors import SpecError
 
 ROOT = Path(__file__).resolve().parent.parent
 
 def tritongen(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "generator.cli", *args], cwd=ROOT, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "tritongen.cli", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout, check=False)
 
 
@@ -36,17 +36,17 @@ def spec_copy(src: Path, dst: Path, **load_and_slo: object) -> Path:
 # --- no server -------------------------------------------------------------------------------------------
 
 def test_sweep_flag_is_parsed_and_checked():
-    from generator.cli_load import _parse_sweep
+    from tritongen.loadtests.runner import parse_sweep
 
-    assert _parse_sweep("8,1,2,2") == (1, 2, 8)
+    assert parse_sweep("8,1,2,2") == (1, 2, 8)
     with pytest.raises(SpecError, match=r"^--sweep: 'a,0' is not a comma-separated list"):
-        _parse_sweep("a,0")
+        parse_sweep("a,0")
 
 
 _PROMPTS_PROBE = """
 import json, sys
 from transformers import AutoTokenizer
-from loadtests.users import LoadConfig, PromptSource, TokenDist
+from tritongen.loadtests.users import LoadConfig, PromptSource, TokenDist
 tok = AutoTokenizer.from_pretrained(sys.argv[1])
 config = LoadConfig(url="x:1", protocol="grpc", samples_dir="/tmp", tokenizer_dir=sys.argv[1], concurrency=1,
                     input_tokens=TokenDist(40, 0), output_tokens=TokenDist(16, 0), add_special_tokens=False)
@@ -58,7 +58,7 @@ print(json.dumps([[p.text, p.input_tokens, len(tok.encode(p.text, add_special_to
 
 
 def test_synthetic_prompts_have_the_requested_token_counts(tiny_model):
-    # In a subprocess: importing locust (through loadtests.users) monkey-patches the whole process for gevent.
+    # In a subprocess: importing locust (through tritongen.loadtests.users) monkey-patches the whole process for gevent.
     proc = subprocess.run([sys.executable, "-c", _PROMPTS_PROBE, str(tiny_model)], cwd=ROOT, capture_output=True,
                           text=True, timeout=120, check=True)
     prompts = json.loads(proc.stdout.splitlines()[-1])
@@ -117,7 +117,7 @@ def _direct_ttfts_ms(url: str, prompt: str, max_tokens: int, n: int) -> list[flo
     """TTFT of `n` sequential ModelStreamInfer requests, with plain tritonclient threads (no gevent, no Locust)."""
     import tritonclient.grpc as grpcclient
 
-    from generator.client import grpc_inputs
+    from tritongen.client import grpc_inputs
 
     responses: queue.Queue = queue.Queue()
     client = grpcclient.InferenceServerClient(url)

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from loadtests.metrics import GoodputLimits, Stats, compute_metrics, compute_sweep, request_latency
-from loadtests.samples import Sample, SampleWriter, per_process_path, read_samples, sample_files
+from tritongen.loadtests.metrics import GoodputLimits, Stats, compute_metrics, compute_sweep, request_latency
+from tritongen.loadtests.samples import Sample, SampleWriter, per_process_path, read_samples, sample_files
 
 
 def make(send_s: float, responses: list[float], out: int, *, error: str | None = None, protocol: str = "grpc",

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from generator.errors import CheckFailed
-from loadtests.prom import MetricsParseError, PromPoller, parse_metrics, scrape, server_view
+from tritongen.errors import CheckFailed
+from tritongen.loadtests.prom import MetricsParseError, PromPoller, parse_metrics, scrape, server_view
 
 FIXTURES = Path(__file__).parent / "fixtures" / "metrics"
 BEFORE = (FIXTURES / "triton_2.51_before.txt").read_text()

@@ -11,17 +11,17 @@ import pytest
 from test_lt_metrics import make, set_a
 from test_lt_prom import AFTER, BEFORE
 
-import loadtests.report
-from generator.spec import SLOSection
-from loadtests.metrics import STATS_KEYS
-from loadtests.prom import parse_metrics, server_view
-from loadtests.report import SCHEMA_VERSION, build_summary, write_report
+import tritongen.loadtests.report
+from tritongen.spec import SLOSection
+from tritongen.loadtests.metrics import STATS_KEYS
+from tritongen.loadtests.prom import parse_metrics, server_view
+from tritongen.loadtests.report import SCHEMA_VERSION, build_summary, write_report
 
 DOC = Path(__file__).parents[1] / "docs" / "loadtest-report.md"
 
 
 def documented_in_docstring() -> set[str]:
-    return set(re.findall(r"^- `([^`]+)` \(", loadtests.report.__doc__, re.M))
+    return set(re.findall(r"^- `([^`]+)` \(", tritongen.loadtests.report.__doc__, re.M))
 
 
 def documented_in_docs() -> set[str]:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from generator.spec import SLOSection
-from loadtests.metrics import GoodputLimits, compute_metrics
-from loadtests.slo import evaluate, exit_code, goodput_limits, verdict_lines
+from tritongen.spec import SLOSection
+from tritongen.loadtests.metrics import GoodputLimits, compute_metrics
+from tritongen.loadtests.slo import evaluate, exit_code, goodput_limits, verdict_lines
 from test_lt_metrics import make, set_a
 
 # set_a measures: TTFT p95 385 ms, ITL p95 370 ms, e2e p99 1194 ms, 7.5 output tok/s, error rate 0.2.

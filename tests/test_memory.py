@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from generator.errors import CheckFailed, SpecError
-from generator.memory import (CUDA_CONTEXT_BYTES, GIB, NCCL_BYTES, load_memory_model, memory_from_engine_config,
+from tritongen.errors import CheckFailed, SpecError
+from tritongen.placement.memory import (CUDA_CONTEXT_BYTES, GIB, NCCL_BYTES, load_memory_model, memory_from_engine_config,
                               memory_from_hf_config, with_mapping)
 
 MODELS = Path(__file__).parent / "fixtures" / "models"

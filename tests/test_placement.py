@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from generator.errors import CheckFailed, SpecError, TritongenError
-from generator.inventory import CATALOGUE, inventory_from_mapping, load_inventory
-from generator.memory import QUANT_WEIGHT_BYTES, MemoryModel, ModelShape, load_memory_model, memory_from_hf_config
-from generator.placement import place
+from tritongen.errors import CheckFailed, SpecError, TritongenError
+from tritongen.placement.inventory import CATALOGUE, inventory_from_mapping, load_inventory
+from tritongen.placement.memory import QUANT_WEIGHT_BYTES, MemoryModel, ModelShape, load_memory_model, memory_from_hf_config
+from tritongen.placement import place
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ENGINE_8B = FIXTURES / "models" / "llama-3.1-8b-bf16-tp1-engine"

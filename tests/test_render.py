@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from google.protobuf import text_format
 
-from generator import contract
-from generator.errors import SpecError
-from generator.pipeline import render_for
-from generator.plan import plan_from_file
-from generator.render import render_repository, write_repository
-from generator.verify import parse_config, verify_repository
+from tritongen import contract
+from tritongen.errors import SpecError
+from tritongen.pipeline import render_for
+from tritongen.plan import plan_from_file
+from tritongen.render import render_repository, write_repository
+from tritongen.verify import parse_config, verify_repository
 
 GOLDEN = Path(__file__).parent / "golden" / "tiny-cpu"
 ROOT = Path(__file__).resolve().parent.parent

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from generator.cli import main
-from generator.errors import SpecError
-from generator.spec import explain, parse_spec
+from tritongen.cli import main
+from tritongen.errors import SpecError
+from tritongen.spec import explain, parse_spec
 
 BASE = {"name": "t", "model": {"checkpoint": "x"}}
 

@@ -12,14 +12,14 @@ import docker
 import pytest
 from docker.types import DeviceRequest, Mount
 
-from generator import trtllm_build
-from generator.errors import CheckFailed, EnvironmentMissing, SpecError
-from generator.spec import explain, parse_spec
-from generator.trtllm import (TRTLLM, Ports, bls_parameters, build_commands, build_settings, launch_command,
+from tritongen.runtimes.tensorrtllm import build as trtllm_build
+from tritongen.errors import CheckFailed, EnvironmentMissing, SpecError
+from tritongen.spec import explain, parse_spec
+from tritongen.runtimes.tensorrtllm import (TRTLLM, Ports, bls_parameters, build_commands, build_settings, launch_command,
                               orchestrator_env, tensorrt_llm_parameters)
-from generator.trtllm_build import (CACHE_KEY_FIELDS, CACHE_KEY_IGNORED, MANIFEST, build_engine, cache_key,
+from tritongen.runtimes.tensorrtllm.build import (CACHE_KEY_FIELDS, CACHE_KEY_IGNORED, MANIFEST, build_engine, cache_key,
                                     checkpoint_digest, container_run_kwargs)
-from generator.trtllm_checks import check_engine, load_engine_config
+from tritongen.runtimes.tensorrtllm.checks import check_engine, load_engine_config
 
 FIXTURES = Path(__file__).parent / "fixtures" / "engines"
 DIGEST = "0" * 64

@@ -12,9 +12,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from generator.errors import SpecError, problem
-from generator.spec import Spec
-from generator.trtllm import TRTLLM
+from tritongen.errors import SpecError, problem
+from tritongen.spec import Spec
+from tritongen.runtimes.tensorrtllm import TRTLLM
 
 # pretrained_config.quantization.quant_algo written by conversion, per spec quantisation.
 _QUANT_ALGO = {"none": None, "fp8": "FP8", "int8_weight_only": "W8A16", "int4_weight_only": "W4A16",

@@ -1,8 +1,8 @@
 """TensorRT-LLM for one pinned release: engine build commands, tensorrt_llm model parameters, launch argv.
 
 Everything here is pure (spec in, argv / strings out) so it can be golden-tested without TensorRT-LLM.
-Running the build and caching engines is in generator/trtllm_build.py; engine-vs-spec checks are in
-generator/trtllm_checks.py.
+Running the build and caching engines is in generator/runtimes/tensorrtllm/build.py; engine-vs-spec checks are in
+generator/runtimes/tensorrtllm/checks.py.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, Literal, NamedTuple
 
-from generator.spec import Spec
+from tritongen.spec import Spec
 
 
 @dataclass(frozen=True)

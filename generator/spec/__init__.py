@@ -13,7 +13,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from generator.errors import SpecError, problem
+from tritongen.errors import SpecError, problem
 
 
 class _Section(BaseModel):

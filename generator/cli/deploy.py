@@ -1,6 +1,6 @@
 """`tritongen deploy`: compose files, Kubernetes manifests, or containers through the docker SDK.
 
-Registered by generator/cli.py with `add_commands(sub)`; errors reach cli.main, which maps them to exit codes.
+Registered by tritongen.cli with `add_commands(sub)`; errors reach cli.main, which maps them to exit codes.
 """
 
 from __future__ import annotations
@@ -10,8 +10,10 @@ from pathlib import Path
 
 
 def _cmd_deploy(args: argparse.Namespace) -> int:
-    from generator.deploy import docker_client, prepare, render_deployment, run_docker
-    from generator.render import status_lines, write_repository
+    from tritongen.deploy import render_deployment
+    from tritongen.deploy.common import prepare
+    from tritongen.deploy.docker import docker_client, run_docker
+    from tritongen.render import status_lines, write_repository
 
     dep = prepare(args.spec, inventory=args.inventory, engine_config=args.engine_config, image=args.image)
     files = render_deployment(dep, args.target, mig_strategy=args.k8s_mig_strategy)

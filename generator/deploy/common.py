@@ -1,8 +1,8 @@
-"""Deployment targets: compose files, Kubernetes manifests, or containers started through the docker SDK.
+"""What every deployment target shares: the Deployment (plan, placement, container-side repository) and templates.
 
 `prepare()` turns a spec, an inventory and an engine config into a `Deployment`: the Plan, the Placement (one
 tritonserver per server group) and the model repository rendered for the paths it has *inside* the serving
-container (everything under /models). Renderers (deploy_compose, deploy_k8s) are pure: Deployment in,
+container (everything under /models). Renderers (deploy.compose, deploy.k8s) are pure: Deployment in,
 {relative path: bytes} out; `write_deployment` writes them atomically next to the model repository, and
 `run_docker` starts the same server groups through a docker engine.
 
@@ -17,25 +17,23 @@ import functools
 import json
 import re
 import shlex
-import time
-import urllib.request
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
-from generator.errors import CheckFailed, EnvironmentMissing, SpecError, problem
-from generator.inventory import Inventory, load_inventory
-from generator.memory import MemoryModel
-from generator.placement import Placement, ServerGroup, place
-from generator.plan import InstanceGroup, Plan, max_sequence_length, memory_model_for, plan_from_file
-from generator.render import HEADER, environment
-from generator.spec import Spec
-from generator.trtllm import TRTLLM, Ports, launch_command
+from tritongen.errors import SpecError, problem
+from tritongen.placement.inventory import Inventory, load_inventory
+from tritongen.placement.memory import MemoryModel
+from tritongen.placement import Placement, ServerGroup, place
+from tritongen.plan import InstanceGroup, Plan, max_sequence_length, memory_model_for, plan_from_file
+from tritongen.render import HEADER, environment
+from tritongen.resources import data_dir
+from tritongen.spec import Spec
+from tritongen.runtimes.tensorrtllm import TRTLLM, Ports, launch_command
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "deploy" / "templates"
+TEMPLATES = data_dir("deploy_templates")
 
 # Container-side layout; every target mounts (compose, docker) or fills (Kubernetes PVC) these paths.
 MODELS = "/models"
@@ -117,7 +115,7 @@ def _container_view(spec: Spec, plan: Plan) -> tuple[Spec, Plan]:
 def prepare(spec_path: str | Path, *, inventory: str = "nvml", engine_config: str | Path | None = None,
             image: str | None = None) -> Deployment:
     """Plan, place and render the model repository for containers. Raises SpecError / CheckFailed."""
-    from generator.pipeline import check_engine_dir, render_for, resolve_engine_dir
+    from tritongen.pipeline import check_engine_dir, render_for, resolve_engine_dir
 
     spec, plan = plan_from_file(spec_path)
     if spec.placement.device != "gpu":
@@ -182,25 +180,6 @@ def hf_dockerfile(dep: Deployment) -> bytes:
     return render_template("Dockerfile.hf.j2", dep, base=HF_BASE_IMAGE)
 
 
-def render_deployment(dep: Deployment, target: str, *, mig_strategy: str = "mixed") -> dict[str, bytes]:
-    """All files of one target, the model repository included, as {relative path: bytes}."""
-    files = {f"model_repository/{rel}": data for rel, data in dep.repository.items()}
-    if target == "compose":
-        from generator.deploy_compose import render_compose
-
-        files.update(render_compose(dep))
-    elif target == "k8s":
-        from generator.deploy_k8s import render_k8s
-
-        files.update(render_k8s(dep, mig_strategy=mig_strategy))
-    elif dep.builds_hf_image:
-        files[HF_DOCKERFILE] = hf_dockerfile(dep)
-    return dict(sorted(files.items()))
-
-
-# ---------------------------------------------------------------------------------------------- docker target
-
-
 def device_ids(group: ServerGroup) -> list[str]:
     """What a docker device request names: the MIG instance's UUID, or the GPU indices."""
     if group.mig_profile is None:
@@ -214,92 +193,3 @@ def device_ids(group: ServerGroup) -> list[str]:
 
 def container_name(dep: Deployment, group: ServerGroup) -> str:
     return f"{dep.name}-{group.name}"
-
-
-def docker_run_kwargs(dep: Deployment, group: ServerGroup, out_dir: Path) -> dict[str, Any]:
-    """Keyword arguments of `client.containers.run` for one server group."""
-    from docker.types import DeviceRequest, Mount as DockerMount, Ulimit
-
-    mounts = [DockerMount(REPOSITORY, str((out_dir / "model_repository").resolve()), type="bind", read_only=True)]
-    mounts += [DockerMount(m.target, m.source, type="bind", read_only=True) for m in dep.mounts]
-    return {
-        "image": dep.image,
-        "command": dep.command(group),
-        "name": container_name(dep, group),
-        "detach": True,
-        "device_requests": [DeviceRequest(driver="nvidia", device_ids=device_ids(group), capabilities=[["gpu"]])],
-        "ports": {f"{c}/tcp": h for c, h in zip(CONTAINER_PORTS, group.ports)},
-        "mounts": mounts,
-        "environment": {},
-        "shm_size": "2g",
-        "ulimits": [Ulimit(name="memlock", soft=-1, hard=-1), Ulimit(name="stack", soft=67108864, hard=67108864)],
-        "labels": {"tritongen.deployment": dep.spec.name, "tritongen.server-group": group.name},
-    }
-
-
-def docker_client() -> Any:
-    """A client of the docker engine DOCKER_HOST (or the local socket) names; EnvironmentMissing when none answers."""
-    import os
-
-    import docker
-
-    where = os.environ.get("DOCKER_HOST") or "the default socket (unix:///var/run/docker.sock)"
-    try:
-        client = docker.from_env(timeout=10)
-        client.ping()
-    except docker.errors.DockerException as err:
-        raise EnvironmentMissing(problem(
-            "--target docker", f"no docker engine answers at {where} ({err.__class__.__name__})",
-            "start dockerd here, or point DOCKER_HOST at a running engine (e.g. DOCKER_HOST=ssh://user@gpu-node or "
-            "tcp://gpu-node:2376 with TLS); --target compose or k8s write files without an engine")) from None
-    return client
-
-
-def _ready(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
-
-
-def run_docker(dep: Deployment, out_dir: Path, *, client: Any, replace: bool = False, timeout: float = 1800,
-               ready: Callable[[str], bool] = _ready, log: Callable[[str], None] = print) -> list[str]:
-    """Start one container per server group, wait until each is ready, return the endpoints."""
-    import docker
-
-    if dep.builds_hf_image:
-        log(f"building {dep.image} from {out_dir / HF_DOCKERFILE} ...")
-        client.images.build(path=str(out_dir), dockerfile=HF_DOCKERFILE, tag=dep.image)
-    containers = []
-    for group in dep.placement.server_groups:
-        kwargs = docker_run_kwargs(dep, group, out_dir)
-        if replace:
-            try:
-                client.containers.get(kwargs["name"]).remove(force=True)
-            except docker.errors.NotFound:
-                pass
-        try:
-            containers.append((group, client.containers.run(**kwargs)))
-        except docker.errors.APIError as err:
-            raise CheckFailed(problem(f"server group {group.name}", f"docker could not start {kwargs['name']} "
-                                      f"({err.explanation or err})", "see `docker logs`; pass --force to replace "
-                                      "an existing container")) from None
-        log(f"started  {kwargs['name']}  ({', '.join(device_ids(group))})")
-    deadline = time.monotonic() + timeout
-    endpoints = []
-    for group, container in containers:
-        url = f"http://127.0.0.1:{group.http_port}/v2/health/ready"
-        while not ready(url):
-            container.reload()
-            if container.status in ("exited", "dead"):
-                tail = container.logs(tail=40).decode(errors="replace")
-                raise CheckFailed(problem(f"server group {group.name}", f"container {container.name} exited:\n{tail}",
-                                          "fix the cause above and deploy again with --force"))
-            if time.monotonic() > deadline:
-                raise CheckFailed(problem(f"server group {group.name}", f"not ready after {timeout:.0f} s",
-                                          f"see `docker logs {container.name}`"))
-            time.sleep(2)
-        endpoints.append(f"{group.name}: http 127.0.0.1:{group.http_port}  grpc 127.0.0.1:{group.grpc_port}  "
-                         f"metrics 127.0.0.1:{group.metrics_port}")
-    return endpoints

@@ -39,7 +39,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from generator.errors import EnvironmentMissing, SpecError, problem
+from tritongen.errors import EnvironmentMissing, SpecError, problem
 
 GIB = 1 << 30
 
@@ -250,7 +250,7 @@ def inventory_from_mapping(data: Any, source: str = "(inventory)") -> Inventory:
 
 def _schema_problem(error: Any) -> str:
     loc = error["loc"]
-    fix = "see the inventory schema in generator/inventory.py"
+    fix = "see the inventory schema in generator/placement/inventory.py"
     if error["type"] == "extra_forbidden":
         # The location's depth says which entry the unknown key sits in: file, GPU, or MIG entry.
         model = {1: _InventoryFile, 3: _GpuEntry, 5: _MigEntry}.get(len(loc), _Strict)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from generator.errors import CheckFailed, SpecError, problem
+from tritongen.errors import CheckFailed, SpecError, problem
 
 GIB = 1 << 30
 MIB = 1 << 20

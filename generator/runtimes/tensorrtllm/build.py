@@ -25,9 +25,9 @@ from typing import Any, Literal
 import docker
 from docker.types import DeviceRequest, Mount, Ulimit
 
-from generator.errors import CheckFailed, EnvironmentMissing, SpecError, problem
-from generator.spec import Spec
-from generator.trtllm import (CONTAINER_EXAMPLES, LLAMA_FAMILY, TRTLLM, build_commands, build_settings,
+from tritongen.errors import CheckFailed, EnvironmentMissing, SpecError, problem
+from tritongen.spec import Spec
+from tritongen.runtimes.tensorrtllm import (CONTAINER_EXAMPLES, LLAMA_FAMILY, TRTLLM, build_commands, build_settings,
                               needs_calibration)
 
 MANIFEST = "tritongen-manifest.json"

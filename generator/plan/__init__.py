@@ -12,8 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from generator.errors import SpecError, problem
-from generator.spec import LoadSection, SLOSection, Spec, load_spec
+from tritongen.errors import SpecError, problem
+from tritongen.spec import LoadSection, SLOSection, Spec, load_spec
 
 
 class _Frozen(BaseModel):
@@ -138,7 +138,7 @@ def max_sequence_length(spec: Spec) -> int:
 def memory_model_for(spec: Spec, spec_dir: Path, engine_config: Path | None = None):
     """The memory model of what will be served: a built engine's config.json when there is one, else the
     checkpoint's config.json with the spec's build settings."""
-    from generator.memory import load_memory_model
+    from tritongen.placement.memory import load_memory_model
 
     e = spec.engine
     if engine_config is None and e.engine_dir:
@@ -156,8 +156,8 @@ def memory_model_for(spec: Spec, spec_dir: Path, engine_config: Path | None = No
 
 def place_spec(spec: Spec, spec_dir: Path, inventory_source: str):
     """Place the spec's model on a GPU inventory ('nvml', an inventory file or saved `nvidia-smi -L` text)."""
-    from generator.inventory import load_inventory
-    from generator.placement import place
+    from tritongen.placement.inventory import load_inventory
+    from tritongen.placement import place
 
     if spec.placement.device != "gpu":
         raise SpecError(problem("placement.device", "is cpu, so there is nothing to place on GPUs",
@@ -211,7 +211,7 @@ def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None) -> Plan:
 
 
 def _bls_parameters(spec: Spec) -> dict[str, str]:
-    from generator.trtllm import bls_parameters
+    from tritongen.runtimes.tensorrtllm import bls_parameters
 
     return bls_parameters(spec)
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from generator.cli import main as tritongen
-from generator.demo_model import make_demo_model
+from tritongen.cli import main as tritongen
+from tritongen.demo.model import make_demo_model
 
-ROOT = Path(__file__).resolve().parent.parent
+# Run from the repository root (`make demo`): the example and its outputs live there.
+ROOT = Path.cwd()
 
 
 def main() -> int:

@@ -13,14 +13,14 @@ import sys
 import time
 from pathlib import Path
 
-from generator.errors import SpecError, TritongenError
+from tritongen.errors import SpecError, TritongenError
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from generator.spec import explain, load_spec
+    from tritongen.spec import explain, load_spec
 
     if args.markdown:
-        from generator.spec import explain_markdown
+        from tritongen.spec import explain_markdown
 
         print(explain_markdown(), end="")
         return 0
@@ -36,7 +36,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from generator.plan import plan_from_file
+    from tritongen.plan import plan_from_file
 
     spec, plan = plan_from_file(args.spec, args.inventory)
     if args.json:
@@ -46,7 +46,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     for key, value in data.items():
         print(f"{key:26} {value}")
     if args.inventory:
-        from generator.plan import place_spec
+        from tritongen.plan import place_spec
 
         print()
         print(place_spec(spec, Path(plan.spec_dir), args.inventory).to_table())
@@ -54,9 +54,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _cmd_render(args: argparse.Namespace) -> int:
-    from generator.pipeline import render_for
-    from generator.plan import plan_from_file
-    from generator.render import status_lines, write_repository
+    from tritongen.pipeline import render_for
+    from tritongen.plan import plan_from_file
+    from tritongen.render import status_lines, write_repository
 
     spec, plan = plan_from_file(args.spec, args.inventory)
     files = render_for(spec, plan, engine_dir=args.engine_dir)
@@ -74,7 +74,7 @@ def _cmd_render(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from generator.verify import verify_load, verify_repository
+    from tritongen.verify import verify_load, verify_repository
 
     repo = Path(args.repo)
     findings = verify_repository(repo)
@@ -91,7 +91,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from generator.serve import TritonServer
+    from tritongen.serve import TritonServer
 
     server = TritonServer(Path(args.repo), http_port=args.http_port, grpc_port=args.grpc_port,
                           metrics_port=args.metrics_port)
@@ -116,7 +116,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
-    from generator import client
+    from tritongen import client
 
     params = {"min_tokens": args.min_tokens, "temperature": args.temperature, "top_k": args.top_k,
               "top_p": args.top_p}
@@ -137,7 +137,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo_model(args: argparse.Namespace) -> int:
-    from generator.demo_model import make_demo_model
+    from tritongen.demo.model import make_demo_model
 
     path = make_demo_model(args.dir, seed=args.seed, force=args.force)
     print(f"tiny Llama checkpoint + tokenizer: {path}")
@@ -145,8 +145,8 @@ def _cmd_demo_model(args: argparse.Namespace) -> int:
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    from generator.spec import load_spec
-    from generator.trtllm_build import build_engine
+    from tritongen.spec import load_spec
+    from tritongen.runtimes.tensorrtllm.build import build_engine
 
     spec = load_spec(args.spec)
     if spec.runtime != "tensorrtllm":
@@ -224,8 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--gpu-arch", default="sm90")
     s.add_argument("--examples-dir", help="a TensorRT-LLM checkout's examples/ folder (local builds)")
     s.set_defaults(func=_cmd_build)
-    from generator.cli_deploy import add_commands as add_deploy_commands
-    from generator.cli_load import add_commands as add_load_commands
+    from tritongen.cli.deploy import add_commands as add_deploy_commands
+    from tritongen.cli.load import add_commands as add_load_commands
 
     add_load_commands(sub)
     add_deploy_commands(sub)

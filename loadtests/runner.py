@@ -1,12 +1,11 @@
-"""`tritongen loadtest` and `tritongen up`: Locust against a deployment, the SLO gate, the report.
+"""The Locust runner behind `tritongen loadtest` and `tritongen up`: Locust against a deployment, the SLO gate, the report.
 
 `loadtest` runs Locust headless in a subprocess (`python -m locust -f loadtests/locustfile.py ...`) with the run's
-settings in a JSON file named by TRITONGEN_LOADTEST_CONFIG (`loadtests.users.LoadConfig`), scrapes Triton's
+settings in a JSON file named by TRITONGEN_LOADTEST_CONFIG (`tritongen.loadtests.users.LoadConfig`), scrapes Triton's
 /metrics before, during and after the run, and writes into OUT: `loadtest.json`, `loadtest.html`, Locust's CSVs
 (`locust_*.csv`) and HTML page (`locust.html`), its log (`locust.log`), the raw samples (`samples/*.jsonl`) and,
 with --sweep, `sweep.csv` and `sweep.png`. The exit code is the SLO verdict: 0 every objective holds, 1 one fails.
 
-`up` is validate -> plan -> render -> verify -> serve (embedded tritonserver) -> loadtest -> report -> stop.
 """
 
 from __future__ import annotations
@@ -17,14 +16,13 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from generator.errors import CheckFailed, EnvironmentMissing, SpecError, problem
+from tritongen.errors import CheckFailed, EnvironmentMissing, SpecError, problem
+from tritongen.resources import data_dir
 
-ROOT = Path(__file__).resolve().parent.parent
-LOCUSTFILE = ROOT / "loadtests" / "locustfile.py"
+LOCUSTFILE = data_dir("loadtests") / "locustfile.py"
 PROTOCOLS = ("grpc", "http", "http_stream")
 # Seconds a user may take to finish its request after the run time ends; past it Locust kills the user and
 # the request goes unrecorded (while the server still counts it).
@@ -54,11 +52,11 @@ class RunSettings:
     sweep: tuple[int, ...] = ()
 
 
-def _say(line: str) -> None:
+def say(line: str) -> None:
     print(line, flush=True)
 
 
-def _parse_sweep(text: str | None) -> tuple[int, ...]:
+def parse_sweep(text: str | None) -> tuple[int, ...]:
     if not text:
         return ()
     try:
@@ -71,7 +69,7 @@ def _parse_sweep(text: str | None) -> tuple[int, ...]:
     return tuple(sorted(set(levels)))
 
 
-def _settings(args: argparse.Namespace, plan) -> RunSettings:
+def settings_from_args(args: argparse.Namespace, plan) -> RunSettings:
     load = plan.load
 
     def pick(flag: object, default: object) -> object:
@@ -80,7 +78,7 @@ def _settings(args: argparse.Namespace, plan) -> RunSettings:
     settings = RunSettings(
         protocol=pick(args.protocol, load.protocol), users=pick(args.users, load.users),
         spawn_rate=pick(args.spawn_rate, load.spawn_rate), duration_s=pick(args.duration, load.duration_s),
-        processes=pick(args.processes, load.processes), sweep=_parse_sweep(getattr(args, "sweep", None)))
+        processes=pick(args.processes, load.processes), sweep=parse_sweep(getattr(args, "sweep", None)))
     for flag, value in (("-u", settings.users), ("-t", settings.duration_s), ("-r", settings.spawn_rate),
                         ("--processes", settings.processes)):
         if value <= 0:
@@ -101,7 +99,6 @@ def _locust_command(out: Path, users: int, spawn_rate: float, duration_s: float,
 def _run_locust(cmd: list[str], config_path: Path, log_path: Path, timeout_s: float) -> int:
     env = dict(os.environ)
     env["TRITONGEN_LOADTEST_CONFIG"] = str(config_path)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
     with open(log_path, "ab") as log:
         try:
@@ -119,9 +116,9 @@ def _run_locust(cmd: list[str], config_path: Path, log_path: Path, timeout_s: fl
 
 def run_loadtest(plan, endpoint: Endpoint, settings: RunSettings, out: Path) -> int:
     """Run Locust (once, or once per sweep level), write the report into `out`, print the verdict; SLO exit code."""
-    from loadtests.prom import PromPoller, scrape, server_view
-    from loadtests.report import write_report
-    from loadtests.samples import read_samples, sample_files
+    from tritongen.loadtests.prom import PromPoller, scrape, server_view
+    from tritongen.loadtests.report import write_report
+    from tritongen.loadtests.samples import read_samples, sample_files
 
     out.mkdir(parents=True, exist_ok=True)
     samples_dir = out / "samples"
@@ -143,7 +140,7 @@ def run_loadtest(plan, endpoint: Endpoint, settings: RunSettings, out: Path) -> 
             before = scrape(endpoint.metrics_url)
             poller = PromPoller(endpoint.metrics_url, interval_s=1.0).start()
         except CheckFailed as err:
-            _say(f"warning: no server view: {err}")
+            say(f"warning: no server view: {err}")
 
     levels = settings.sweep or (settings.users,)
     log_path = out / "locust.log"
@@ -163,7 +160,7 @@ def run_loadtest(plan, endpoint: Endpoint, settings: RunSettings, out: Path) -> 
             config_path.write_text(json.dumps(config, indent=2) + "\n")
             spawn_rate = users if settings.sweep else settings.spawn_rate
             cmd = _locust_command(out, users, spawn_rate, settings.duration_s, settings.processes, stem)
-            _say(f"locust: {users} users, {settings.protocol} -> {url}, {max(1, round(settings.duration_s))} s"
+            say(f"locust: {users} users, {settings.protocol} -> {url}, {max(1, round(settings.duration_s))} s"
                  + (f", {settings.processes} processes" if settings.processes > 1 else ""))
             _run_locust(cmd, config_path, log_path, timeout_s=settings.duration_s + STOP_TIMEOUT_S + 120)
             csv_files += sorted(out.glob(f"{stem}_*.csv"))
@@ -175,7 +172,7 @@ def run_loadtest(plan, endpoint: Endpoint, settings: RunSettings, out: Path) -> 
         try:
             view = server_view(before, scrape(endpoint.metrics_url), during)
         except CheckFailed as err:
-            _say(f"warning: no server view: {err}")
+            say(f"warning: no server view: {err}")
 
     files = sample_files(samples_dir)
     samples = read_samples(files)
@@ -188,10 +185,10 @@ def run_loadtest(plan, endpoint: Endpoint, settings: RunSettings, out: Path) -> 
     if settings.sweep:
         _write_sweep(report.summary["sweep"], out)
     for result in report.summary["slo"]["results"]:
-        _say(result["line"])
-    _say(f"verdict: {'PASS' if report.exit_code == 0 else 'FAIL'}")
-    _say(f"report: {report.html_path}")
-    _say(f"summary: {report.json_path}")
+        say(result["line"])
+    say(f"verdict: {'PASS' if report.exit_code == 0 else 'FAIL'}")
+    say(f"report: {report.html_path}")
+    say(f"summary: {report.json_path}")
     return report.exit_code
 
 
@@ -205,24 +202,24 @@ def _stat(stats: dict | None, key: str) -> float | None:
 
 def _print_summary(summary: dict) -> None:
     m = summary["overall"]
-    _say(f"requests: {m['request_count']} ({m['error_count']} failed) in {m['duration_s']:.1f} s; "
+    say(f"requests: {m['request_count']} ({m['error_count']} failed) in {m['duration_s']:.1f} s; "
          f"{_fmt(m['request_throughput'], 2)} req/s, {_fmt(m['output_token_throughput'])} output tok/s")
-    _say(f"latency ms: TTFT p50 {_fmt(_stat(m['ttft_ms'], 'p50'))} p95 {_fmt(_stat(m['ttft_ms'], 'p95'))} | "
+    say(f"latency ms: TTFT p50 {_fmt(_stat(m['ttft_ms'], 'p50'))} p95 {_fmt(_stat(m['ttft_ms'], 'p95'))} | "
          f"ITL p50 {_fmt(_stat(m['itl_ms'], 'p50'))} p95 {_fmt(_stat(m['itl_ms'], 'p95'))} | "
          f"e2e p50 {_fmt(_stat(m['e2e_ms'], 'p50'))} p99 {_fmt(_stat(m['e2e_ms'], 'p99'))}")
     for error in m["errors"][:3]:
-        _say(f"error x{error['count']}: {error['message']}")
+        say(f"error x{error['count']}: {error['message']}")
     server = summary.get("server")
     if not server:
         return
     for model in server["models"]:
         if model["model"] == "ensemble":
-            _say(f"server: ensemble {model['request_success']:.0f} requests ok, avg queue "
+            say(f"server: ensemble {model['request_success']:.0f} requests ok, avg queue "
                  f"{_fmt(model['avg_queue_us'] and model['avg_queue_us'] / 1e3, 2)} ms, avg compute "
                  f"{_fmt(model['avg_compute_us'] and model['avg_compute_us'] / 1e3, 2)} ms")
     step_max = [s for s in server["other"] if s["name"] == "tritongen_llm_step_requests_max"]
     if step_max:
-        _say(f"server: in-flight batching: up to {max(s['max'] for s in step_max):.0f} requests in one step")
+        say(f"server: in-flight batching: up to {max(s['max'] for s in step_max):.0f} requests in one step")
 
 
 def _write_sweep(sweep: list[dict], out: Path) -> None:
@@ -243,9 +240,9 @@ def _write_sweep(sweep: list[dict], out: Path) -> None:
         writer.writerow(header)
         writer.writerows([["" if v is None else (f"{v:.3f}" if isinstance(v, float) else v) for v in row]
                           for row in rows])
-    _say(f"{'users':>5} {'req/s':>8} {'tok/s':>9} {'TTFT p50':>9} {'TTFT p95':>9} {'ITL p50':>8} {'e2e p99':>9}")
+    say(f"{'users':>5} {'req/s':>8} {'tok/s':>9} {'TTFT p50':>9} {'TTFT p95':>9} {'ITL p50':>8} {'e2e p99':>9}")
     for row in rows:
-        _say(f"{row[0]:>5} {_fmt(row[3], 2):>8} {_fmt(row[4]):>9} {_fmt(row[5]):>9} {_fmt(row[6]):>9} "
+        say(f"{row[0]:>5} {_fmt(row[3], 2):>8} {_fmt(row[4]):>9} {_fmt(row[5]):>9} {_fmt(row[6]):>9} "
              f"{_fmt(row[7]):>8} {_fmt(row[10]):>9}")
 
     fig = Figure(figsize=(7, 4.5))
@@ -261,122 +258,6 @@ def _write_sweep(sweep: list[dict], out: Path) -> None:
            xlabel="output tokens / s", ylabel="ms")
     ax.legend(fontsize="small")
     fig.savefig(out / "sweep.png", dpi=100, bbox_inches="tight")
-    _say(f"sweep: {out / 'sweep.csv'}, {out / 'sweep.png'}")
+    say(f"sweep: {out / 'sweep.csv'}, {out / 'sweep.png'}")
 
 
-def _endpoint_from_args(args: argparse.Namespace, protocol: str) -> Endpoint:
-    default_port = 8001 if protocol == "grpc" else 8000
-    url = args.url or f"127.0.0.1:{default_port}"
-    if ":" not in url or not url.rpartition(":")[2].isdigit():
-        raise SpecError(problem("--url", f"{url!r} is not host:port", "pass e.g. --url 127.0.0.1:8001"))
-    metrics = None if args.no_metrics else (args.metrics_url or f"http://{url.rpartition(':')[0]}:8002/metrics")
-    return Endpoint(grpc_url=url if protocol == "grpc" else None,
-                    http_url=url if protocol != "grpc" else None, metrics_url=metrics)
-
-
-def _cmd_loadtest(args: argparse.Namespace) -> int:
-    from generator.plan import plan_from_file
-
-    _, plan = plan_from_file(args.spec)
-    settings = _settings(args, plan)
-    endpoint = _endpoint_from_args(args, settings.protocol)
-    return run_loadtest(plan, endpoint, settings, Path(args.out or f"loadtest-{plan.name}"))
-
-
-def _stage(number: int, total: int, name: str, detail: str = "") -> None:
-    _say(f"[{number}/{total}] {name}" + (f": {detail}" if detail else ""))
-
-
-def _cmd_up(args: argparse.Namespace) -> int:
-    from generator.pipeline import render_for
-    from generator.plan import make_plan
-    from generator.render import write_repository
-    from generator.serve import TritonServer
-    from generator.spec import load_spec
-    from generator.verify import verify_repository
-
-    total = 7
-    spec = load_spec(args.spec)
-    _stage(1, total, "validate", f"{args.spec} ({spec.name}, runtime {spec.runtime})")
-    plan = make_plan(spec, Path(args.spec).resolve().parent)
-    settings = _settings(args, plan)
-    _stage(2, total, "plan", f"{plan.llm_instance_group.kind} x{plan.llm_instance_group.count}, "
-           f"max_batch_size {plan.triton_max_batch_size}, tokenizer {plan.tokenizer.dir}")
-    out = Path(args.out or f"up-{plan.name}").resolve()
-    repo = out / "model_repository"
-    files = render_for(spec, plan, engine_dir=args.engine_dir)
-    # The repository under OUT is tritongen's own output, so a new run replaces it.
-    write_repository(files, repo, overwrite=True)
-    _stage(3, total, "render", f"{len(files)} files -> {repo}")
-    findings = verify_repository(repo)
-    if findings:
-        for finding in findings:
-            _say(f"FAIL {finding}")
-        raise CheckFailed(f"{repo}: {len(findings)} verification finding(s)")
-    _stage(4, total, "verify", "configs parse, ensemble wiring consistent")
-    server = TritonServer(repo, log_path=out / "tritonserver.log")
-    _stage(5, total, "serve", "starting the embedded tritonserver ...")
-    server.start(timeout=args.server_timeout)
-    try:
-        _stage(5, total, "serve", f"ready: http {server.http_url}, grpc {server.grpc_url}, "
-               f"metrics {server.metrics_url}, log {server.log_path}")
-        _stream_one(server.grpc_url, plan.max_tokens_default)
-        endpoint = Endpoint(grpc_url=server.grpc_url, http_url=server.http_url, metrics_url=server.metrics_url)
-        _stage(6, total, "loadtest", f"{settings.users} users, {settings.protocol}, "
-               f"{max(1, round(settings.duration_s))} s")
-        code = _with_server_check(lambda: run_loadtest(plan, endpoint, settings, out), server)
-    finally:
-        _stage(7, total, "stop", "stopping tritonserver")
-        server.stop()
-    return code
-
-
-def _stream_one(grpc_url: str, max_tokens: int) -> None:
-    """One streamed completion through the ensemble, printed as it arrives: the deployment answers."""
-    from generator.client import stream_grpc
-
-    prompt = "Once upon a time"
-    print(f"       generate  {prompt!r} ->", end=" ", flush=True)
-    chunks = 0
-    for text in stream_grpc(grpc_url, prompt, max_tokens):
-        chunks += 1
-        print(text.encode("unicode_escape").decode(), end="", flush=True)
-    print(f"   ({chunks} streamed responses)", flush=True)
-
-
-def _with_server_check(run: Callable[[], int], server) -> int:
-    """Run the load test; when the server died during it, say so with its log tail (not just an SLO failure)."""
-    code = run()
-    if server.process is not None and server.process.poll() is not None:
-        raise CheckFailed(f"tritonserver exited with code {server.process.returncode} during the load test:\n"
-                          + server.log_tail())
-    return code
-
-
-def _load_flags(s: argparse.ArgumentParser) -> None:
-    s.add_argument("--protocol", choices=PROTOCOLS, help="default: validation.load.protocol")
-    s.add_argument("-u", "--users", type=int, help="concurrent users (default: validation.load.users)")
-    s.add_argument("-r", "--spawn-rate", type=float, help="users started per second")
-    s.add_argument("-t", "--duration", type=float, help="run time in seconds (per level with --sweep)")
-    s.add_argument("--processes", type=int, help="Locust processes (default: validation.load.processes)")
-
-
-def add_commands(subparsers: argparse._SubParsersAction) -> None:
-    """Register `loadtest` and `up` on tritongen's subcommand parser."""
-    s = subparsers.add_parser("loadtest", help="load-test a running deployment against the spec's SLOs")
-    s.add_argument("spec")
-    s.add_argument("--url", help="host:port of the endpoint (default 127.0.0.1:8001 for grpc, :8000 for http)")
-    _load_flags(s)
-    s.add_argument("--sweep", help="comma-separated user counts: one run per level, e.g. 1,2,4,8")
-    s.add_argument("--out", help="report folder (default ./loadtest-<name>)")
-    s.add_argument("--metrics-url", help="Triton /metrics URL (default http://<url host>:8002/metrics)")
-    s.add_argument("--no-metrics", action="store_true", help="do not scrape Triton's /metrics")
-    s.set_defaults(func=_cmd_loadtest)
-
-    s = subparsers.add_parser("up", help="validate, render, verify, serve, load-test and report in one step")
-    s.add_argument("spec")
-    s.add_argument("--out", help="output folder (default ./up-<name>): model_repository/, report, logs")
-    _load_flags(s)
-    s.add_argument("--engine-dir", help="tensorrtllm: a built engine folder (default: the engine cache entry)")
-    s.add_argument("--server-timeout", type=float, default=300, help="seconds to wait for tritonserver to be ready")
-    s.set_defaults(func=_cmd_up, sweep=None)

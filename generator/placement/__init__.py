@@ -7,7 +7,7 @@ Pure: an `Inventory` and a `MemoryModel` in, a frozen `Placement` out. The rules
 * Tensor/pipeline parallel engines (tp x pp > 1) need tp x pp full GPUs per server group: MIG instances have no
   P2P or NCCL between them, so such engines never run on MIG.
 * Otherwise one server group per full GPU.
-* KV budgets are absolute (max_tokens_in_paged_kv_cache) per instance; see generator/memory.py for the formula.
+* KV budgets are absolute (max_tokens_in_paged_kv_cache) per instance; see generator/placement/memory.py for the formula.
   A device "fits" when every instance's budget holds at least one sequence of max_seq_len tokens.
 
 Refusals: a layout that can never work (tp/pp > 1 on MIG, a TP group mixing MIG and full GPUs) is a SpecError;
@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from generator.errors import CheckFailed, SpecError, problem
-from generator.inventory import GIB, Gpu, Inventory, MigDevice, product_for
-from generator.memory import MemoryModel, with_mapping
+from tritongen.errors import CheckFailed, SpecError, problem
+from tritongen.placement.inventory import GIB, Gpu, Inventory, MigDevice, product_for
+from tritongen.placement.memory import MemoryModel, with_mapping
 
 # Factors tried on tp_size to answer "how many full GPUs would it take" (tp_size is a power of two in practice).
 _TP_FACTORS = (2, 4, 8)

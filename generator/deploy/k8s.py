@@ -15,10 +15,10 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from generator.deploy import ENGINE, MODELS, REPOSITORY, TOKENIZER, CHECKPOINT, Deployment, render_template
-from generator.errors import SpecError, problem
-from generator.inventory import GIB
-from generator.placement import ServerGroup
+from tritongen.deploy.common import ENGINE, MODELS, REPOSITORY, TOKENIZER, CHECKPOINT, Deployment, render_template
+from tritongen.errors import SpecError, problem
+from tritongen.placement.inventory import GIB
+from tritongen.placement import ServerGroup
 
 HPA_METRIC = "triton_queue_compute_ratio"
 HPA_TARGET = "500m"  # scale out once requests queue half as long as they compute

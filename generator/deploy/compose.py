@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from generator.deploy import (
+from tritongen.deploy.common import (
     CONTAINER_PORTS, HF_DOCKERFILE, REPOSITORY, Deployment, Mount, device_ids, hf_dockerfile, render_template,
 )
-from generator.placement import ServerGroup
+from tritongen.placement import ServerGroup
 
 NGINX_IMAGE = "nginx:1.27-alpine"  # `http2 on;` needs nginx >= 1.25.1
 

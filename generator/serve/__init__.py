@@ -22,7 +22,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from generator.errors import CheckFailed, EnvironmentMissing
+from tritongen.errors import CheckFailed, EnvironmentMissing
 
 
 def _die_with_parent() -> None:

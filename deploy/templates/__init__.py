@@ -1,0 +1,1 @@
+"""Jinja2 templates of the deployment files (package data of tritongen)."""

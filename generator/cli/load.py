@@ -1,0 +1,64 @@
+"""`tritongen loadtest` and `tritongen up`: argument parsing only; the runner is tritongen.loadtests.runner and
+`up` is tritongen.pipeline.up."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tritongen.errors import SpecError, problem
+from tritongen.loadtests.runner import PROTOCOLS, Endpoint, run_loadtest, settings_from_args
+
+
+def _endpoint_from_args(args: argparse.Namespace, protocol: str) -> Endpoint:
+    default_port = 8001 if protocol == "grpc" else 8000
+    url = args.url or f"127.0.0.1:{default_port}"
+    if ":" not in url or not url.rpartition(":")[2].isdigit():
+        raise SpecError(problem("--url", f"{url!r} is not host:port", "pass e.g. --url 127.0.0.1:8001"))
+    metrics = None if args.no_metrics else (args.metrics_url or f"http://{url.rpartition(':')[0]}:8002/metrics")
+    return Endpoint(grpc_url=url if protocol == "grpc" else None,
+                    http_url=url if protocol != "grpc" else None, metrics_url=metrics)
+
+
+def _cmd_loadtest(args: argparse.Namespace) -> int:
+    from tritongen.plan import plan_from_file
+
+    _, plan = plan_from_file(args.spec)
+    settings = settings_from_args(args, plan)
+    endpoint = _endpoint_from_args(args, settings.protocol)
+    return run_loadtest(plan, endpoint, settings, Path(args.out or f"loadtest-{plan.name}"))
+
+
+def _cmd_up(args: argparse.Namespace) -> int:
+    from tritongen.pipeline import up
+
+    return up(args)
+
+
+def _load_flags(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--protocol", choices=PROTOCOLS, help="default: validation.load.protocol")
+    s.add_argument("-u", "--users", type=int, help="concurrent users (default: validation.load.users)")
+    s.add_argument("-r", "--spawn-rate", type=float, help="users started per second")
+    s.add_argument("-t", "--duration", type=float, help="run time in seconds (per level with --sweep)")
+    s.add_argument("--processes", type=int, help="Locust processes (default: validation.load.processes)")
+
+
+def add_commands(subparsers: argparse._SubParsersAction) -> None:
+    """Register `loadtest` and `up` on tritongen's subcommand parser."""
+    s = subparsers.add_parser("loadtest", help="load-test a running deployment against the spec's SLOs")
+    s.add_argument("spec")
+    s.add_argument("--url", help="host:port of the endpoint (default 127.0.0.1:8001 for grpc, :8000 for http)")
+    _load_flags(s)
+    s.add_argument("--sweep", help="comma-separated user counts: one run per level, e.g. 1,2,4,8")
+    s.add_argument("--out", help="report folder (default ./loadtest-<name>)")
+    s.add_argument("--metrics-url", help="Triton /metrics URL (default http://<url host>:8002/metrics)")
+    s.add_argument("--no-metrics", action="store_true", help="do not scrape Triton's /metrics")
+    s.set_defaults(func=_cmd_loadtest)
+
+    s = subparsers.add_parser("up", help="validate, render, verify, serve, load-test and report in one step")
+    s.add_argument("spec")
+    s.add_argument("--out", help="output folder (default ./up-<name>): model_repository/, report, logs")
+    _load_flags(s)
+    s.add_argument("--engine-dir", help="tensorrtllm: a built engine folder (default: the engine cache entry)")
+    s.add_argument("--server-timeout", type=float, default=300, help="seconds to wait for tritonserver to be ready")
+    s.set_defaults(func=_cmd_up, sweep=None)

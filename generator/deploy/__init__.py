@@ -1,0 +1,25 @@
+"""Deployment targets: compose files, Kubernetes manifests, or containers started through the docker SDK.
+
+`common.prepare()` builds the Deployment; `render_deployment` picks the target's pure renderer (compose, k8s);
+`docker.run_docker` starts the same server groups through a docker engine.
+"""
+
+from __future__ import annotations
+
+from tritongen.deploy.common import HF_DOCKERFILE, Deployment, hf_dockerfile
+
+
+def render_deployment(dep: Deployment, target: str, *, mig_strategy: str = "mixed") -> dict[str, bytes]:
+    """All files of one target, the model repository included, as {relative path: bytes}."""
+    files = {f"model_repository/{rel}": data for rel, data in dep.repository.items()}
+    if target == "compose":
+        from tritongen.deploy.compose import render_compose
+
+        files.update(render_compose(dep))
+    elif target == "k8s":
+        from tritongen.deploy.k8s import render_k8s
+
+        files.update(render_k8s(dep, mig_strategy=mig_strategy))
+    elif dep.builds_hf_image:
+        files[HF_DOCKERFILE] = hf_dockerfile(dep)
+    return dict(sorted(files.items()))
