@@ -84,7 +84,7 @@ def parse_metrics(text: str, taken_at: float | None = None) -> Snapshot:
                     if family.type == "counter":
                         types.setdefault(name, "counter")
     except (ValueError, IndexError) as err:  # prometheus_client's parser raises both on malformed text
-        raise MetricsParseError(f"not Prometheus text format: {err or 'a sample line without a metric name'}") from None
+        raise MetricsParseError(f"not Prometheus text format: {str(err) or 'a sample line without a metric name'}") from None
     return Snapshot(values, types, time.time() if taken_at is None else taken_at)
 
 

@@ -14,7 +14,9 @@ supported by transformers' continuous batching and is ignored.
 
 Metrics (Triton's /metrics): tritongen_llm_steps_total, tritongen_llm_step_requests_total and
 tritongen_llm_step_requests_max count generation steps and how many requests received a token in each; a
-step with more than one request is in-flight batching at work.
+step with more than one request is in-flight batching at work. tritongen_llm_output_tokens_total counts the
+tokens sent in responses (the load test checks its totals against it); tritongen_llm_active_requests is the
+number of requests in flight.
 """
 
 import itertools
@@ -138,11 +140,15 @@ class TritonPythonModel:
             "step_max": pb_utils.MetricFamily("tritongen_llm_step_requests_max",
                                               "Most requests that received a token in one step", gauge),
             "active": pb_utils.MetricFamily("tritongen_llm_active_requests", "Requests in flight", gauge),
+            # The load test checks its client-side token totals against this counter.
+            "output_tokens": pb_utils.MetricFamily("tritongen_llm_output_tokens_total",
+                                                   "Output tokens sent in responses", counter),
         }
         self.m_steps = self.metric_families["steps"].Metric(labels=labels)
         self.m_step_requests = self.metric_families["step_requests"].Metric(labels=labels)
         self.m_step_max = self.metric_families["step_max"].Metric(labels=labels)
         self.m_active = self.metric_families["active"].Metric(labels=labels)
+        self.m_output_tokens = self.metric_families["output_tokens"].Metric(labels=labels)
         self.step_max = 0
 
     def _hook_steps(self):
@@ -291,6 +297,7 @@ class TritonPythonModel:
             chunk = gen.tokens[gen.sent:]
             gen.sent = len(gen.tokens)
             if chunk:
+                self.m_output_tokens.increment(len(chunk))
                 gen.sender.send(self._response(gen, chunk), flags=FINAL if stop else 0)
             elif stop:
                 gen.sender.send(flags=FINAL)
@@ -332,6 +339,7 @@ class TritonPythonModel:
             response = pb_utils.InferenceResponse(error=pb_utils.TritonError(f"tensorrt_llm (hf): {error}"))
         elif not sent:
             response = self._response(gen, gen.tokens)
+            self.m_output_tokens.increment(len(gen.tokens))
         else:
             response = None
         if gen.sender is not None:
