@@ -30,7 +30,7 @@ from locust import User, constant, task
 from locust.exception import StopUser
 
 from tritongen.loadtests.samples import Sample, SampleWriter, per_process_path
-from tritongen.loadtests.workload import LoadConfig, Pacer, Prompt, PromptSource
+from tritongen.loadtests.workload import LoadConfig, Pacer, Prompt, PromptSource, load_tokenizer
 
 # gRPC under gevent: must run before any channel exists (here: before any user starts).
 grpc.experimental.gevent.init_gevent()
@@ -53,11 +53,9 @@ class _ProcessState:
     @classmethod
     def preload(cls) -> LoadConfig:
         if cls.config is None:
-            # Importing transformers takes seconds; in on_start it would block every greenlet of the run.
-            from transformers import AutoTokenizer
-
+            # Loading a tokenizer can take seconds; in on_start it would block every greenlet of the run.
             cls.config = LoadConfig.from_env()
-            cls.tokenizer = AutoTokenizer.from_pretrained(cls.config.tokenizer_dir)
+            cls.tokenizer = load_tokenizer(cls.config.tokenizer_dir)
         return cls.config
 
     @classmethod

@@ -48,9 +48,16 @@ class HFRuntimePlan(_Frozen):
     max_memory_percent: float
 
 
+class SyntheticPlan(_Frozen):
+    """Token timing of the synthetic runtime's tensorrt_llm model."""
+
+    ttft_ms: float
+    itl_ms: float
+
+
 class Plan(_Frozen):
     name: str
-    runtime: Literal["hf", "tensorrtllm"]
+    runtime: Literal["hf", "tensorrtllm", "synthetic"]
     spec_dir: str
     tokenizer: TokenizerPlan
     triton_max_batch_size: int
@@ -64,6 +71,7 @@ class Plan(_Frozen):
     logits_datatype: str
     llm_instance_group: InstanceGroup
     hf: HFRuntimePlan | None
+    synthetic: SyntheticPlan | None = None
     bls: bool
     bls_instances: int
     bls_parameters: dict[str, str]
@@ -204,6 +212,8 @@ def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None) -> Plan:
         preprocessing_instances=s.preprocessing_instances, postprocessing_instances=s.postprocessing_instances,
         max_queue_delay_us=s.dynamic_batching.max_queue_delay_us, max_queue_size=s.dynamic_batching.max_queue_size,
         logits_datatype="TYPE_FP32", llm_instance_group=group, hf=hf, bls=s.bls,
+        synthetic=SyntheticPlan(ttft_ms=spec.synthetic.ttft_ms, itl_ms=spec.synthetic.itl_ms)
+        if spec.runtime == "synthetic" else None,
         bls_instances=s.bls_instances or s.max_batch_size, bls_parameters=_bls_parameters(spec),
         load=spec.validation.load, slo=spec.validation.slo, placement=placement,
         kv_tokens_per_instance=kv_tokens if inventory is not None else None,

@@ -76,6 +76,13 @@ def _hf_llm_parameters(plan: Plan) -> dict[str, str]:
     }
 
 
+def _synthetic_parameters(plan: Plan) -> dict[str, str]:
+    assert plan.synthetic is not None
+    return {"ttft_ms": f"{plan.synthetic.ttft_ms:g}", "itl_ms": f"{plan.synthetic.itl_ms:g}",
+            "vocab_size": str(plan.tokenizer.vocab_size), "end_id": str(plan.tokenizer.end_id),
+            "pad_id": str(plan.tokenizer.pad_id)}
+
+
 # The tensorrtllm runtime's parameters are supplied by the engine path (tritongen.runtimes.tensorrtllm); hf's are local.
 LLMParameters = Callable[[Plan], dict[str, str]]
 
@@ -104,6 +111,9 @@ def render_repository(plan: Plan, tensorrtllm_parameters: LLMParameters | None =
     if plan.runtime == "hf":
         backend, params = "python", _hf_llm_parameters(plan)
         files["tensorrt_llm/1/model.py"] = (TEMPLATES / "tensorrt_llm" / "1" / "model.py").read_bytes()
+    elif plan.runtime == "synthetic":
+        backend, params = "python", _synthetic_parameters(plan)
+        files["tensorrt_llm/1/model.py"] = (TEMPLATES / "synthetic" / "model.py").read_bytes()
     else:
         if tensorrtllm_parameters is None:
             raise SpecError(problem("runtime", "tensorrtllm needs engine parameters", "render through `tritongen render`"))

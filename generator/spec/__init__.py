@@ -167,6 +167,14 @@ class PlacementSection(_Section):
     """LLM model instances per GPU (hf runtime)."""
 
 
+class SyntheticSection(_Section):
+    ttft_ms: float = Field(50, ge=0)
+    """Time from a request's arrival at the tensorrt_llm model to its first token."""
+
+    itl_ms: float = Field(10, ge=0)
+    """Time between two tokens of one request."""
+
+
 class TokenDistribution(_Section):
     mean: int = Field(ge=1)
     """Mean token count."""
@@ -289,9 +297,10 @@ class Spec(_Section):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,62}$")
     """Deployment name (lowercase letters, digits, `.`, `_`, `-`); used for server groups and deploy files."""
 
-    runtime: Literal["hf", "tensorrtllm"] = "hf"
-    """What serves the model named tensorrt_llm: `hf` (python backend, transformers continuous batching) or
-    `tensorrtllm` (the C++ TensorRT-LLM backend with built engines)."""
+    runtime: Literal["hf", "tensorrtllm", "synthetic"] = "hf"
+    """What serves the model named tensorrt_llm: `hf` (python backend, transformers continuous batching),
+    `tensorrtllm` (the C++ TensorRT-LLM backend with built engines) or `synthetic` (a token source with a
+    configured TTFT/ITL and no model, to measure the serving path and the load generator alone)."""
 
     model: ModelSection
     """The checkpoint and tokenizer."""
@@ -304,6 +313,9 @@ class Spec(_Section):
 
     placement: PlacementSection = PlacementSection()
     """Where the model runs."""
+
+    synthetic: SyntheticSection = SyntheticSection()
+    """Token timing of the synthetic runtime (runtime `synthetic` only)."""
 
     validation: ValidationSection = ValidationSection()
     """Load test and SLOs."""
