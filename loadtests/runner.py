@@ -115,7 +115,9 @@ def settings_from_args(args: argparse.Namespace, plan) -> RunSettings:
         value = getattr(args, name, None)
         return default if value is None else value
 
-    sweep = parse_sweep(getattr(args, "sweep", None)) or tuple(float(x) for x in load.sweep)
+    # An explicit load on the command line (-u or --request-rate) is one level, unless --sweep is given too.
+    explicit = getattr(args, "users", None) is not None or getattr(args, "request_rate", None) is not None
+    sweep = parse_sweep(getattr(args, "sweep", None)) or (() if explicit else tuple(float(x) for x in load.sweep))
     settings = RunSettings(
         protocol=pick("protocol", load.protocol), users=pick("users", load.users),
         spawn_rate=pick("spawn_rate", load.spawn_rate), duration_s=pick("duration", load.duration_s),
