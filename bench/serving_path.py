@@ -142,7 +142,7 @@ def main() -> int:
     spec.write_text(yaml.safe_dump(data, sort_keys=False))
     sp, plan = plan_from_file(spec)
     repo = work / "model_repository"
-    write_repository(render_for(sp, plan), repo)
+    write_repository(render_for(plan), repo)
     server = TritonServer(repo, log_path=work / "tritonserver.log")
     server.start(timeout=240)
     results = []

@@ -11,7 +11,7 @@ documented under `levels[].server`.
 - `deployment` (str|null): the spec's `name`.
 - `protocols` (list[str]): protocols seen in the samples (grpc, http_stream, http).
 - `metadata` (object|null): what was measured on what.
-- `metadata.spec_digest` (str|null): sha256 of the spec file, when the run was given one.
+- `metadata.spec_digest` (str|null): sha256 of the file the run was given (a spec or a plan lock file).
 - `metadata.plan_digest` (str): sha256 of the Plan's JSON (the resolved spec the run used).
 - `metadata.runtime` (str): what served the tensorrt_llm model (hf, tensorrtllm, synthetic).
 - `metadata.model` (str|null): the checkpoint folder.

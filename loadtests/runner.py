@@ -199,7 +199,7 @@ def _workload(plan, settings: RunSettings, url: str, samples_dir: Path, level: f
         url=url, protocol=settings.protocol, samples_dir=str(samples_dir), tokenizer_dir=plan.tokenizer.dir,
         level=level, input_tokens=TokenDist(**load.input_tokens.model_dump()),
         output_tokens=TokenDist(**load.output_tokens.model_dump()),
-        prompts_file=_resolve(plan, load.prompts_file, "validation.load.prompts_file"),
+        prompts_file=plan.paths.prompts_file,
         add_special_tokens=plan.tokenizer.add_special_tokens, timeout_s=float(STOP_TIMEOUT_S),
         request_rate=level if settings.mode == "open" else None, arrival=settings.arrival,
         burstiness=settings.burstiness, trace_file=settings.trace_file, processes=settings.processes,

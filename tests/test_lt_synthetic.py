@@ -39,7 +39,7 @@ def synthetic_server(synthetic_spec, tmp_path_factory):
 
     spec, plan = plan_from_file(synthetic_spec)
     repo = tmp_path_factory.mktemp("synthetic-repo") / "model_repository"
-    write_repository(render_for(spec, plan), repo)
+    write_repository(render_for(plan), repo)
     server = TritonServer(repo, log_path=repo.parent / "tritonserver.log")
     try:
         server.start(timeout=240)
