@@ -159,6 +159,8 @@ def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None, *, engin
     prompts = str(resolve_path(spec_dir, load.prompts_file)) if load.prompts_file else None
     if prompts:
         load = load.model_copy(update={"prompts_file": prompts})
+    if load.trace_file:
+        load = load.model_copy(update={"trace_file": str(resolve_path(spec_dir, load.trace_file))})
     trt = None
     if spec.runtime == "tensorrtllm":
         trt = _engine(spec, spec_dir, checkpoint, engine_dir, gpu_arch, None if inventory else _gpu_device_ids(spec))
