@@ -137,13 +137,13 @@ def test_down_server_exits_3_naming_the_url_before_any_load(tiny_spec_path, tmp_
     url = f"127.0.0.1:{free_port()}"
     for protocol in ("grpc", "http"):
         start = time.monotonic()
-        proc = tritongen("loadtest", str(tiny_spec_path), "--url", url, "--protocol", protocol, "-t", "30",
+        proc = tritongen("loadtest", str(tiny_spec_path), "--url", url, "--protocol", protocol, "-t", "600",
                          "--out", str(tmp_path / protocol))
         assert proc.returncode == 3, proc.stdout + proc.stderr
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and url in lines[0] and "start the deployment" in lines[0], proc.stderr
-        assert time.monotonic() - start < 30  # not the 30 s run
-        assert not (tmp_path / protocol / "loadtest.json").exists()
+        assert time.monotonic() - start < 300  # planning, then one refused connection: not the 600 s run
+        assert not (tmp_path / protocol / "loadtest.json").exists() and not (tmp_path / protocol / "samples").exists()
 
 
 def _direct_ttfts_ms(url: str, prompt: str, max_tokens: int, n: int) -> list[float]:
@@ -182,7 +182,7 @@ def test_median_ttft_agrees_with_a_direct_grpc_measurement(tiny_spec_path, trito
     from transformers import AutoTokenizer
 
     spec = spec_copy(tiny_spec_path, tmp_path / "spec.yaml", load_input_tokens={"mean": 32, "stddev": 0},
-                     load_output_tokens={"mean": 8, "stddev": 0})
+                     load_output_tokens={"mean": 8, "stddev": 0}, load_warmup_s=0)
     tok = AutoTokenizer.from_pretrained(yaml.safe_load(spec.read_text())["model"]["checkpoint"])
     words = ("the quick brown fox jumps over the lazy dog and streams tokens " * 8).split()
     while len(tok.encode(" ".join(words), add_special_tokens=False)) > 32:
@@ -193,12 +193,12 @@ def test_median_ttft_agrees_with_a_direct_grpc_measurement(tiny_spec_path, trito
     # between runs by more than the 20% being tested, so the tool is compared with the nearer of the two.
     before = statistics.median(_direct_ttfts_ms(triton.grpc_url, prompt, 8, 20))
     out = tmp_path / "report"
-    proc = tritongen("loadtest", str(spec), "--url", triton.grpc_url, "--no-metrics", "-u", "1", "-t", "8",
+    proc = tritongen("loadtest", str(spec), "--url", triton.grpc_url, "--no-metrics", "-u", "1", "-t", "12",
                      "--out", str(out))
     after = statistics.median(_direct_ttfts_ms(triton.grpc_url, prompt, 8, 20))
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
     ttft = json.loads((out / "loadtest.json").read_text())["levels"][0]["metrics"]["ttft_ms"]
-    assert ttft["count"] >= 20, ttft
+    assert ttft["count"] >= 10, ttft
     low, high = min(before, after), max(before, after)
     # 20%, plus the cost of one request inside a Locust process: at a ~12 ms TTFT, gevent's scheduling of the
     # stream callback alone is more than 20% (bench/results/locust_capacity.json: 3.46 ms CPU per request at
