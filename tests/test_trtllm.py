@@ -218,7 +218,7 @@ def test_no_tensorrt_llm_and_no_docker_engine_is_environment_missing(monkeypatch
     message = str(err.value)
     assert err.value.exit_code == 3
     assert message.startswith("engine build: needs TensorRT-LLM 1.2.1 in this Python (no importable tensorrt_llm) "
-                              "or a running docker engine for nvcr.io/nvidia/tritonserver:25.12-trtllm-python-py3 "
+                              "or a running docker engine for nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3 "
                               "(docker: Error while fetching server API version")
     assert message.endswith("; start the docker engine with the NVIDIA container toolkit, "
                             "or `pip install tensorrt_llm==1.2.1`")
@@ -362,7 +362,7 @@ REUSE = {"kv_cache": {"enable_reuse": True}, "enable_chunked_context": True}
         "(got CONTINUOUS); rebuild with --kv_cache_type paged"]),
     ("bad-legacy-no-paged-kv-cache", {}, {}, [
         "engine config.json version (0.17.0.post1): must equal the serving container's TensorRT-LLM "
-        "(1.2.1, nvcr.io/nvidia/tritonserver:25.12-trtllm-python-py3); rebuild the engine with the pinned release",
+        "(1.2.1, nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3); rebuild the engine with the pinned release",
         "serving.batching_strategy (inflight_fused_batching): needs engine build_config.plugin_config."
         "paged_kv_cache true (got false); rebuild with --kv_cache_type paged"]),
     ("bad-padded-input", {}, {}, [

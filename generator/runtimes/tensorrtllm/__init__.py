@@ -8,48 +8,13 @@ generator/runtimes/tensorrtllm/checks.py.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, Literal, NamedTuple
 
 from tritongen.spec import Spec
 
 
-@dataclass(frozen=True)
-class TrtllmRelease:
-    """One TensorRT-LLM release and the Triton container that serves it; a new release is a new instance."""
-
-    container: str
-    """Serving (and building) image; engines must be built with the TensorRT-LLM inside it."""
-
-    version: str
-    """TensorRT-LLM version the container is expected to carry; the docker build checks it before building."""
-
-    source_tag: str
-    """NVIDIA/TensorRT-LLM git tag whose `examples/` folder provides the conversion scripts."""
-
-    convert_script: str
-    """Checkpoint conversion for the Llama family, relative to `examples/`."""
-
-    quantize_script: str
-    """ModelOpt quantisation (calibrated formats), relative to `examples/`."""
-
-    executor_worker_path: str
-    """trtllmExecutorWorker inside the container (orchestrator mode spawns it)."""
-
-    tritonserver: str
-    """tritonserver binary inside the container."""
-
-
-TRTLLM = TrtllmRelease(
-    container="nvcr.io/nvidia/tritonserver:25.12-trtllm-python-py3",
-    version="1.2.1",
-    source_tag="v1.2.1",
-    convert_script="models/core/llama/convert_checkpoint.py",
-    quantize_script="quantization/quantize.py",
-    executor_worker_path="/opt/tritonserver/backends/tensorrtllm/trtllmExecutorWorker",
-    tritonserver="/opt/tritonserver/bin/tritonserver",
-)
+from tritongen.runtimes.tensorrtllm.release import TRTLLM, TrtllmRelease  # noqa: F401 (re-exported)
 
 # Where the docker build mounts the TensorRT-LLM checkout's examples folder (see trtllm_build).
 CONTAINER_EXAMPLES = "/tritongen/examples"
