@@ -54,7 +54,7 @@ def gpu_device_ids(spec: Spec) -> list[list[int]] | None:
 def render_for(spec: Spec, plan: Plan, *, engine_dir: str | None = None,
                gpu_arch: str = DEFAULT_GPU_ARCH) -> dict[str, bytes]:
     """Render the repository for any runtime; for tensorrtllm, check the engine first when it exists."""
-    if plan.runtime == "hf":
+    if plan.runtime in ("hf", "trtllm"):
         return render_repository(plan)
     from tritongen.runtimes.tensorrtllm import tensorrt_llm_parameters
 

@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from tritongen.errors import SpecError, problem
+from tritongen.plan.llmapi import LlmApiPlan, make_llmapi_plan
 from tritongen.spec import LoadSection, SLOSection, Spec, load_spec
 
 
@@ -50,7 +51,7 @@ class HFRuntimePlan(_Frozen):
 
 class Plan(_Frozen):
     name: str
-    runtime: Literal["hf", "tensorrtllm"]
+    runtime: Literal["hf", "tensorrtllm", "trtllm"]
     spec_dir: str
     tokenizer: TokenizerPlan
     triton_max_batch_size: int
@@ -64,6 +65,8 @@ class Plan(_Frozen):
     logits_datatype: str
     llm_instance_group: InstanceGroup
     hf: HFRuntimePlan | None
+    llmapi: LlmApiPlan | None = None
+    """The LLM-API model's settings (runtime trtllm)."""
     bls: bool
     bls_instances: int
     bls_parameters: dict[str, str]
@@ -109,6 +112,9 @@ def _llm_instance_group(spec: Spec) -> InstanceGroup:
     if spec.runtime == "tensorrtllm":
         # The TensorRT-LLM backend places itself on GPUs through gpu_device_ids; instance_group stays CPU/1.
         return InstanceGroup(kind="KIND_CPU", count=1)
+    if spec.runtime == "trtllm":
+        # The llmapi model places itself (gpu_device_ids per instance); Triton sees CPU instances.
+        return InstanceGroup(kind="KIND_CPU", count=llmapi_instances(spec))
     if spec.placement.device == "cpu":
         return InstanceGroup(kind="KIND_CPU", count=1)
     gpus = tuple(spec.placement.gpu_ids or [0])
@@ -125,10 +131,17 @@ QUANT_ALGO = {"none": None, "fp8": "FP8", "int8_weight_only": "W8A16", "int4_wei
 KV_QUANT_ALGO = {"auto": None, "fp8": "FP8", "int8": "INT8"}
 
 
+def llmapi_instances(spec: Spec) -> int:
+    """Model instances per server group of the trtllm runtime: a tensor/pipeline-parallel model takes the group."""
+    return 1 if spec.llmapi.tp_size * spec.llmapi.pp_size > 1 else spec.placement.instances_per_gpu
+
+
 def max_sequence_length(spec: Spec) -> int:
     """Longest prompt + completion the deployment must hold in the KV cache."""
     if spec.runtime == "tensorrtllm":
         return spec.engine.max_seq_len
+    if spec.runtime == "trtllm" and spec.llmapi.max_seq_len:
+        return spec.llmapi.max_seq_len
     load = spec.validation.load
     longest = (load.input_tokens.mean + 3 * load.input_tokens.stddev
                + load.output_tokens.mean + 3 * load.output_tokens.stddev)
@@ -151,6 +164,10 @@ def memory_model_for(spec: Spec, spec_dir: Path, engine_config: Path | None = No
                                  kv_cache_quant_algo=KV_QUANT_ALGO[e.kv_cache_dtype], tp=e.tp_size, pp=e.pp_size,
                                  max_batch_size=e.max_batch_size, max_num_tokens=e.max_num_tokens)
     dtype = None if spec.model.dtype == "auto" else spec.model.dtype
+    if spec.runtime == "trtllm":
+        s = spec.llmapi
+        return load_memory_model(checkpoint, dtype=dtype, kv_cache_quant_algo=KV_QUANT_ALGO[s.kv_cache_dtype],
+                                 tp=s.tp_size, pp=s.pp_size, max_batch_size=s.max_batch_size)
     return load_memory_model(checkpoint, dtype=dtype, tp=1, pp=1, max_batch_size=spec.serving.max_batch_size)
 
 
@@ -162,7 +179,8 @@ def place_spec(spec: Spec, spec_dir: Path, inventory_source: str):
     if spec.placement.device != "gpu":
         raise SpecError(problem("placement.device", "is cpu, so there is nothing to place on GPUs",
                                 "set placement.device: gpu, or drop --inventory"))
-    instances = 1 if spec.runtime == "tensorrtllm" else spec.placement.instances_per_gpu
+    instances = {"tensorrtllm": 1, "trtllm": llmapi_instances(spec)}.get(spec.runtime,
+                                                                        spec.placement.instances_per_gpu)
     return place(load_inventory(inventory_source), memory_model_for(spec, spec_dir),
                  max_seq_len=max_sequence_length(spec), kv_fraction=spec.serving.kv_cache.free_gpu_mem_fraction,
                  instances_per_device=instances, gpu_ids=spec.placement.gpu_ids or None)
@@ -195,6 +213,11 @@ def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None) -> Plan:
                                                                else None),
             max_memory_percent=kv.free_gpu_mem_fraction,
         )
+    llmapi = None
+    if spec.runtime == "trtllm":
+        llmapi = make_llmapi_plan(spec, str(checkpoint), str(tokenizer_dir) if spec.model.tokenizer else None,
+                                  max_seq_len=max_sequence_length(spec), kv_tokens=kv_tokens,
+                                  instances=llmapi_instances(spec))
     s = spec.serving
     return Plan(
         name=spec.name, runtime=spec.runtime, spec_dir=str(spec_dir.resolve()),
@@ -203,7 +226,7 @@ def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None) -> Plan:
         exclude_input_in_output=s.exclude_input_in_output, max_tokens_default=s.max_tokens_default,
         preprocessing_instances=s.preprocessing_instances, postprocessing_instances=s.postprocessing_instances,
         max_queue_delay_us=s.dynamic_batching.max_queue_delay_us, max_queue_size=s.dynamic_batching.max_queue_size,
-        logits_datatype="TYPE_FP32", llm_instance_group=group, hf=hf, bls=s.bls,
+        logits_datatype="TYPE_FP32", llm_instance_group=group, hf=hf, llmapi=llmapi, bls=s.bls,
         bls_instances=s.bls_instances or s.max_batch_size, bls_parameters=_bls_parameters(spec),
         load=spec.validation.load, slo=spec.validation.slo, placement=placement,
         kv_tokens_per_instance=kv_tokens if inventory is not None else None,

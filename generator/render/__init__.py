@@ -82,6 +82,8 @@ LLMParameters = Callable[[Plan], dict[str, str]]
 
 def render_repository(plan: Plan, tensorrtllm_parameters: LLMParameters | None = None) -> dict[str, bytes]:
     """Render the whole model repository for `plan` as {posix relative path: content}."""
+    if plan.runtime == "trtllm":
+        return _render_llmapi(plan)
     files: dict[str, bytes] = {}
     pre_in, pre_out = _tensors("preprocessing", plan)
     files["preprocessing/config.pbtxt"] = _render(
@@ -119,6 +121,17 @@ def render_repository(plan: Plan, tensorrtllm_parameters: LLMParameters | None =
             group=InstanceGroup(kind="KIND_CPU", count=plan.bls_instances))
         files["tensorrt_llm_bls/1/model.py"] = (TEMPLATES / "tensorrt_llm_bls" / "1" / "model.py").read_bytes()
     return dict(sorted(files.items()))
+
+
+def _render_llmapi(plan: Plan) -> dict[str, bytes]:
+    """The trtllm runtime's repository: NVIDIA's llmapi model alone (it tokenizes and detokenizes itself)."""
+    from tritongen.runtimes import llmapi
+
+    header = HEADER.format(name=plan.name)
+    config = _render("llmapi/config.pbtxt.j2", plan, inputs=llmapi.contract.INPUTS, outputs=llmapi.contract.OUTPUTS,
+                     params=llmapi.parameters(plan), group=plan.llm_instance_group,
+                     model_dir=llmapi.TRTLLM.llmapi_model_dir)
+    return {"tensorrt_llm/1/model.yaml": llmapi.model_yaml_text(plan, header), "tensorrt_llm/config.pbtxt": config}
 
 
 def _check_paths(files: dict[str, bytes]) -> None:
