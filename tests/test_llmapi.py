@@ -195,3 +195,51 @@ def test_golden_repositories(tmp_path, tiny_model, case):
     assert sorted(files) == sorted(expected)
     for rel, text in files.items():
         assert text == expected[rel], f"{rel} differs from tests/golden/{case} (TRITONGEN_REGEN_GOLDEN=1 regenerates)"
+
+
+# ---------------------------------------------------------------------------------------------- deploy
+
+
+@pytest.mark.parametrize("inventory,groups", [("h200-1x.yaml", 1), ("h200-2x3g.yaml", 2)])
+def test_deploy_llmapi_to_compose_and_k8s_passes_the_validators(tmp_path, tiny_model, inventory, groups):
+    import subprocess
+
+    import kubernetes_validate
+
+    from tritongen.deploy import render_deployment
+    from tritongen.deploy.common import prepare
+    from tritongen.runtimes.tensorrtllm.release import TRTLLM
+
+    spec = _spec(tmp_path, tiny_model, "llama3-8b-llmapi.yaml")
+    dep = prepare(spec, inventory=str(FIXTURES / "inventories" / inventory))
+    assert dep.image == TRTLLM.container and sorted(dep.repository) == ["tensorrt_llm/1/model.yaml",
+                                                                          "tensorrt_llm/config.pbtxt"]
+    inner = yaml.safe_load(dep.repository["tensorrt_llm/1/model.yaml"])
+    assert inner["model"] == "/models/checkpoint" and inner["kv_cache_config"]["max_tokens"] > 0
+    for target in ("compose", "k8s"):
+        out = tmp_path / target
+        for rel, data in render_deployment(dep, target).items():
+            (out / rel).parent.mkdir(parents=True, exist_ok=True)
+            (out / rel).write_bytes(data)
+        if target == "compose":
+            done = subprocess.run(["docker-compose", "config"], cwd=out, capture_output=True, text=True, timeout=60)
+            assert done.returncode == 0, done.stderr
+            services = {k: v for k, v in yaml.safe_load(done.stdout)["services"].items() if k != "lb"}
+            assert len(services) == groups
+            for service in services.values():
+                script = service["command"][-1]
+                assert service["command"][:2] == ["bash", "-c"]
+                assert f"cp {TRTLLM.llmapi_model_dir}/model.py {TRTLLM.llmapi_model_dir}/helpers.py" in script
+                assert "--disable-auto-complete-config" not in script and "mpirun" not in script
+                assert ("--allow-gpu-metrics=false" in script) == (groups == 2)
+        else:
+            done = subprocess.run(["kubectl", "kustomize", str(out / "k8s")], capture_output=True, text=True,
+                                  timeout=60)
+            assert done.returncode == 0, done.stderr
+            for doc in yaml.safe_load_all(done.stdout):
+                if doc["kind"] != "PodMonitor":
+                    assert kubernetes_validate.validate(doc, "1.30", strict=True) == "1.30", doc["kind"]
+            pods = [d for d in yaml.safe_load_all(done.stdout) if d["kind"] == "Deployment"]
+            assert sum(d["spec"]["replicas"] for d in pods) == groups
+            init = pods[0]["spec"]["template"]["spec"]
+            assert "tensorrt_llm/config.pbtxt" in json.dumps(init)

@@ -27,7 +27,8 @@ from tritongen.errors import SpecError, problem
 from tritongen.placement.inventory import Inventory, load_inventory
 from tritongen.placement.memory import MemoryModel
 from tritongen.placement import Placement, ServerGroup, place
-from tritongen.plan import InstanceGroup, Plan, max_sequence_length, memory_model_for, plan_from_file
+from tritongen.plan import (InstanceGroup, Plan, llmapi_instances, max_sequence_length, memory_model_for,
+                            plan_from_file)
 from tritongen.render import HEADER, environment
 from tritongen.resources import data_dir
 from tritongen.spec import Spec
@@ -89,6 +90,11 @@ class Deployment:
 
     def command(self, group: ServerGroup) -> list[str]:
         """tritonserver argv for a server group (mpirun leader mode when it spans several GPUs)."""
+        if self.spec.runtime == "trtllm":
+            from tritongen.runtimes import llmapi
+
+            metrics = () if group.gpu_metrics else ("--allow-gpu-metrics=false",)
+            return llmapi.launch_command(REPOSITORY, CONTAINER_PORTS, extra_args=metrics)
         argv = launch_command(group.world_size, REPOSITORY, CONTAINER_PORTS)
         if group.gpu_metrics:
             return argv
@@ -105,6 +111,9 @@ def _container_view(spec: Spec, plan: Plan) -> tuple[Spec, Plan]:
     """The spec and plan as seen inside a container: paths under /models, devices numbered from 0."""
     spec = spec.model_copy(update={"placement": spec.placement.model_copy(update={"gpu_ids": []})})
     update: dict[str, Any] = {"tokenizer": plan.tokenizer.model_copy(update={"dir": TOKENIZER})}
+    if plan.llmapi is not None:
+        update["llmapi"] = plan.llmapi.model_copy(update={
+            "checkpoint_dir": CHECKPOINT, "tokenizer_dir": TOKENIZER if plan.llmapi.tokenizer_dir else None})
     if plan.hf is not None:
         update["hf"] = plan.hf.model_copy(update={"checkpoint_dir": CHECKPOINT})
         update["llm_instance_group"] = InstanceGroup(kind="KIND_GPU", count=spec.placement.instances_per_gpu,
@@ -118,6 +127,9 @@ def prepare(spec_path: str | Path, *, inventory: str = "nvml", engine_config: st
     from tritongen.pipeline import check_engine_dir, render_for, resolve_engine_dir
 
     spec, plan = plan_from_file(spec_path)
+    if spec.runtime == "trtllm":
+        # The LLM-API model's batch and token sizes follow the KV budget of this inventory's placement.
+        spec, plan = plan_from_file(spec_path, inventory)
     if spec.placement.device != "gpu":
         raise SpecError(problem("placement.device", "is cpu; deployment targets place tritonservers on GPUs",
                                 "set placement.device: gpu (use `tritongen serve` for CPU)"))
@@ -135,17 +147,19 @@ def prepare(spec_path: str | Path, *, inventory: str = "nvml", engine_config: st
         check_engine_dir(spec, plan, engine)
         mounts.append(Mount(str(engine), ENGINE))
     else:
-        assert plan.hf is not None
-        mounts.append(Mount(plan.hf.checkpoint_dir, CHECKPOINT))
+        runtime = plan.hf or plan.llmapi
+        assert runtime is not None
+        mounts.append(Mount(runtime.checkpoint_dir, CHECKPOINT))
     memory = memory_model_for(spec, Path(plan.spec_dir), config)
     inv = load_inventory(inventory)
     placement = place(inv, memory, max_seq_len=max_sequence_length(spec),
                       kv_fraction=spec.serving.kv_cache.free_gpu_mem_fraction,
-                      instances_per_device=1 if spec.runtime == "tensorrtllm" else spec.placement.instances_per_gpu,
+                      instances_per_device={"tensorrtllm": 1, "trtllm": llmapi_instances(spec)}.get(
+                          spec.runtime, spec.placement.instances_per_gpu),
                       gpu_ids=spec.placement.gpu_ids or None)
     inner_spec, inner_plan = _container_view(spec, plan)
     repository = render_for(inner_spec, inner_plan, engine_dir=ENGINE)
-    chosen = image or (TRTLLM.container if spec.runtime == "tensorrtllm" else HF_IMAGE)
+    chosen = image or (TRTLLM.container if spec.runtime in ("tensorrtllm", "trtllm") else HF_IMAGE)
     return Deployment(spec, plan, placement, inv, memory, chosen, repository, tuple(mounts))
 
 
