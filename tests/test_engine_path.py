@@ -61,7 +61,8 @@ def test_cache_key_ignores_serving_fields_and_follows_build_fields(tmp_path, tin
 
 def test_rendered_tensorrt_llm_config_carries_every_parameter(tmp_path, tiny_model):
     engine = ENGINES / "llama3-8b-bf16-tp1"
-    spec = _spec(tmp_path, tiny_model, **{"engine.engine_dir": str(engine)})
+    spec = _spec(tmp_path, tiny_model, **{"engine.engine_dir": str(engine), "engine.max_input_len": 2048,
+                                          "engine.max_seq_len": 4096})
     out = tmp_path / "repo"
     assert main(["render", str(spec), "-o", str(out)]) == 0
     config = parse_config(out / "tensorrt_llm" / "config.pbtxt")
@@ -81,7 +82,7 @@ def test_rendered_tensorrt_llm_config_carries_every_parameter(tmp_path, tiny_mod
 
 
 @pytest.mark.parametrize("fixture, fields", [
-    ("bad-batch32", ("serving.max_batch_size", "build_config.max_batch_size")),
+    ("llama3-8b-bf16-tp1", ("engine.max_input_len (4096)", "build_config.max_input_len (2048)")),
     ("bad-no-paged-context-fmha", ("enable_chunked_context", "use_paged_context_fmha")),
     ("bad-tp2", ("engine.tp_size", "mapping tp_size")),
     ("bad-padded-input", ("serving.batching_strategy", "remove_input_padding")),

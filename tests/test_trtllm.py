@@ -375,9 +375,11 @@ REUSE = {"kv_cache": {"enable_reuse": True}, "enable_chunked_context": True}
         "serving.enable_chunked_context (true): needs engine build_config.plugin_config.use_paged_context_fmha "
         "true (got false); rebuild with engine.use_paged_context_fmha: true "
         "or set serving.enable_chunked_context: false"]),
-    ("bad-batch32", {}, {}, [
-        "serving.max_batch_size (64): must be <= engine build_config.max_batch_size (32); rebuild or lower it"]),
     ("bad-short-context", {}, {}, [
+        "engine.max_input_len (2048): must equal engine build_config.max_input_len (32); "
+        "set engine.max_input_len: 32 or rebuild the engine",
+        "engine.max_seq_len (4096): must equal engine build_config.max_seq_len (64); "
+        "set engine.max_seq_len: 64 or rebuild the engine",
         "validation.load.input_tokens (mean 32 + 3 x stddev 4 = 44): must be <= engine build_config.max_input_len "
         "(32); rebuild with a larger engine.max_input_len or shorten the prompts",
         "validation.load (input 44 + output 32 = 76 tokens): must be <= engine build_config.max_seq_len (64); "
@@ -406,8 +408,14 @@ def test_inconsistent_engine_names_both_fields(name, spec_kwargs, check_kwargs, 
     assert check_engine(fixture(name), make_spec(**spec_kwargs), **check_kwargs) == expected
 
 
+def test_triton_batch_above_the_engine_batch_is_allowed():
+    # NVIDIA documents Triton's max_batch_size and the engine's as independent; only the engine's bounds the executor.
+    assert check_engine(fixture("bad-batch32"), make_spec(serving={"max_batch_size": 64})) == []
+
+
 def test_prompts_file_skips_the_length_checks():
-    spec = make_spec(validation={"load": {"prompts_file": "prompts.jsonl"}})
+    spec = make_spec(engine={"max_input_len": 32, "max_seq_len": 64},
+                     validation={"load": {"prompts_file": "prompts.jsonl"}})
     assert check_engine(fixture("bad-short-context"), spec) == []
 
 

@@ -86,11 +86,13 @@ def check_engine(engine_config: dict[str, Any], spec: Spec, *, tokenizer_vocab_s
                                     f"use_paged_context_fmha true (got {_json(fmha)})",
                                     f"rebuild with engine.use_paged_context_fmha: true or set {field}: false"))
 
-    engine_batch = build.get("max_batch_size")
-    if engine_batch is not None and serving.max_batch_size > engine_batch:
-        problems.append(problem(f"serving.max_batch_size ({serving.max_batch_size})",
-                                f"must be <= engine build_config.max_batch_size ({engine_batch})",
-                                "rebuild or lower it"))
+    # Triton's max_batch_size and the engine's are independent (NVIDIA's model_config.md): the executor schedules
+    # up to the engine's batch whatever Triton batches, so the two are not compared.
+    for field in ("max_input_len", "max_seq_len"):
+        built, wanted = build.get(field), getattr(spec.engine, field)
+        if built is not None and built != wanted:
+            problems.append(problem(f"engine.{field} ({wanted})", f"must equal engine build_config.{field} ({built})",
+                                    f"set engine.{field}: {built} or rebuild the engine"))
     engine_beam = build.get("max_beam_width")
     if engine_beam is not None and spec.engine.max_beam_width > engine_beam:
         problems.append(problem(f"engine.max_beam_width ({spec.engine.max_beam_width})",
