@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,11 +13,10 @@ from tritongen.plan import Plan
 from tritongen.render import render_repository
 from tritongen.spec import Spec
 
-DEFAULT_GPU_ARCH = "sm90"  # H100/H200; engines are specific to the GPU architecture they were built on
 
 
 def resolve_engine_dir(spec: Spec, plan: Plan, *, engine_dir: str | None = None,
-                       gpu_arch: str = DEFAULT_GPU_ARCH) -> Path:
+                       gpu_arch: str | None = None) -> Path:
     """The engine folder the tensorrt_llm model will load: given, or the cache entry a build would fill."""
     from tritongen.runtimes.tensorrtllm.build import build_engine
 
@@ -24,18 +24,32 @@ def resolve_engine_dir(spec: Spec, plan: Plan, *, engine_dir: str | None = None,
     if given:
         path = Path(given).expanduser()
         return path if path.is_absolute() else (Path(plan.spec_dir) / path).resolve()
+    from tritongen.runtimes.tensorrtllm.build import detect_gpu_arch
+
     checkpoint = Path(plan.spec_dir, spec.model.checkpoint).resolve()
-    return Path(build_engine(spec, checkpoint, gpu_arch, dry_run=True, log=lambda _: None).engine_dir)
+    arch = gpu_arch or detect_gpu_arch()
+    return Path(build_engine(spec, checkpoint, arch, dry_run=True, log=lambda _: None).engine_dir)
 
 
-def check_engine_dir(spec: Spec, plan: Plan, engine: Path) -> None:
-    """Consistency checks against the engine's config.json, when it exists (exit 2 naming both fields)."""
-    from tritongen.runtimes.tensorrtllm.checks import check_engine, load_engine_config
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def check_engine_dir(spec: Spec, plan: Plan, engine: Path, log: Callable[[str], None] = _stderr) -> None:
+    """Consistency checks against the engine's config.json (exit 2 naming both fields); a missing engine is said."""
+    from tritongen.runtimes.tensorrtllm.checks import check_engine, load_engine_config, logits_datatype
 
     if not (engine / "config.json").is_file():
+        log(f"engine.engine_dir: no built engine at {engine} yet, so the repository is not checked against one; "
+            "run `tritongen build` for this spec (or point engine.engine_dir at a built engine) before serving")
         return
-    problems = check_engine(load_engine_config(engine), spec, tokenizer_vocab_size=plan.tokenizer.vocab_size,
+    config = load_engine_config(engine)
+    problems = check_engine(config, spec, tokenizer_vocab_size=plan.tokenizer.vocab_size,
                             world_size=spec.engine.tp_size * spec.engine.pp_size)
+    if logits_datatype(config) != plan.logits_datatype:
+        problems.append(problem(f"engine {engine} (logits {logits_datatype(config)})",
+                                f"differs from the plan's logits_datatype ({plan.logits_datatype})",
+                                "set engine.engine_dir to this engine in the spec so the plan reads it"))
     if problems:
         raise SpecError(problems)
 
@@ -51,15 +65,15 @@ def gpu_device_ids(spec: Spec) -> list[list[int]] | None:
     return [spec.placement.gpu_ids[:world]]
 
 
-def render_for(spec: Spec, plan: Plan, *, engine_dir: str | None = None,
-               gpu_arch: str = DEFAULT_GPU_ARCH) -> dict[str, bytes]:
+def render_for(spec: Spec, plan: Plan, *, engine_dir: str | None = None, gpu_arch: str | None = None,
+               log: Callable[[str], None] = _stderr) -> dict[str, bytes]:
     """Render the repository for any runtime; for tensorrtllm, check the engine first when it exists."""
     if plan.runtime in ("hf", "trtllm"):
         return render_repository(plan)
     from tritongen.runtimes.tensorrtllm import tensorrt_llm_parameters
 
     engine = resolve_engine_dir(spec, plan, engine_dir=engine_dir, gpu_arch=gpu_arch)
-    check_engine_dir(spec, plan, engine)
+    check_engine_dir(spec, plan, engine, log)
     if plan.placement is not None:
         # Each server group sees its own GPUs from 0; the KV budget is the one every group can hold.
         world = spec.engine.tp_size * spec.engine.pp_size

@@ -273,6 +273,7 @@ def test_docker_without_engine_exits_3_and_writes_nothing(workdir, tmp_path, mon
     monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:9")  # discard port: nothing answers
     out = tmp_path / "out"
     code = _run_cli(["deploy", str(workdir / "llama3-8b-mig.yaml"), "--target", "docker", "-o", str(out),
+                     "--engine-config", str(FIXTURES / "engines" / "llama3-8b-bf16-tp1"),
                      "--inventory", str(FIXTURES / "inventories" / "h200-all-balanced.yaml")])
     err = capsys.readouterr().err
     assert code == 3

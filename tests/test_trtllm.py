@@ -70,8 +70,10 @@ def test_build_commands_fp8_tp4_goes_through_quantize():
         ["trtllm-build", "--checkpoint_dir", "/w/conv", "--output_dir", "/w/engine",
          "--max_batch_size", "128", "--max_input_len", "8192", "--max_seq_len", "16384", "--max_num_tokens", "16384",
          "--max_beam_width", "1", "--gemm_plugin", "auto", "--kv_cache_type", "paged",
-         "--remove_input_padding", "enable", "--use_paged_context_fmha", "enable"],
+         "--remove_input_padding", "enable", "--use_paged_context_fmha", "enable", "--workers", "4"],
     ]
+    with_data = build_commands(spec, "/ckpt", "/w/engine", converted_dir="/w/conv", calibration_dir="/data/calib")
+    assert with_data[0][-2:] == ["--calib_dataset", "/data/calib"]
 
 
 @pytest.mark.parametrize(("engine", "convert_tail"), [

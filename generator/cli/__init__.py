@@ -150,9 +150,16 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec)
     if spec.runtime != "tensorrtllm":
-        raise SpecError("runtime: build needs runtime: tensorrtllm; the hf runtime serves the checkpoint as is")
+        raise SpecError(f"runtime: build needs runtime: tensorrtllm; the {spec.runtime} runtime serves the checkpoint "
+                        "as is")
     checkpoint = (Path(args.spec).resolve().parent / spec.model.checkpoint).resolve()
-    result = build_engine(spec, checkpoint, args.gpu_arch, examples_dir=args.examples_dir, dry_run=args.dry_run)
+    from tritongen.runtimes.tensorrtllm.build import detect_gpu_arch
+
+    arch = args.gpu_arch or detect_gpu_arch()
+    calib = spec.engine.calibration_dataset
+    calib_dir = (Path(args.spec).resolve().parent / Path(calib).expanduser()).resolve() if calib else None
+    result = build_engine(spec, checkpoint, arch, examples_dir=args.examples_dir, calibration_dir=calib_dir,
+                          dry_run=args.dry_run)
     if args.dry_run:
         for command in result.commands:
             print(" ".join(shlex.quote(c) for c in command))
@@ -221,7 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("build", help="build (or find in the cache) the TensorRT-LLM engine")
     s.add_argument("spec")
     s.add_argument("--dry-run", action="store_true", help="print the commands and the cache key only")
-    s.add_argument("--gpu-arch", default="sm90")
+    s.add_argument("--gpu-arch", help="engine cache key architecture, e.g. sm90 (default: GPU 0's, through NVML)")
     s.add_argument("--examples-dir", help="a TensorRT-LLM checkout's examples/ folder (local builds)")
     s.set_defaults(func=_cmd_build)
     from tritongen.cli.deploy import add_commands as add_deploy_commands

@@ -158,7 +158,8 @@ def prepare(spec_path: str | Path, *, inventory: str = "nvml", engine_config: st
                           spec.runtime, spec.placement.instances_per_gpu),
                       gpu_ids=spec.placement.gpu_ids or None)
     inner_spec, inner_plan = _container_view(spec, plan)
-    repository = render_for(inner_spec, inner_plan, engine_dir=ENGINE)
+    # The engine was checked on the host above; inside the container it is only a mount point.
+    repository = render_for(inner_spec, inner_plan, engine_dir=ENGINE, log=lambda _: None)
     chosen = image or (TRTLLM.container if spec.runtime in ("tensorrtllm", "trtllm") else HF_IMAGE)
     return Deployment(spec, plan, placement, inv, memory, chosen, repository, tuple(mounts))
 

@@ -219,6 +219,12 @@ def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None) -> Plan:
                                   max_seq_len=max_sequence_length(spec), kv_tokens=kv_tokens,
                                   instances=llmapi_instances(spec))
     s = spec.serving
+    logits = "TYPE_FP32"  # trtllm-build's default for the Llama family
+    engine_config = _engine_config(spec, spec_dir)
+    if engine_config is not None:
+        from tritongen.runtimes.tensorrtllm.checks import load_engine_config, logits_datatype
+
+        logits = logits_datatype(load_engine_config(engine_config.parent))
     return Plan(
         name=spec.name, runtime=spec.runtime, spec_dir=str(spec_dir.resolve()),
         tokenizer=_tokenizer_plan(spec, tokenizer_dir),
@@ -226,11 +232,20 @@ def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None) -> Plan:
         exclude_input_in_output=s.exclude_input_in_output, max_tokens_default=s.max_tokens_default,
         preprocessing_instances=s.preprocessing_instances, postprocessing_instances=s.postprocessing_instances,
         max_queue_delay_us=s.dynamic_batching.max_queue_delay_us, max_queue_size=s.dynamic_batching.max_queue_size,
-        logits_datatype="TYPE_FP32", llm_instance_group=group, hf=hf, llmapi=llmapi, bls=s.bls,
+        logits_datatype=logits, llm_instance_group=group, hf=hf, llmapi=llmapi, bls=s.bls,
         bls_instances=s.bls_instances or s.max_batch_size, bls_parameters=_bls_parameters(spec),
         load=spec.validation.load, slo=spec.validation.slo, placement=placement,
         kv_tokens_per_instance=kv_tokens if inventory is not None else None,
     )
+
+
+def _engine_config(spec: Spec, spec_dir: Path) -> Path | None:
+    """The config.json of the spec's engine_dir, when the runtime is tensorrtllm and the engine exists."""
+    if spec.runtime != "tensorrtllm" or not spec.engine.engine_dir:
+        return None
+    path = Path(spec.engine.engine_dir).expanduser()
+    path = (path if path.is_absolute() else spec_dir / path) / "config.json"
+    return path if path.is_file() else None
 
 
 def _bls_parameters(spec: Spec) -> dict[str, str]:

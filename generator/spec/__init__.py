@@ -76,6 +76,11 @@ class EngineSection(_Section):
     gemm_plugin: Literal["auto", "float16", "bfloat16", "float32", "disable"] = "auto"
     """GEMM plugin dtype passed to trtllm-build (`auto` follows `dtype`)."""
 
+    calibration_dataset: str | None = None
+    """Local calibration dataset folder (a `datasets` folder with a text column) for the calibrated formats (fp8,
+    int4_awq, smoothquant, an fp8/int8 KV cache). Unset, quantize.py downloads cnn_dailymail from the Hugging Face
+    hub; a build without that network stops with exit 3."""
+
     engine_dir: str | None = None
     """Use an already built engine folder instead of building one (its config.json is checked against the spec)."""
 

@@ -71,11 +71,12 @@ def needs_calibration(spec: Spec) -> bool:
 
 def build_commands(spec: Spec, checkpoint_dir: str | os.PathLike[str], output_dir: str | os.PathLike[str], *,
                    converted_dir: str | os.PathLike[str] | None = None, examples_dir: str = CONTAINER_EXAMPLES,
-                   python: str = "python3") -> list[list[str]]:
+                   python: str = "python3", calibration_dir: str | os.PathLike[str] | None = None) -> list[list[str]]:
     """argv of the checkpoint conversion and the trtllm-build that turn a HF checkpoint into an engine.
 
     Paths are used as given (container paths for the docker build, host paths for a local one). The converted
     TensorRT-LLM checkpoint goes to `converted_dir` (default: `tllm_checkpoint` next to `output_dir`).
+    `calibration_dir` is the local calibration dataset quantize.py reads (None: its hub default).
     """
     s = build_settings(spec)
     out = os.fspath(output_dir)
@@ -88,6 +89,8 @@ def build_commands(spec: Spec, checkpoint_dir: str | os.PathLike[str], output_di
                    "--qformat", _QFORMAT[s["quantization"]]]
         if s["kv_cache_dtype"] != "auto":
             convert += ["--kv_cache_dtype", s["kv_cache_dtype"]]
+        if calibration_dir is not None:
+            convert += ["--calib_dataset", os.fspath(calibration_dir)]
     else:
         convert = [python, f"{examples_dir}/{TRTLLM.convert_script}", *source]
         if s["quantization"] in _WEIGHT_ONLY_PRECISION:
@@ -105,6 +108,9 @@ def build_commands(spec: Spec, checkpoint_dir: str | os.PathLike[str], output_di
         "--remove_input_padding", "enable",
         "--use_paged_context_fmha", "enable" if s["use_paged_context_fmha"] else "disable",
     ]
+    if s["tp_size"] * s["pp_size"] > 1:
+        # One build process per rank engine instead of building the ranks one after another.
+        build += ["--workers", str(s["tp_size"] * s["pp_size"])]
     return [convert, build]
 
 

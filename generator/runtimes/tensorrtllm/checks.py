@@ -35,6 +35,19 @@ def load_engine_config(engine_dir: str | os.PathLike[str]) -> dict[str, Any]:
                                 "rebuild the engine")) from None
 
 
+# pretrained_config.logits_dtype (trtllm-build --logits_dtype) -> the Triton data type of the logits outputs.
+LOGITS_DATATYPE = {"float32": "TYPE_FP32", "float16": "TYPE_FP16", "bfloat16": "TYPE_BF16"}
+
+
+def logits_datatype(engine_config: dict[str, Any]) -> str:
+    """The `logits_datatype` the tensorrt_llm model must declare for this engine (float32 when unrecorded)."""
+    dtype = engine_config.get("pretrained_config", {}).get("logits_dtype") or "float32"
+    if dtype not in LOGITS_DATATYPE:
+        raise SpecError(problem("engine.engine_dir", f"config.json has logits_dtype {dtype!r}, which tritongen does "
+                                f"not map (known: {', '.join(LOGITS_DATATYPE)})", "rebuild with --logits_dtype float32"))
+    return LOGITS_DATATYPE[dtype]
+
+
 def _json(value: Any) -> str:
     return json.dumps(value)
 
