@@ -7,10 +7,11 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from tritongen.errors import CheckFailed, SpecError, problem
+from tritongen.errors import CheckFailed, EnvironmentMissing, SpecError, problem
 from tritongen.loadtests.runner import Endpoint, run_loadtest, say, settings_from_args
 from tritongen.plan import Plan
 from tritongen.render import render_repository
+from tritongen.runtimes.tensorrtllm.release import TRTLLM
 from tritongen.spec import Spec
 
 
@@ -100,6 +101,11 @@ def up(args: argparse.Namespace) -> int:
     total = 7
     spec = load_spec(args.spec)
     _stage(1, total, "validate", f"{args.spec} ({spec.name}, runtime {spec.runtime})")
+    if spec.runtime == "trtllm":
+        raise EnvironmentMissing(problem(
+            "runtime", "trtllm serves NVIDIA's llmapi model, which needs TensorRT-LLM "
+            f"{TRTLLM.version} inside {TRTLLM.container}; the embedded tritonserver cannot load it",
+            "run `tritongen deploy SPEC --target docker` (or compose / k8s) and `tritongen loadtest` against it"))
     plan = make_plan(spec, Path(args.spec).resolve().parent)
     settings = settings_from_args(args, plan)
     _stage(2, total, "plan", f"{plan.llm_instance_group.kind} x{plan.llm_instance_group.count}, "

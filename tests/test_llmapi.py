@@ -243,3 +243,27 @@ def test_deploy_llmapi_to_compose_and_k8s_passes_the_validators(tmp_path, tiny_m
             assert sum(d["spec"]["replicas"] for d in pods) == groups
             init = pods[0]["spec"]["template"]["spec"]
             assert "tensorrt_llm/config.pbtxt" in json.dumps(init)
+
+
+# ---------------------------------------------------------------------------------------------- clients
+
+
+def test_load_test_requests_speak_the_llmapi_tensor_names():
+    from tritongen.client import llmapi_grpc_inputs, llmapi_request_body
+
+    recorded = {t["name"]: t for t in FACTS["llmapi_config_pbtxt"]["inputs"]}
+    inputs = llmapi_grpc_inputs("Hello", 16, stream=True)
+    for tensor in inputs:
+        fact = recorded[tensor.name()]
+        assert "TYPE_" + tensor.datatype().replace("BYTES", "STRING") == fact["data_type"]
+        assert tensor.shape() == [1]  # max_batch_size 0: the config dims are the whole shape
+    assert [t.name() for t in inputs] == ["text_input", "sampling_param_max_tokens", "streaming"]
+    body = llmapi_request_body("Hello", 16, stream=False)
+    assert set(body) <= set(recorded) and body["sampling_param_max_tokens"] == 16
+
+
+def test_up_refuses_trtllm_with_exit_3(tmp_path, tiny_model, capsys):
+    spec = _spec(tmp_path, tiny_model, "llama3-8b-llmapi.yaml")
+    assert main(["up", str(spec), "--out", str(tmp_path / "up")]) == 3
+    assert capsys.readouterr().err.startswith("error: runtime: trtllm serves NVIDIA's llmapi model, which needs "
+                                              "TensorRT-LLM 1.2.1 inside nvcr.io/nvidia/tritonserver:26.07-trtllm")
