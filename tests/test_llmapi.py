@@ -141,7 +141,7 @@ def test_sizing_follows_the_placement_budget(tmp_path, tiny_model, capsys):
         assert main(["plan", str(spec), "--json", "--inventory", str(FIXTURES / "inventories" / f"{inv}.yaml")]) == 0
         plans[inv] = json.loads(capsys.readouterr().out)
     full, mig = plans["h200-1x"]["llmapi"], plans["h200-2x3g"]["llmapi"]
-    assert len(plans["h200-2x3g"]["placement"]["server_groups"]) == 2
+    assert len(plans["h200-2x3g"]["server_groups"]) == 2
     for p, plan in ((full, plans["h200-1x"]), (mig, plans["h200-2x3g"])):
         kv = plan["kv_tokens_per_instance"]
         assert p["kv_max_tokens"] == kv and p["sizing"]["kv_tokens"] == kv
@@ -267,3 +267,13 @@ def test_up_refuses_trtllm_with_exit_3(tmp_path, tiny_model, capsys):
     assert main(["up", str(spec), "--out", str(tmp_path / "up")]) == 3
     assert capsys.readouterr().err.startswith("error: runtime: trtllm serves NVIDIA's llmapi model, which needs "
                                               "TensorRT-LLM 1.2.1 inside nvcr.io/nvidia/tritonserver:26.07-trtllm")
+
+
+def test_trtllm_plan_is_a_lock_file_render_accepts(tmp_path, tiny_model, capsys):
+    spec = _spec(tmp_path, tiny_model, "llama3-8b-llmapi.yaml")
+    inventory = str(FIXTURES / "inventories" / "h200-2x3g.yaml")
+    assert main(["plan", str(spec), "--json", "--inventory", inventory]) == 0
+    lock = tmp_path / "plan.json"
+    lock.write_text(capsys.readouterr().out)
+    direct = _render(spec, tmp_path / "direct", "--inventory", inventory)
+    assert _render(lock, tmp_path / "locked") == direct

@@ -110,7 +110,7 @@ def kinds(dep: Deployment, mig_strategy: str = "mixed") -> list[K8sKind]:
 def _volume_layout(dep: Deployment) -> list[tuple[str, str]]:
     layout = [(REPOSITORY, "the model_repository folder written next to k8s/"),
               (TOKENIZER, f"the tokenizer files of {dep.plan.tokenizer.dir}")]
-    if dep.spec.runtime == "tensorrtllm":
+    if dep.plan.runtime == "tensorrtllm":
         engine = next(m.source for m in dep.mounts if m.target == ENGINE)
         layout.append((ENGINE, f"the engine folder {engine} (config.json + rank*.engine)"))
     else:
@@ -121,7 +121,7 @@ def _volume_layout(dep: Deployment) -> list[tuple[str, str]]:
 
 def _check_script(dep: Deployment, layout: list[tuple[str, str]]) -> str:
     """Fail the pod early, naming what is missing, instead of letting tritonserver fail to load."""
-    first = "tensorrt_llm" if dep.spec.runtime == "trtllm" else "ensemble"  # trtllm: the llmapi model alone
+    first = "tensorrt_llm" if dep.plan.runtime == "trtllm" else "ensemble"  # trtllm: the llmapi model alone
     checks = [f"{REPOSITORY}/{first}/config.pbtxt", *(p for p, _ in layout[1:])]
     if any(p == ENGINE for p, _ in layout):
         checks[-1] = f"{ENGINE}/config.json"

@@ -19,8 +19,11 @@ if TYPE_CHECKING:  # the plan imports this runtime's sizing; import the Plan typ
     from tritongen.plan import Plan
 
 
-def model_yaml(plan: Plan) -> dict[str, Any]:
-    """model.yaml as a mapping: LlmArgs fields of the pinned release plus the model's triton_config block."""
+def model_yaml(plan: Plan, checkpoint: str | None = None, tokenizer: str | None = None) -> dict[str, Any]:
+    """model.yaml as a mapping: LlmArgs fields of the pinned release plus the model's triton_config block.
+
+    `checkpoint`/`tokenizer` are the paths the server sees (default: the plan's host paths).
+    """
     p = plan.llmapi
     assert p is not None, "model_yaml needs a trtllm plan"
     kv: dict[str, Any] = {"free_gpu_memory_fraction": p.kv_free_gpu_memory_fraction,
@@ -28,9 +31,9 @@ def model_yaml(plan: Plan) -> dict[str, Any]:
     if p.kv_max_tokens is not None:
         # With both set, the LLM API takes the smaller budget; the absolute one is what placement sized.
         kv["max_tokens"] = p.kv_max_tokens
-    data: dict[str, Any] = {"model": p.checkpoint_dir}
+    data: dict[str, Any] = {"model": checkpoint or p.checkpoint_dir}
     if p.tokenizer_dir:
-        data["tokenizer"] = p.tokenizer_dir
+        data["tokenizer"] = tokenizer or p.tokenizer_dir
     data.update({
         "backend": "pytorch",
         "dtype": p.dtype,
@@ -49,8 +52,9 @@ def model_yaml(plan: Plan) -> dict[str, Any]:
     return data
 
 
-def model_yaml_text(plan: Plan, header: str) -> bytes:
-    body = yaml.safe_dump(model_yaml(plan), sort_keys=False, default_flow_style=None, width=120)
+def model_yaml_text(plan: Plan, header: str, checkpoint: str | None = None, tokenizer: str | None = None) -> bytes:
+    body = yaml.safe_dump(model_yaml(plan, checkpoint, tokenizer), sort_keys=False, default_flow_style=None,
+                          width=120)
     return f"{header}\n{body}".encode()
 
 
