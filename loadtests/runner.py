@@ -203,7 +203,9 @@ def _workload(plan, settings: RunSettings, url: str, samples_dir: Path, level: f
         add_special_tokens=plan.tokenizer.add_special_tokens, timeout_s=float(STOP_TIMEOUT_S),
         request_rate=level if settings.mode == "open" else None, arrival=settings.arrival,
         burstiness=settings.burstiness, trace_file=settings.trace_file, processes=settings.processes,
-        cancel_rate=settings.cancel_rate, cancel_after_ms=settings.cancel_after_ms).to_dict()
+        cancel_rate=settings.cancel_rate, cancel_after_ms=settings.cancel_after_ms,
+        # The trtllm runtime serves NVIDIA's llmapi model alone, with its own tensor names.
+        **({"dialect": "llmapi", "model": "tensorrt_llm"} if plan.runtime == "trtllm" else {})).to_dict()
 
 
 def _run_level(plan, endpoint: Endpoint, settings: RunSettings, out: Path, level: float, url: str) -> LevelRun:
@@ -278,7 +280,8 @@ def run_loadtest(plan, endpoint: Endpoint, settings: RunSettings, out: Path, *, 
     from tritongen.loadtests.target import preflight
 
     url = endpoint.url_for(settings.protocol)
-    server_info = preflight(url, settings.protocol, "ensemble")  # exit 3 before any load when not ready
+    model = "tensorrt_llm" if plan.runtime == "trtllm" else "ensemble"
+    server_info = preflight(url, settings.protocol, model)  # exit 3 before any load when not ready
     out.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(out / "samples", ignore_errors=True)  # a report must never mix in samples of an earlier run
     (out / "locust.log").write_text("")

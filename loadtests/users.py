@@ -193,7 +193,12 @@ class GrpcStreamUser(LLMUser):
 
         if self.client is None:
             self._open()
-        inputs = grpc_inputs(prompt.text, prompt.max_tokens, stream=True, **self.params(prompt))
+        if self.config.dialect == "llmapi":
+            from tritongen.client import llmapi_grpc_inputs
+
+            inputs = llmapi_grpc_inputs(prompt.text, prompt.max_tokens, stream=True)
+        else:
+            inputs = grpc_inputs(prompt.text, prompt.max_tokens, stream=True, **self.params(prompt))
         sample.send_time, sample.send_wall_ns = time.perf_counter(), time.time_ns()
         self.client.async_stream_infer(self.config.model, inputs, request_id=sample.request_id,
                                        enable_empty_final_response=True)
@@ -221,7 +226,8 @@ class GrpcStreamUser(LLMUser):
             out = result.as_numpy("text_output")
             if out is not None:
                 value = out.reshape(-1)[0] if out.size else b""
-                parts.append(value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value))
+                text = value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
+                parts = [text] if self.config.dialect == "llmapi" else [*parts, text]
             tokens = _count(result.as_numpy("num_output_tokens"))
             if out is not None or tokens is not None or is_final:
                 sample.mark_response(at, tokens=tokens)
@@ -252,9 +258,11 @@ class _HttpUserBase(LLMUser):
         self.http.close()
 
     def post(self, endpoint: str, prompt: Prompt, sample: Sample, *, stream: bool):
-        from tritongen.client import request_body
+        from tritongen.client import llmapi_request_body, request_body
 
-        body = json.dumps(request_body(prompt.text, prompt.max_tokens, stream=stream, **self.params(prompt)))
+        body = json.dumps(llmapi_request_body(prompt.text, prompt.max_tokens, stream=stream)
+                          if self.config.dialect == "llmapi" else
+                          request_body(prompt.text, prompt.max_tokens, stream=stream, **self.params(prompt)))
         sample.send_time, sample.send_wall_ns = time.perf_counter(), time.time_ns()
         try:
             response = self.http.post(f"/v2/models/{self.config.model}/{endpoint}", body,
@@ -293,7 +301,8 @@ class HttpStreamUser(_HttpUserBase):
         try:
             for event in sse_events(iter(lambda: response.readline(b"\n"), b"")):
                 self.note_counts(sample, event)
-                parts.append(event.get("text_output", ""))
+                text = event.get("text_output", "")
+                parts = [text] if self.config.dialect == "llmapi" else [*parts, text]
             return "".join(parts)
         except Cancelled:
             # Closing the connection is how an HTTP client cancels: Triton cancels the request it carried.

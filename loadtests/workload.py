@@ -73,6 +73,10 @@ class LoadConfig:
     """Locust processes sharing the rate (each sends request_rate / processes)."""
     cancel_rate: float = 0.0
     cancel_after_ms: float = 100.0
+    dialect: str = "ensemble"
+    """`ensemble` (the C++ contract: text_input/max_tokens/stream, streamed text in pieces) or `llmapi` (NVIDIA's
+    LLM-API model: text_input/sampling_param_max_tokens/streaming, each streamed text_output is the text so far,
+    and no min_tokens input, so output lengths are not forced)."""
 
     @classmethod
     def from_dict(cls, data: dict) -> LoadConfig:

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from tritongen.plan.llmapi import LlmApiPlan
 from tritongen.spec import LoadSection, SLOSection
 
 PLAN_FORMAT = "tritongen-plan/1"
@@ -140,7 +141,7 @@ class PlacementPlan(_Frozen):
 class Plan(_Frozen):
     format: Literal["tritongen-plan/1"] = PLAN_FORMAT
     name: str
-    runtime: Literal["hf", "tensorrtllm", "synthetic"]
+    runtime: Literal["hf", "tensorrtllm", "trtllm", "synthetic"]
     spec_dir: str
     """The folder of the spec the plan was made from (information only: every path is resolved in `paths`)."""
     paths: PathsPlan
@@ -158,6 +159,8 @@ class Plan(_Frozen):
     hf: HFRuntimePlan | None
     tensorrtllm: TensorrtllmPlan | None = None
     synthetic: SyntheticPlan | None = None
+    llmapi: LlmApiPlan | None = None
+    """The LLM-API model's settings (runtime trtllm)."""
     bls: bool
     bls_instances: int
     bls_parameters: dict[str, str]
