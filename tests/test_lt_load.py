@@ -142,3 +142,24 @@ def test_capacity_gate_with_a_target():
     assert ok.line == ("capacity: 2 users (highest level at which every SLO holds); required >= 4 users -> FAIL")
     none = capacity([verdict(0.5, False)], "requests/s", min_capacity=0.5)
     assert none.line.startswith("capacity: none") and none.passed is False
+
+
+@pytest.mark.parametrize(("load", "message"), [
+    ({"warmup_s": 20, "duration_s": 8},
+     "validation.load.warmup_s: (20) must be below duration_s (8); shorten the warm-up or lengthen the run"),
+    ({"sweep": [1, 2.5]}, "validation.load.sweep: closed-loop levels are user counts; list whole numbers, or set "
+                          "request_rate for request-rate levels"),
+    ({"trace_file": "t.jsonl", "request_rate": 2},
+     "validation.load.trace_file: a trace sets its own arrival times; drop request_rate and sweep, or the trace"),
+])
+def test_load_section_errors_are_one_line_each(tmp_path, load, message):
+    import yaml
+
+    from tritongen.errors import SpecError
+    from tritongen.spec import load_spec
+
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump({"name": "x", "model": {"checkpoint": "."}, "validation": {"load": load}}))
+    with pytest.raises(SpecError) as err:
+        load_spec(path)
+    assert err.value.problems == [message]

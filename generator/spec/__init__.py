@@ -16,6 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from tritongen.errors import SpecError, problem
 
 
+class _Problems(ValueError):
+    """Cross-field problems of a section, already formatted one per line (`dotted.path: what; fix`)."""
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
 
@@ -295,7 +299,7 @@ class LoadSection(_Section):
             problems.append(problem("validation.load.trace_file", "a trace sets its own arrival times",
                                     "drop request_rate and sweep, or the trace"))
         if problems:
-            raise ValueError("\n".join(problems))
+            raise _Problems("\n".join(problems))
         return self
 
 
@@ -406,7 +410,7 @@ def _format_errors(err: ValidationError) -> list[str]:
             lines.append(problem(path, "unknown field", fix))
         elif e["type"] == "missing":
             lines.append(problem(path, "is required", "add it to the spec"))
-        elif e["type"] == "value_error" and not loc:
+        elif e["type"] == "value_error" and (not loc or isinstance(e["ctx"]["error"], _Problems)):
             # Cross-field problems are already formatted, one per line.
             lines.extend(str(e["ctx"]["error"]).splitlines())
         else:
