@@ -13,7 +13,9 @@ on; the placement's ports are the host ports.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import hashlib
 import json
 import re
 import shlex
@@ -77,7 +79,8 @@ class Deployment:
 
     @property
     def name(self) -> str:
-        """spec.name as a DNS-1123 label (Kubernetes names, compose services)."""
+        """spec.name as a DNS-1035 label (Kubernetes names, compose services): the spec's name rule (a letter
+        first, a letter or digit last, at most 40 characters) makes this valid; `_` and `.` become `-`."""
         return self.spec.name.replace("_", "-").replace(".", "-")
 
     @property
@@ -138,7 +141,9 @@ def prepare(spec_path: str | Path, *, inventory: str = "nvml", engine_config: st
         assert plan.hf is not None
         mounts.append(Mount(plan.hf.checkpoint_dir, CHECKPOINT))
     memory = memory_model_for(spec, Path(plan.spec_dir), config)
-    inv = load_inventory(inventory)
+    inv = node_inventory = load_inventory(inventory)
+    if spec.deploy.nodes > 1:
+        inv = _multi_node(spec, inv, memory.world_size)
     placement = place(inv, memory, max_seq_len=max_sequence_length(spec),
                       kv_fraction=spec.serving.kv_cache.free_gpu_mem_fraction,
                       instances_per_device=1 if spec.runtime == "tensorrtllm" else spec.placement.instances_per_gpu,
@@ -146,7 +151,36 @@ def prepare(spec_path: str | Path, *, inventory: str = "nvml", engine_config: st
     inner_spec, inner_plan = _container_view(spec, plan)
     repository = render_for(inner_spec, inner_plan, engine_dir=ENGINE)
     chosen = image or (TRTLLM.container if spec.runtime == "tensorrtllm" else HF_IMAGE)
-    return Deployment(spec, plan, placement, inv, memory, chosen, repository, tuple(mounts))
+    return Deployment(spec, plan, placement, node_inventory, memory, chosen, repository, tuple(mounts))
+
+
+def _multi_node(spec: Spec, node: Inventory, world: int) -> Inventory:
+    """`deploy.nodes` copies of the inventory's node, GPUs numbered on (node k: index + k x GPUs per node), so the
+    placement checks a server group spanning nodes with the model's real per-rank memory."""
+    nodes = spec.deploy.nodes
+    full = [g for g in node.gpus if not g.mig_enabled]
+    if spec.runtime != "tensorrtllm" or world % nodes or world // nodes > len(full) or world // nodes < 1:
+        raise SpecError(problem("deploy.nodes", f"{nodes} nodes cannot split tp_size x pp_size = {world} of runtime "
+                                f"{spec.runtime} over nodes with {len(full)} full GPU(s)",
+                                "use runtime tensorrtllm with tp x pp a multiple of nodes, at most the node's GPUs "
+                                "per node, or set deploy.nodes: 1"))
+    if spec.deploy.access_mode != "ReadWriteMany":
+        raise SpecError(problem("deploy.access_mode", f"{spec.deploy.access_mode} mounts the models volume on one "
+                                f"node; deploy.nodes {nodes} needs it on every node of a replica",
+                                "set deploy.access_mode: ReadWriteMany and a storage_class that provides it"))
+    per_node = world // nodes
+    gpus = [dataclasses.replace(g, index=k * per_node + i) for k in range(nodes) for i, g in enumerate(full[:per_node])]
+    return Inventory(tuple(gpus), f"{node.source} x {nodes} nodes")
+
+
+def k8s_name(*parts: str, limit: int = 63) -> str:
+    """A DNS-1123 label from name parts: lowercase, [a-z0-9-], at most `limit` characters, no '-' at either end;
+    shortened names keep a hash of the full one, so two long names never collide."""
+    full = re.sub(r"[^a-z0-9-]+", "-", "-".join(parts).lower()).strip("-")
+    if len(full) <= limit:
+        return full
+    digest = hashlib.sha256(full.encode()).hexdigest()[:6]
+    return f"{full[:limit - 7].rstrip('-')}-{digest}"
 
 
 # ---------------------------------------------------------------------------------------------- templates

@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from tritongen.errors import SpecError, problem
-from tritongen.spec import LoadSection, SLOSection, Spec, load_spec
+from tritongen.spec import DeploySection, LoadSection, SLOSection, Spec, load_spec
 
 
 class _Frozen(BaseModel):
@@ -69,6 +69,7 @@ class Plan(_Frozen):
     bls_parameters: dict[str, str]
     load: LoadSection
     slo: SLOSection
+    deploy: DeploySection = DeploySection()
     placement: dict | None = None
     """The placement over a GPU inventory (server groups, KV budgets), when planned with one."""
     kv_tokens_per_instance: int | None = None
@@ -205,7 +206,7 @@ def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None) -> Plan:
         max_queue_delay_us=s.dynamic_batching.max_queue_delay_us, max_queue_size=s.dynamic_batching.max_queue_size,
         logits_datatype="TYPE_FP32", llm_instance_group=group, hf=hf, bls=s.bls,
         bls_instances=s.bls_instances or s.max_batch_size, bls_parameters=_bls_parameters(spec),
-        load=spec.validation.load, slo=spec.validation.slo, placement=placement,
+        load=spec.validation.load, slo=spec.validation.slo, deploy=spec.deploy, placement=placement,
         kv_tokens_per_instance=kv_tokens if inventory is not None else None,
     )
 
