@@ -289,6 +289,8 @@ def test_cli_deploy_compose_and_refusals(workdir, tmp_path, capsys):
     assert _run_cli(argv) == 0
     printed = capsys.readouterr().out
     assert "   create  docker-compose.yaml" in printed and "2 server group(s)" in printed
+    assert "endpoint  gpu0-mig1: http 127.0.0.1:8000  grpc 127.0.0.1:8001  metrics 127.0.0.1:8002" in printed
+    assert "endpoint  load balancer (nginx, least_conn): http 127.0.0.1:8020  grpc 127.0.0.1:8021" in printed
     assert (out / "model_repository" / "ensemble" / "config.pbtxt").is_file()
     assert _run_cli(argv) == 2  # exists, no --force
     assert _run_cli([*argv, "--force"]) == 0
@@ -299,3 +301,20 @@ def test_cli_deploy_compose_and_refusals(workdir, tmp_path, capsys):
     assert bad == 2  # a tp 4 engine against a tp 1 spec is bad input (pipeline.check_engine_dir)
     assert capsys.readouterr().err.startswith("error: engine.tp_size x engine.pp_size (1 x 1 = 1): must equal")
     assert not (tmp_path / "x").exists()
+
+
+def test_readiness_is_checked_on_the_engines_host(workdir, tmp_path, monkeypatch):
+    from tritongen.deploy.docker import engine_host
+
+    assert engine_host("ssh://ops@gpu-node-7") == "gpu-node-7"
+    assert engine_host("tcp://10.1.2.3:2376") == "10.1.2.3"
+    assert engine_host("unix:///var/run/docker.sock") == engine_host("") == "127.0.0.1"
+    monkeypatch.setenv("DOCKER_HOST", "tcp://gpu-node-7:2376")
+    dep = _prepare(workdir, "llama3-70b-tp4")
+    client = mock.MagicMock()
+    client.containers.run.return_value.status = "running"
+    asked = []
+    endpoints = run_docker(dep, tmp_path, client=client, ready=lambda url: asked.append(url) or True,
+                           log=lambda _: None)
+    assert asked == ["http://gpu-node-7:8000/v2/health/ready", "http://gpu-node-7:8010/v2/health/ready"]
+    assert endpoints[0].startswith("gpu0-1-2-3: http gpu-node-7:8000  grpc gpu-node-7:8001")
