@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from tritongen.deploy.common import CHECKPOINT, ENGINE, MODELS, REPOSITORY, TOKENIZER, Deployment, k8s_name
 from tritongen.errors import SpecError, problem
-from tritongen.runtimes.tensorrtllm import TRTLLM, build_commands
+from tritongen.runtimes.tensorrtllm import TRTLLM, commands_for_settings
 
 CONFIGMAP_LIMIT = 900 * 1024  # ConfigMaps hold at most 1 MiB; leave room for metadata
 EXAMPLES = "/tmp/tensorrt-llm/examples"
@@ -73,16 +73,16 @@ def models_job(dep: Deployment) -> ModelsJob:
     items = tuple((f"f{i:03d}", rel) for i, (rel, _) in enumerate(files))
     data = {key: dep.repository[rel].decode() for key, rel in items}
     lines = ["set -eu", f"mkdir -p {MODELS}/.tritongen"]
-    separate_tokenizer = dep.plan.tokenizer.dir != (dep.plan.hf.checkpoint_dir if dep.plan.hf else None) and \
-        deploy.tokenizer_uri is not None
+    separate_tokenizer = dep.plan.tokenizer.dir != dep.plan.paths.checkpoint and deploy.tokenizer_uri is not None
     lines.append(_fetch(deploy.checkpoint_uri, CHECKPOINT, "deploy.checkpoint_uri"))
     if separate_tokenizer:
         lines.append(_fetch(deploy.tokenizer_uri, TOKENIZER, "deploy.tokenizer_uri"))
     else:
         lines.append(f"[ -e {TOKENIZER} ] || ln -s checkpoint {TOKENIZER}")
-    gpu = dep.spec.runtime == "tensorrtllm"
+    gpu = dep.plan.runtime == "tensorrtllm"
     if gpu:
-        commands = build_commands(dep.spec, CHECKPOINT, f"{ENGINE}.partial", converted_dir="/tmp/tllm_checkpoint",
+        assert dep.plan.tensorrtllm is not None
+        commands = commands_for_settings(dep.plan.tensorrtllm.build, CHECKPOINT, f"{ENGINE}.partial", converted_dir="/tmp/tllm_checkpoint",
                                   examples_dir=EXAMPLES)
         build = " && ".join(shlex.join(c) for c in commands)
         lines.append(

@@ -153,7 +153,7 @@ def pod_resources(dep: Deployment, kind: K8sKind) -> PodResources:
     """
     plan = dep.plan
     python = plan.preprocessing_instances + plan.postprocessing_instances + (plan.bls_instances if plan.bls else 0)
-    if dep.spec.runtime == "hf":
+    if dep.plan.runtime == "hf":
         python += plan.llm_instance_group.count
     cpu = 2 + math.ceil(python / 2)
     ranks = kind.world_size // kind.nodes
@@ -167,7 +167,7 @@ def pod_resources(dep: Deployment, kind: K8sKind) -> PodResources:
 def fill_memory_gib(dep: Deployment) -> int:
     """The models Job: checkpoint conversion holds the whole checkpoint in host memory (tensorrtllm); a download
     needs little."""
-    weights = dep.memory.weight_bytes_per_rank * dep.memory.world_size if dep.spec.runtime == "tensorrtllm" else 0
+    weights = dep.memory.weight_bytes_per_rank * dep.memory.world_size if dep.plan.runtime == "tensorrtllm" else 0
     return math.ceil(weights * 1.2 / GIB) + 4
 
 

@@ -70,4 +70,4 @@ _SIGNALS: dict[str, Callable[[Deployment], list[Signal]]] = {"tensorrtllm": _ten
 
 
 def saturation_signals(dep: Deployment) -> list[Signal]:
-    return _SIGNALS[dep.spec.runtime](dep)
+    return _SIGNALS[dep.plan.runtime](dep)
