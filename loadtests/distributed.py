@@ -60,6 +60,17 @@ def on_init(environment, **_kwargs) -> None:
     runner = environment.runner
     if isinstance(runner, MasterRunner):
         runner.register_message(SAMPLES_MESSAGE, _SampleSink().receive)
+        quit_now = runner.quit
+
+        def quit_after_workers_stopped() -> None:
+            # At the run time a headless master calls quit(), which sends `quit` and gives the workers 0.5 s:
+            # requests still in flight would finish after the master stopped listening (the server counts them,
+            # the report would not). stop() first waits until every worker has let its users finish
+            # (--stop-timeout) and reported `client_stopped`, which follows its last samples.
+            runner.stop()
+            quit_now()
+
+        runner.quit = quit_after_workers_stopped
     elif isinstance(runner, WorkerRunner) and os.environ.get(FORWARD_ENV) == "1":
         _SampleForwarder(runner).install(environment)
 
@@ -143,10 +154,11 @@ def master_flags(dist: Distribution) -> list[str]:
 
 
 def worker_command(master_host: str, port: int, processes: int = 1) -> list[str]:
-    from tritongen.loadtests.runner import LOCUSTFILE
+    from tritongen.loadtests.runner import LOCUSTFILE, STOP_TIMEOUT_S
 
+    # --stop-timeout is not passed from master to workers; without it a worker kills users mid-request.
     cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--worker", "--master-host", master_host,
-           "--master-port", str(port)]
+           "--master-port", str(port), "--stop-timeout", str(STOP_TIMEOUT_S)]
     return cmd + (["--processes", str(processes)] if processes > 1 else [])
 
 
