@@ -135,6 +135,8 @@ def locust_config(plan, url: str, protocol: str, samples_dir: Path, users: int, 
         "input_tokens": plan.load.input_tokens.model_dump(),
         "output_tokens": plan.load.output_tokens.model_dump(), "prompts_file": prompts_file,
         "add_special_tokens": plan.tokenizer.add_special_tokens, "timeout_s": float(STOP_TIMEOUT_S),
+        # The trtllm runtime serves NVIDIA's llmapi model alone, with its own tensor names.
+        **({"dialect": "llmapi", "model": "tensorrt_llm"} if plan.runtime == "trtllm" else {}),
     }
 
 

@@ -89,6 +89,11 @@ class Deployment:
 
     def command(self, group: ServerGroup) -> list[str]:
         """tritonserver argv for a server group (mpirun leader mode when it spans several GPUs)."""
+        if self.plan.runtime == "trtllm":
+            from tritongen.runtimes import llmapi
+
+            metrics = () if group.gpu_metrics else ("--allow-gpu-metrics=false",)
+            return llmapi.launch_command(REPOSITORY, CONTAINER_PORTS, extra_args=metrics)
         argv = launch_command(group.world_size, REPOSITORY, CONTAINER_PORTS)
         extra = []
         if not group.gpu_metrics:
@@ -136,7 +141,7 @@ def prepare(source: str | Path, *, inventory: str | None = None, engine_config: 
         mounts.append(Mount(plan.paths.checkpoint, CHECKPOINT))
     # Inside a container the files are under /models and each server sees its devices numbered from 0.
     repository = render_for(plan, Locations(tokenizer=TOKENIZER, checkpoint=CHECKPOINT, engine=ENGINE))
-    chosen = image or (TRTLLM.container if plan.runtime == "tensorrtllm" else HF_IMAGE)
+    chosen = image or (TRTLLM.container if plan.runtime in ("tensorrtllm", "trtllm") else HF_IMAGE)
     return Deployment(plan, plan.placement.placed(), plan.placement.gpus(), plan.placement.memory_model(), chosen,
                       repository, tuple(mounts))
 

@@ -153,7 +153,7 @@ def pod_resources(dep: Deployment, kind: K8sKind) -> PodResources:
     """
     plan = dep.plan
     python = plan.preprocessing_instances + plan.postprocessing_instances + (plan.bls_instances if plan.bls else 0)
-    if dep.plan.runtime == "hf":
+    if dep.plan.runtime in ("hf", "trtllm"):  # the LLM model is a python model too
         python += plan.llm_instance_group.count
     cpu = 2 + math.ceil(python / 2)
     ranks = kind.world_size // kind.nodes

@@ -69,5 +69,13 @@ def _hf(dep: Deployment) -> list[Signal]:
 _SIGNALS: dict[str, Callable[[Deployment], list[Signal]]] = {"tensorrtllm": _tensorrtllm, "hf": _hf}
 
 
+def _pending(dep: Deployment) -> list[Signal]:
+    """Runtimes without a batch-manager gauge of their own (the LLM-API `trtllm` model, until it exports one):
+    Triton's requests pending for the model, its only queue signal."""
+    return [Signal("tritongen_waiting_requests", 'nv_inference_pending_request_count{pod!=""}',
+                   'sum by (<<.GroupBy>>) (nv_inference_pending_request_count{<<.LabelMatchers>>})',
+                   _quantity(dep.plan.deploy.hpa_waiting_requests), "requests pending in Triton for a model")]
+
+
 def saturation_signals(dep: Deployment) -> list[Signal]:
-    return _SIGNALS[dep.plan.runtime](dep)
+    return _SIGNALS.get(dep.plan.runtime, _pending)(dep)

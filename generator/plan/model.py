@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from tritongen.plan.llmapi import LlmApiPlan
 from tritongen.spec import DeploySection, LoadSection, SLOSection
 
 PLAN_FORMAT = "tritongen-plan/1"
@@ -133,7 +134,7 @@ class PlacementPlan(_Frozen):
 class Plan(_Frozen):
     format: Literal["tritongen-plan/1"] = PLAN_FORMAT
     name: str
-    runtime: Literal["hf", "tensorrtllm"]
+    runtime: Literal["hf", "tensorrtllm", "trtllm"]
     spec_dir: str
     """The folder of the spec the plan was made from (information only: every path is resolved in `paths`)."""
     paths: PathsPlan
@@ -150,6 +151,8 @@ class Plan(_Frozen):
     llm_instance_group: InstanceGroup
     hf: HFRuntimePlan | None
     tensorrtllm: TensorrtllmPlan | None = None
+    llmapi: LlmApiPlan | None = None
+    """The LLM-API model's settings (runtime trtllm)."""
     bls: bool
     bls_instances: int
     bls_parameters: dict[str, str]
