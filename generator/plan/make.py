@@ -140,7 +140,6 @@ def _multi_node(spec: Spec, node, world: int):
     return Inventory(tuple(gpus), f"{node.source} x {nodes} nodes")
 
 
-def _engine(spec: Spec, spec_dir: Path, checkpoint: Path, engine_dir: str | None, gpu_arch: str,
 def _engine(spec: Spec, spec_dir: Path, checkpoint: Path, engine_dir: str | None, gpu_arch: str | None,
             gpu_ids: list[int] | None) -> TensorrtllmPlan:
     from tritongen.runtimes.tensorrtllm import build_settings

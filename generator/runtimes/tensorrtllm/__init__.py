@@ -83,12 +83,13 @@ def build_commands(spec: Spec, checkpoint_dir: str | os.PathLike[str], output_di
     `calibration_dir` is the local calibration dataset quantize.py reads (None: its hub default).
     """
     return commands_for_settings(build_settings(spec), checkpoint_dir, output_dir, converted_dir=converted_dir,
-                                 examples_dir=examples_dir, python=python)
+                                 examples_dir=examples_dir, python=python, calibration_dir=calibration_dir)
 
 
 def commands_for_settings(s: dict, checkpoint_dir: str | os.PathLike[str], output_dir: str | os.PathLike[str], *,
                           converted_dir: str | os.PathLike[str] | None = None, examples_dir: str = CONTAINER_EXAMPLES,
-                          python: str = "python3") -> list[list[str]]:
+                          python: str = "python3",
+                          calibration_dir: str | os.PathLike[str] | None = None) -> list[list[str]]:
     """build_commands from resolved build settings (a Plan's `tensorrtllm.build`)."""
     out = os.fspath(output_dir)
     converted = (os.fspath(converted_dir) if converted_dir is not None
