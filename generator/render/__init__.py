@@ -103,7 +103,8 @@ def render_repository(plan: Plan, tensorrtllm_parameters: LLMParameters | None =
     llm_in, llm_out = _tensors("tensorrt_llm", plan)
     if plan.runtime == "hf":
         backend, params = "python", _hf_llm_parameters(plan)
-        files["tensorrt_llm/1/model.py"] = (TEMPLATES / "tensorrt_llm" / "1" / "model.py").read_bytes()
+        for name in ("model.py", "hf_requests.py"):
+            files[f"tensorrt_llm/1/{name}"] = (TEMPLATES / "tensorrt_llm" / "1" / name).read_bytes()
     else:
         if tensorrtllm_parameters is None:
             raise SpecError(problem("runtime", "tensorrtllm needs engine parameters", "render through `tritongen render`"))
