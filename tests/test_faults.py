@@ -184,8 +184,19 @@ def test_grpc_cancel_mid_stream_stops_the_step_counter(triton):
     assert _metric(triton, "tritongen_llm_active_requests") == 0
 
 
+@pytest.mark.xfail(strict=True, reason="tritonserver 2.51 does not cancel an HTTP generate_stream request when its "
+                   "client disconnects (measured through tensorrt_llm_bls: steps kept running, active stayed 1)")
 def test_http_client_going_away_stops_the_step_counter(triton):
-    body = json.dumps({"text_input": "Once upon a time", "max_tokens": 1500, "min_tokens": 1500,
+    try:
+        _http_going_away(triton)
+    finally:  # leave no running request behind for the next test
+        deadline = time.monotonic() + 120
+        while _metric(triton, "tritongen_llm_active_requests") > 0 and time.monotonic() < deadline:
+            time.sleep(0.5)
+
+
+def _http_going_away(triton):
+    body = json.dumps({"text_input": "Once upon a time", "max_tokens": 200, "min_tokens": 200,
                        "stream": True}).encode()
     sock = socket.create_connection(("127.0.0.1", triton.http_port), timeout=BOUND_S)
     sock.sendall(b"POST /v2/models/tensorrt_llm_bls/generate_stream HTTP/1.1\r\nHost: x\r\n"
@@ -199,7 +210,7 @@ def test_http_client_going_away_stops_the_step_counter(triton):
     sock.close()
     a, b = _steps_stop(triton)
     assert a == b, "generation kept stepping after the HTTP client went away"
-    assert a - before < 1400
+    assert a - before < 190
     assert _metric(triton, "tritongen_llm_active_requests") == 0
 
 

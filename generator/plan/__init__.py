@@ -46,6 +46,11 @@ class HFRuntimePlan(_Frozen):
     num_blocks: int | None
     max_batch_tokens: int | None
     max_memory_percent: float
+    cancellation_check_period_ms: int = 100
+    sampling: str = "per_request"
+    cuda_graphs: bool | None = None
+    attention: str | None = None
+    log_probs: bool = True
 
 
 class Plan(_Frozen):
@@ -194,6 +199,8 @@ def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None) -> Plan:
             max_batch_tokens=spec.serving.max_batch_tokens or (CPU_MAX_BATCH_TOKENS if spec.placement.device == "cpu"
                                                                else None),
             max_memory_percent=kv.free_gpu_mem_fraction,
+            cancellation_check_period_ms=spec.serving.cancellation_check_period_ms, sampling=spec.serving.sampling,
+            cuda_graphs=spec.serving.cuda_graphs, attention=spec.serving.attention, log_probs=spec.serving.log_probs,
         )
     s = spec.serving
     return Plan(

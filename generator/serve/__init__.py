@@ -28,13 +28,19 @@ from tritongen.errors import CheckFailed, EnvironmentMissing
 
 
 def _die_with_parent() -> None:
-    """Runs in the child before exec: SIGKILL the server when the process that started it dies (even by SIGKILL),
-    so a killed test run or CLI never leaves a tritonserver holding ports, cores and clients' streams. A graceful
-    stop is `TritonServer.stop()`; the LLM model's stub asks for the same signal when its tritonserver dies."""
+    """Runs in the child before exec: SIGTERM the server when the process that started it dies (even by SIGKILL),
+    so a killed test run or CLI never leaves a tritonserver holding ports and cores. SIGTERM rather than SIGKILL:
+    only tritonserver's own shutdown stops its python stubs (a SIGKILLed server leaves them running, observed), and
+    `--exit-timeout-secs` (EXIT_TIMEOUT_S) bounds how long it waits for requests in flight; the LLM model then ends
+    every active request with an error in its finalize, and its stub exits by itself if the server dies."""
     import ctypes
 
     with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+# Seconds tritonserver waits for requests in flight when asked to stop (Triton's default is 30).
+EXIT_TIMEOUT_S = 5
 
 
 def free_port() -> int:
@@ -174,7 +180,7 @@ class TritonServer:
             f"--backend-directory={backend_dir()}",
             f"--http-port={self.http_port}", f"--grpc-port={self.grpc_port}",
             f"--metrics-port={self.metrics_port}", "--allow-metrics=true", "--allow-gpu-metrics=false",
-            "--disable-auto-complete-config", *self.extra_args,
+            "--disable-auto-complete-config", f"--exit-timeout-secs={EXIT_TIMEOUT_S}", *self.extra_args,
         ]
 
     def start(self, timeout: float = 180.0) -> TritonServer:
