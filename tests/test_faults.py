@@ -310,7 +310,7 @@ def test_kill_9_of_the_llm_stub_ends_every_stream_and_serve_exits_nonzero(tiny_r
         q: queue.Queue = queue.Queue()
         c = grpcclient.InferenceServerClient(url)
         c.start_stream(callback=lambda result, error, q=q: q.put((result, error)))
-        c.async_stream_infer("tensorrt_llm", _llm_inputs([5, 6, 7 + i], 3000, min_tokens=np.int32(3000),
+        c.async_stream_infer("tensorrt_llm", _llm_inputs([5, 6, 7 + i], 1500, min_tokens=np.int32(1500),
                                                          streaming=np.bool_(True)))
         clients.append((c, q))
     for c, q in clients:
