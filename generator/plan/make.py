@@ -242,6 +242,8 @@ def _plan(spec: Spec, spec_dir: Path, checkpoint: Path, tokenizer_dir: Path, loa
             max_batch_tokens=spec.serving.max_batch_tokens or (CPU_MAX_BATCH_TOKENS if spec.placement.device == "cpu"
                                                                else None),
             max_memory_percent=kv.free_gpu_mem_fraction,
+            cancellation_check_period_ms=spec.serving.cancellation_check_period_ms, sampling=spec.serving.sampling,
+            cuda_graphs=spec.serving.cuda_graphs, attention=spec.serving.attention, log_probs=spec.serving.log_probs,
         )
     llmapi = None
     if spec.runtime == "trtllm":

@@ -58,6 +58,11 @@ class HFRuntimePlan(_Frozen):
     num_blocks: int | None
     max_batch_tokens: int | None
     max_memory_percent: float
+    cancellation_check_period_ms: int = 100
+    sampling: str = "per_request"
+    cuda_graphs: bool | None = None
+    attention: str | None = None
+    log_probs: bool = True
 
 
 class TensorrtllmPlan(_Frozen):

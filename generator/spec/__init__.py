@@ -197,6 +197,25 @@ class ServingSection(_Section):
     """hf runtime: tokens per continuous-batching step (prefill chunking budget). None: 512 on CPU, and on GPU
     transformers sizes it from free memory."""
 
+    cancellation_check_period_ms: int = Field(100, ge=1, le=10000)
+    """hf runtime: how often the model asks Triton whether a client cancelled; a cancelled request stops
+    generating within this period plus one step (TensorRT-LLM's parameter of the same name)."""
+
+    sampling: Literal["per_request", "greedy"] = "per_request"
+    """hf runtime: `per_request` honours temperature/top_k/top_p per request (sampling processors run for every
+    request of a step, greedy ones as top_k=1); `greedy` runs no sampling processors (the fast path) and rejects
+    requests that ask for sampling."""
+
+    cuda_graphs: bool | None = None
+    """hf runtime: CUDA graphs for the continuous-batching steps. None: on for GPU placement, off on CPU."""
+
+    attention: Literal["sdpa_mem_efficient", "sdpa", "eager"] | None = None
+    """hf runtime attention kernels. None: `sdpa_mem_efficient` on GPU (cuDNN and flash SDPA off: cuDNN attention
+    builds a plan per new shape), `sdpa` on CPU."""
+
+    log_probs: bool = True
+    """hf runtime: compute log probs so requests may ask for them (return_log_probs); false rejects those requests."""
+
 
 class PlacementSection(_Section):
     device: Literal["cpu", "gpu"] = "cpu"
