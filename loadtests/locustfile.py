@@ -17,7 +17,7 @@ from __future__ import annotations
 import gevent
 from locust import events
 
-from tritongen.loadtests import users
+from tritongen.loadtests import distributed, users
 from tritongen.loadtests.metadata import ProcessCPU
 
 _config = users.preload()
@@ -40,3 +40,5 @@ def _cpu_stop(environment, **_kwargs) -> None:
 # Loading the tokenizer blocked the gevent hub for seconds, and libev timers count from the loop's cached
 # clock: without a refresh Locust's `-t` timer, scheduled next, would fire that much too early.
 gevent.get_hub().loop.update_now()
+# Master/worker mode (`tritongen loadtest --workers/--master/--worker`): samples travel to the master.
+events.init.add_listener(distributed.on_init)

@@ -191,7 +191,8 @@ class LevelRun:
     active_after: float | None = None
 
 
-def _workload(plan, settings: RunSettings, url: str, samples_dir: Path, level: float) -> dict:
+def locust_config(plan, settings: RunSettings, url: str, samples_dir: Path, level: float) -> dict:
+    """The locustfile's configuration (`tritongen.loadtests.workload.LoadConfig` keys) for one level."""
     from tritongen.loadtests.workload import LoadConfig, TokenDist
 
     load = plan.load
@@ -208,7 +209,8 @@ def _workload(plan, settings: RunSettings, url: str, samples_dir: Path, level: f
         **({"dialect": "llmapi", "model": "tensorrt_llm"} if plan.runtime == "trtllm" else {})).to_dict()
 
 
-def _run_level(plan, endpoint: Endpoint, settings: RunSettings, out: Path, level: float, url: str) -> LevelRun:
+def _run_level(plan, endpoint: Endpoint, settings: RunSettings, out: Path, level: float, url: str,
+               distribution=None) -> LevelRun:
     import json
 
     from tritongen.loadtests.prom import PromPoller, scrape
@@ -217,8 +219,11 @@ def _run_level(plan, endpoint: Endpoint, settings: RunSettings, out: Path, level
     stem = f"locust_L{level:g}" if len(settings.levels()) > 1 else "locust"
     samples_dir = out / "samples" / f"level-{level:g}"
     samples_dir.mkdir(parents=True)
+    config = locust_config(plan, settings, url, samples_dir, level)
+    if distribution is not None:
+        config["processes"] = distribution.workers  # each worker sends its share of an open-loop rate
     config_path = out / f"{stem}_config.json"
-    config_path.write_text(json.dumps(_workload(plan, settings, url, samples_dir, level), indent=2) + "\n")
+    config_path.write_text(json.dumps(config, indent=2) + "\n")
     if settings.mode == "closed":
         users, spawn_rate = int(level), (level if len(settings.levels()) > 1 else settings.spawn_rate)
     else:
@@ -238,9 +243,16 @@ def _run_level(plan, endpoint: Endpoint, settings: RunSettings, out: Path, level
     say(f"locust: {what[settings.mode]}, {settings.protocol} -> {url}, {max(1, math.ceil(settings.duration_s))} s"
         + (f" ({settings.warmup_s:g} s warm-up)" if settings.warmup_s else "")
         + (f", {settings.processes} processes" if settings.processes > 1 else ""))
+    cmd = _locust_command(out, users, spawn_rate, settings.duration_s, settings.processes, stem)
+    timeout_s = settings.duration_s + STOP_TIMEOUT_S + 120
     try:
-        _run_locust(_locust_command(out, users, spawn_rate, settings.duration_s, settings.processes, stem),
-                    config_path, out / "locust.log", timeout_s=settings.duration_s + STOP_TIMEOUT_S + 120)
+        if distribution is None:
+            _run_locust(cmd, config_path, out / "locust.log", timeout_s=timeout_s)
+        else:  # Locust master here, workers here (--workers) or on other hosts (--master)
+            from tritongen.loadtests.distributed import run_master
+
+            run_master(cmd, config, out, distribution,
+                       lambda argv, t: _run_locust(argv, config_path, out / "locust.log", t), timeout_s=timeout_s)
     finally:
         if poller is not None:
             run.snapshots += poller.stop()
@@ -269,8 +281,13 @@ def _views(run: LevelRun, start_wall: float, window_start_s: float, window_end_s
     return server_view(before, after, inside), server_view(snaps[0], snaps[-1], snaps[1:-1])
 
 
-def run_loadtest(plan, endpoint: Endpoint, settings: RunSettings, out: Path, *, spec_path: str | None = None) -> int:
-    """Check the target, run every level, write the report into `out`, print the verdicts; the gate's exit code."""
+def run_loadtest(plan, endpoint: Endpoint, settings: RunSettings, out: Path, *, spec_path: str | None = None,
+                 distribution=None) -> int:
+    """Check the target, run every level, write the report into `out`, print the verdicts; the gate's exit code.
+
+    `distribution` (tritongen.loadtests.distributed.Distribution) runs each level on Locust's master/worker mode;
+    the workers' samples arrive in the level's samples folder like a single process's.
+    """
     from tritongen.loadtests import console
     from tritongen.loadtests.arrivals import read_trace
     from tritongen.loadtests.metadata import load_generator_cpu, run_metadata
@@ -292,7 +309,7 @@ def run_loadtest(plan, endpoint: Endpoint, settings: RunSettings, out: Path, *, 
         levels = (round(len(rows) / span, 3) if span > 0 else float(len(rows)),)
         settings = RunSettings(**{**asdict(settings), "duration_s": max(settings.duration_s, span + 1)})
 
-    runs = [_run_level(plan, endpoint, settings, out, level, url) for level in levels]
+    runs = [_run_level(plan, endpoint, settings, out, level, url, distribution) for level in levels]
 
     files = [f for run in runs for f in sample_files(run.samples_dir)]
     samples = read_samples(files)
@@ -307,7 +324,7 @@ def run_loadtest(plan, endpoint: Endpoint, settings: RunSettings, out: Path, *, 
             view, view_run = _views(run, start, window.start_s, window.end_s)
             servers[run.level] = LevelServer(window=view, run=view_run, active_after=run.active_after)
         cpu[run.level] = load_generator_cpu(run.samples_dir)
-    workload = {k: v for k, v in _workload(plan, settings, url, Path("."), levels[0]).items()
+    workload = {k: v for k, v in locust_config(plan, settings, url, Path("."), levels[0]).items()
                 if k not in ("samples_dir", "level")}
     inputs = RunInputs(
         load=LoadInfo(mode=settings.mode, level_unit=settings.level_unit, warmup_s=settings.warmup_s,
