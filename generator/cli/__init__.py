@@ -1,7 +1,7 @@
 """`tritongen`: a thin CLI over the stages. Errors map to exit codes here and nowhere else.
 
 Exit codes: 0 success; 1 a check failed (verification, SLO); 2 bad input (spec, flags); 3 something the
-command needs is missing from this machine.
+command needs is missing from this machine; 70 an internal error (a tritongen bug; `--debug` shows the traceback).
 """
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ import shlex
 import signal
 import sys
 import time
+import traceback
 from pathlib import Path
 
-from tritongen.errors import SpecError, TritongenError
+from tritongen.errors import INTERNAL_ERROR_EXIT, SpecError, TritongenError, clip
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
@@ -117,17 +118,18 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
     params = {"min_tokens": args.min_tokens, "temperature": args.temperature, "top_k": args.top_k,
               "top_p": args.top_p}
+    url = args.url or ("127.0.0.1:8001" if args.protocol == "grpc" else "127.0.0.1:8000")
+    client.require_server(url, args.protocol)
     if args.protocol == "grpc":
-        url = args.url or "127.0.0.1:8001"
         for text in client.stream_grpc(url, args.prompt, args.max_tokens, stream=args.stream,
                                        model=args.model, **params):
             print(text, end="" if args.stream else "\n", flush=True)
     elif args.stream:
-        for text in client.stream_http(args.url or "127.0.0.1:8000", args.prompt, args.max_tokens,
+        for text in client.stream_http(url, args.prompt, args.max_tokens,
                                        model=args.model, **params):
             print(text, end="", flush=True)
     else:
-        print(client.generate_http(args.url or "127.0.0.1:8000", args.prompt, args.max_tokens, model=args.model,
+        print(client.generate_http(url, args.prompt, args.max_tokens, model=args.model,
                                    **params), end="")
     print()
     return 0
@@ -162,7 +164,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tritongen", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="tritongen", description=__doc__.splitlines()[0],
+                                epilog="--debug (anywhere): print the traceback of an error")
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("validate", help="validate a spec")
@@ -235,6 +238,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; every outcome is an exit code (see the module docstring), never a stray traceback."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    if debug:
+        argv.remove("--debug")
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -243,11 +251,21 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except TritongenError as err:
+        if debug:
+            traceback.print_exc()
         for line in err.problems:
-            print(f"error: {line}", file=sys.stderr)
+            print(f"error: {clip(line, 2000)}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
         return 130
+    except Exception as err:  # noqa: BLE001 - the one place an unexpected error becomes an exit code
+        if debug:
+            traceback.print_exc()
+        where = traceback.extract_tb(err.__traceback__)[-1]
+        print(f"error: internal error {type(err).__name__}: {clip(str(err), 300)} (at {Path(where.filename).name}:"
+              f"{where.lineno}); this is a tritongen bug: rerun with --debug for the traceback and report it",
+              file=sys.stderr)
+        return INTERNAL_ERROR_EXIT
 
 
 if __name__ == "__main__":

@@ -168,15 +168,29 @@ def status_lines(files: dict[str, bytes], out_dir: Path) -> list[str]:
     return lines
 
 
+def check_output_dir(out_dir: Path, flag: str = "--output") -> Path:
+    """The absolute output folder, refused (SpecError naming the flag) when it or a folder above it is a file."""
+    out_dir = Path(out_dir).expanduser().absolute()
+    for p in (out_dir, *out_dir.parents):
+        if p.exists() and not p.is_dir():
+            where = "is a file" if p == out_dir else f"is under {p}, which is a file"
+            raise SpecError(problem(flag, f"{out_dir} {where}", "choose a folder path"))
+    return out_dir.resolve()
+
+
 def write_repository(files: dict[str, bytes], out_dir: Path, *, overwrite: bool = False) -> None:
     """Write all files into a temp dir next to `out_dir`, then swap it in. Never leaves a partial repository."""
     _check_paths(files)
-    out_dir = out_dir.resolve()
+    out_dir = check_output_dir(out_dir)
     if out_dir.exists() and not overwrite and any(out_dir.iterdir()):
         raise SpecError(problem("--output", f"{out_dir} exists and is not empty",
                                 "pass --force to replace it, or choose another folder"))
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
+    except OSError as err:
+        raise SpecError(problem("--output", f"cannot write next to {out_dir} ({err.strerror})",
+                                "choose a folder you can write to")) from None
     old = None
     try:
         for rel, data in files.items():
