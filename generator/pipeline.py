@@ -9,6 +9,7 @@ from pathlib import Path
 from tritongen.errors import CheckFailed
 from tritongen.loadtests.runner import Endpoint, run_loadtest, say, settings_from_args
 from tritongen.plan import Plan
+from tritongen.plan.checks import require_tokenizer
 from tritongen.render import Locations, render_repository
 
 def render_for(plan: Plan, where: Locations | None = None) -> dict[str, bytes]:
@@ -32,6 +33,7 @@ def up(args: argparse.Namespace) -> int:
 
     total = 7
     plan = load_plan(args.spec, engine_dir=args.engine_dir)
+    require_tokenizer(plan.tokenizer.dir)
     _stage(1, total, "validate", f"{args.spec} ({plan.name}, runtime {plan.runtime})")
     settings = settings_from_args(args, plan)
     _stage(2, total, "plan", f"{plan.llm_instance_group.kind} x{plan.llm_instance_group.count}, "

@@ -17,6 +17,13 @@ from pathlib import Path
 from tritongen.errors import INTERNAL_ERROR_EXIT, SpecError, TritongenError, clip
 
 
+def print_notes(plan) -> None:
+    from tritongen.plan.checks import plan_notes
+
+    for note in plan_notes(plan):
+        print(note, file=sys.stderr)
+
+
 def _cmd_validate(args: argparse.Namespace) -> int:
     from tritongen.spec import explain, load_spec
 
@@ -40,6 +47,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from tritongen.plan import load_plan
 
     plan = load_plan(args.spec, args.inventory, engine_dir=args.engine_dir)
+    print_notes(plan)
     if args.json:
         print(plan.to_json(), end="")
         return 0
@@ -57,7 +65,9 @@ def _cmd_render(args: argparse.Namespace) -> int:
     from tritongen.plan import load_plan
     from tritongen.render import status_lines, write_repository
 
-    files = render_for(load_plan(args.spec, args.inventory, engine_dir=args.engine_dir))
+    plan = load_plan(args.spec, args.inventory, engine_dir=args.engine_dir)
+    print_notes(plan)
+    files = render_for(plan)
     out = Path(args.output)
     lines = status_lines(files, out)
     if args.dry_run:
