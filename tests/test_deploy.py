@@ -23,7 +23,7 @@ K8S_VERSION = "1.30"
 MIG_UUIDS = {"3g.71gb": "MIG-5a9c1e3b-7d2f-5e8a-9c4b-1f6d3a8e2c70", "2g.35gb": "MIG-8e2d4f6a-1c3b-5a7e-9d8c-4b2f6e1a3d95"}
 CASES = {  # spec, inventory, engine
     "llama3-8b-mig": ("llama3-8b-mig", "h200-all-balanced.yaml", "llama3-8b-bf16-tp1"),
-    "llama3-70b-tp4": ("llama3-70b-tp4", "a100-80gb-x8.yaml", "llama3-70b-fp8-tp4"),
+    "llama3-70b-tp4": ("llama3-70b-tp4", "h100-80gb-x8.yaml", "llama3-70b-fp8-tp4"),  # FP8: not on A100
     "tiny-hf-gpu": ("tiny-hf-gpu", "mixed-h200-node.yaml", None),
 }
 
@@ -195,7 +195,7 @@ def test_k8s_tp4_is_one_four_gpu_pod(workdir, tmp_path):
     c = d["spec"]["template"]["spec"]["containers"][0]
     assert c["resources"]["limits"] == {"nvidia.com/gpu": 4}
     assert c["command"][0] == "mpirun" and c["command"].count("-n") == 4
-    assert d["spec"]["template"]["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}
+    assert d["spec"]["template"]["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
 
 
 def test_k8s_single_strategy(workdir, tmp_path):
