@@ -42,7 +42,7 @@ def up(args: argparse.Namespace) -> int:
     repo = out / "model_repository"
     files = render_for(plan)
     # The repository under OUT is tritongen's own output, so a new run replaces it.
-    write_repository(files, repo, overwrite=True)
+    write_repository(files, repo, overwrite=True, flag="--out")
     _stage(3, total, "render", f"{len(files)} files -> {repo}")
     findings = verify_repository(repo)
     if findings:

@@ -109,9 +109,13 @@ def test_existing_output_is_never_clobbered(rendered, tmp_path):
     out = tmp_path / "repo"
     out.mkdir()
     (out / "keep.txt").write_text("mine")
-    with pytest.raises(SpecError, match="exists and is not empty; pass --force"):
-        write_repository(rendered[2], out)
+    for force in (False, True):
+        with pytest.raises(SpecError, match="is not empty and was not written by tritongen"):
+            write_repository(rendered[2], out, overwrite=force)
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
+    write_repository(rendered[2], tmp_path / "ours")
+    with pytest.raises(SpecError, match="exists and is not empty; pass --force"):
+        write_repository(rendered[2], tmp_path / "ours")
 
 
 def test_failed_write_leaves_nothing_and_keeps_old(rendered, tmp_path):
