@@ -265,7 +265,7 @@ def test_run_docker_starts_every_group_and_waits(workdir, tmp_path):
     assert [c.kwargs["name"] for c in client.containers.run.call_args_list] == [
         "llama3-70b-gpu0-1-2-3", "llama3-70b-gpu4-5-6-7"]
     assert client.containers.run.call_args_list[1].kwargs["device_requests"][0]["DeviceIDs"] == ["4", "5", "6", "7"]
-    assert asked == ["http://127.0.0.1:8000/v2/health/ready", "http://127.0.0.1:8010/v2/health/ready"]
+    assert asked == ["127.0.0.1:8000", "127.0.0.1:8010"]
     assert endpoints[1].startswith("gpu4-5-6-7: http 127.0.0.1:8010  grpc 127.0.0.1:8011")
 
 

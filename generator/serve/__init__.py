@@ -16,13 +16,11 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tritongen.errors import CheckFailed, EnvironmentMissing
+from tritongen.readiness import server_ready, wait_until_ready
 
 
 def _die_with_parent() -> None:
@@ -134,23 +132,17 @@ class TritonServer:
                                         env=server_env(self.env), start_new_session=True,
                                         preexec_fn=_die_with_parent)
         log.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise CheckFailed(f"tritonserver exited with code {self.process.returncode} before it was ready:\n"
-                                  + self.failure_reasons())
-            if self.ready():
-                return self
-            time.sleep(0.5)
-        self.stop()
-        raise CheckFailed(f"tritonserver was not ready after {timeout:.0f}s:\n" + self.log_tail())
+        outcome = wait_until_ready(self.http_url, timeout, stopped=lambda: self.process.poll() is not None)
+        if outcome == "stopped":
+            raise CheckFailed(f"tritonserver exited with code {self.process.returncode} before it was ready:\n"
+                              + self.failure_reasons())
+        if outcome == "timeout":
+            self.stop()
+            raise CheckFailed(f"tritonserver was not ready after {timeout:.0f}s:\n" + self.log_tail())
+        return self
 
     def ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"http://{self.http_url}/v2/health/ready", timeout=2) as r:
-                return r.status == 200
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            return False
+        return server_ready(self.http_url)
 
     def failure_reasons(self) -> str:
         """The server's error lines (model load failures and their reasons), then the log's tail."""
@@ -200,13 +192,3 @@ class TritonServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def model_states(http_url: str) -> dict[str, tuple[str, str]]:
-    """{model name: (state, reason)} from the repository index."""
-    import json
-
-    req = urllib.request.Request(f"http://{http_url}/v2/repository/index", data=b"{}", method="POST")
-    with urllib.request.urlopen(req, timeout=10) as r:
-        index = json.loads(r.read())
-    return {m["name"]: (m.get("state", ""), m.get("reason", "")) for m in index}
