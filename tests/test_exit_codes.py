@@ -70,7 +70,7 @@ def test_a_huge_value_is_not_echoed_whole(tmp_path, capsys, tiny_spec_path):
     spec.write_text(f"name: {'y' * 10_000_000}\n")
     code, err = _run(capsys, "validate", str(spec))
     assert code == 2 and len(err) < 300
-    assert "is 10,000,007 bytes; a spec is a few KB" in _one_line(err)
+    assert "is 10,000,007 bytes; a spec or inventory is a few KB" in _one_line(err)
 
 
 @pytest.mark.parametrize("field, value", [("model.dtype", TOKEN), ("name", "sk-" + "A1b2C3d4E5f6G7h8I9j0K1l2"),

@@ -1,4 +1,4 @@
-"""Reading a spec file safely: UTF-8 only, no duplicate keys, bounded nesting, nothing echoed whole."""
+"""Reading a spec (or inventory) file safely: UTF-8 only, no duplicate keys, bounded nesting, nothing echoed whole."""
 
 from __future__ import annotations
 
@@ -50,8 +50,8 @@ def read_yaml(path: Path) -> Any:
     except OSError as err:
         raise SpecError(problem(str(path), f"cannot be read ({err.strerror})", "pass a readable YAML file")) from None
     if len(raw) > MAX_BYTES:
-        raise SpecError(problem(str(path), f"is {len(raw):,} bytes; a spec is a few KB",
-                                "pass the deployment spec, not a data file"))
+        raise SpecError(problem(str(path), f"is {len(raw):,} bytes; a spec or inventory is a few KB",
+                                "pass the deployment spec (or inventory), not a data file"))
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
