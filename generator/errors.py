@@ -44,6 +44,14 @@ _TOKEN = re.compile(r"^(hf_[A-Za-z0-9]{16,}|sk-[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Z
 _KEYLIKE = re.compile(r"^(?=.*[a-z])(?=.*[A-Z])(?=.*[0-9])[A-Za-z0-9+/_=-]{32,512}$")
 
 
+_TOKEN_IN_TEXT = re.compile(_TOKEN.pattern.strip("^$").replace("(", "(?<![\\w-])(", 1) + r"(?![\w-])", re.I)
+
+
+def scrub(text: str) -> str:
+    """`text` with every token of a known credential format (hf_, sk-, ghp_, AKIA, xox, nvapi-, JWT) masked."""
+    return _TOKEN_IN_TEXT.sub("<a value that looks like a secret; not shown>", text)
+
+
 def looks_secret(value: object) -> bool:
     """Whether a value has the shape of an API token or key (and must not be echoed)."""
     if not isinstance(value, str) or len(value) > 4096:

@@ -14,7 +14,7 @@ import time
 import traceback
 from pathlib import Path
 
-from tritongen.errors import INTERNAL_ERROR_EXIT, SpecError, TritongenError, clip
+from tritongen.errors import INTERNAL_ERROR_EXIT, SpecError, TritongenError, clip, scrub
 
 
 def print_notes(plan) -> None:
@@ -46,7 +46,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 def _cmd_plan(args: argparse.Namespace) -> int:
     from tritongen.plan import load_plan
 
-    plan = load_plan(args.spec, args.inventory, engine_dir=args.engine_dir)
+    plan = load_plan(args.spec, args.inventory, engine_dir=args.engine_dir, gpu_arch=args.gpu_arch)
     print_notes(plan)
     if args.json:
         print(plan.to_json(), end="")
@@ -65,7 +65,7 @@ def _cmd_render(args: argparse.Namespace) -> int:
     from tritongen.plan import load_plan
     from tritongen.render import status_lines, write_repository
 
-    plan = load_plan(args.spec, args.inventory, engine_dir=args.engine_dir)
+    plan = load_plan(args.spec, args.inventory, engine_dir=args.engine_dir, gpu_arch=args.gpu_arch)
     print_notes(plan)
     files = render_for(plan)
     out = Path(args.output)
@@ -111,8 +111,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
     try:
         while not stop["now"]:
-            if server.process.poll() is not None:
-                print(f"tritonserver exited with code {server.process.returncode}:\n{server.log_tail()}")
+            if server.failure or server.process.poll() is not None:
+                # A dead stub or a server that stopped on its own: exit non-zero so an orchestrator restarts us.
+                reason = server.failure or f"tritonserver exited with code {server.process.returncode}"
+                print(f"serve: {reason}\n{server.log_tail()}", flush=True)
                 return 1
             time.sleep(0.5)
     except KeyboardInterrupt:
@@ -160,11 +162,15 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec)
     if spec.runtime != "tensorrtllm":
-        raise SpecError("runtime: build needs runtime: tensorrtllm; the hf runtime serves the checkpoint as is")
+        raise SpecError(f"runtime: build needs runtime: tensorrtllm; the {spec.runtime} runtime serves the checkpoint "
+                        "as is")
+    from tritongen.runtimes.tensorrtllm.build import detect_gpu_arch
+
     spec_dir = Path(args.spec).resolve().parent
-    result = build_engine(spec, resolve_path(spec_dir, spec.model.checkpoint), args.gpu_arch,
+    calib = spec.engine.calibration_dataset
+    result = build_engine(spec, resolve_path(spec_dir, spec.model.checkpoint), args.gpu_arch or detect_gpu_arch(),
                           examples_dir=args.examples_dir, cache_dir=resolve_path(spec_dir, spec.engine.cache_dir),
-                          dry_run=args.dry_run)
+                          calibration_dir=resolve_path(spec_dir, calib) if calib else None, dry_run=args.dry_run)
     if args.dry_run:
         for command in result.commands:
             print(" ".join(shlex.quote(c) for c in command))
@@ -190,6 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                        "in place of the spec")
     s.add_argument("--inventory", help="place on GPUs: 'nvml', an inventory YAML/JSON, or saved `nvidia-smi -L`")
     s.add_argument("--engine-dir", help="tensorrtllm: a built engine folder (default: the engine cache entry)")
+    s.add_argument("--gpu-arch", help="tensorrtllm: the engine cache key's GPU architecture, e.g. sm90 (default: "
+                                      "from the inventory's GPUs, else GPU 0's through NVML)")
     s.set_defaults(func=_cmd_plan)
 
     s = sub.add_parser("render", help="render the model repository")
@@ -198,6 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--dry-run", action="store_true", help="show what would be written")
     s.add_argument("--force", action="store_true", help="replace an existing, non-empty output folder")
     s.add_argument("--engine-dir", help="tensorrtllm: a built engine folder (default: the engine cache entry)")
+    s.add_argument("--gpu-arch", help="tensorrtllm: the engine cache key's GPU architecture, e.g. sm90 (default: "
+                                      "from the inventory's GPUs, else GPU 0's through NVML)")
     s.add_argument("--inventory", help="take instance groups and KV budgets from a placement on this inventory")
     s.set_defaults(func=_cmd_render)
 
@@ -236,7 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("build", help="build (or find in the cache) the TensorRT-LLM engine")
     s.add_argument("spec")
     s.add_argument("--dry-run", action="store_true", help="print the commands and the cache key only")
-    s.add_argument("--gpu-arch", default="sm90")
+    s.add_argument("--gpu-arch", help="engine cache key architecture, e.g. sm90 (default: GPU 0's, through NVML)")
     s.add_argument("--examples-dir", help="a TensorRT-LLM checkout's examples/ folder (local builds)")
     s.set_defaults(func=_cmd_build)
     from tritongen.cli.deploy import add_commands as add_deploy_commands
@@ -264,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         if debug:
             traceback.print_exc()
         for line in err.problems:
-            print(f"error: {clip(line, 2000)}", file=sys.stderr)
+            print(f"error: {scrub(clip(line, 2000))}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
         return 130
@@ -272,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         if debug:
             traceback.print_exc()
         where = traceback.extract_tb(err.__traceback__)[-1]
-        print(f"error: internal error {type(err).__name__}: {clip(str(err), 300)} (at {Path(where.filename).name}:"
+        print(f"error: internal error {type(err).__name__}: {scrub(clip(str(err), 300))} (at {Path(where.filename).name}:"
               f"{where.lineno}); this is a tritongen bug: rerun with --debug for the traceback and report it",
               file=sys.stderr)
         return INTERNAL_ERROR_EXIT

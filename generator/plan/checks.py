@@ -68,6 +68,23 @@ def _divisors(n: int) -> str:
     return ", ".join(str(d) for d in (1, 2, 4, 8, 16) if n % d == 0)
 
 
+# Compute capability by product name, for an engine cache key planned from an inventory file (not NVML).
+_ARCH = ((re.compile(r"\b(GB|B)(100|200|300)\b"), "sm100"), (re.compile(r"\b(GH200|H200|H100|H800|H20)\b"), "sm90"),
+         (re.compile(r"\b(L40S?|L4|L20|RTX 40\d\d|RTX \d+ Ada)\b"), "sm89"),
+         (re.compile(r"\b(A100|A800|A30)\b"), "sm80"), (re.compile(r"\b(A10G?|A40|A16|A2|RTX A\d{4})\b"), "sm86"))
+
+
+def gpu_arch_from_inventory(gpu_names: list[str]) -> str | None:
+    """The one `sm<NN>` the named GPUs share (None when unknown); several architectures are refused."""
+    archs = {next((arch for pattern, arch in _ARCH if pattern.search(name)), None) for name in gpu_names}
+    if None in archs or not archs:
+        return None
+    if len(archs) > 1:
+        raise SpecError(problem("placement.gpu_ids", f"the GPUs span architectures {', '.join(sorted(archs))}, "
+                                "and an engine runs on the one it was built for", "list GPUs of one product"))
+    return archs.pop()
+
+
 def check_fp8(quantization: str, kv_cache_dtype: str, gpu_names: list[tuple[str, str]]) -> None:
     """FP8 weights or KV cache on GPUs of the inventory that have no FP8 (`gpu_names`: (label, product name))."""
     field = "engine.quantization" if quantization == "fp8" else "engine.kv_cache_dtype" if kv_cache_dtype == "fp8" \
