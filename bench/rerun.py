@@ -230,7 +230,7 @@ def main(argv=None) -> int:
         kv=f"  kv_cache:\n    max_tokens: {args.kv_max_tokens}\n" if args.kv_max_tokens else ""))
     spec, plan = plan_from_file(spec_path)
     repo = work / "repo"
-    write_repository(render_for(spec, plan), repo, overwrite=True)
+    write_repository(render_for(plan), repo, overwrite=True)
     config = (repo / "tensorrt_llm" / "config.pbtxt").read_text()
     params = dict(re.findall(r'key: "(\w+)"\s*value: \{ string_value: "([^"]*)" \}', config))
 
