@@ -13,7 +13,8 @@ from tritongen.plan.checks import (
     check_fp8, check_parallel, gpu_arch_from_inventory, missing_tokenizer_files, read_config,
 )
 from tritongen.plan.model import (
-    HFRuntimePlan, InstanceGroup, PathsPlan, PlacementPlan, Plan, ServerGroupPlan, TensorrtllmPlan, TokenizerPlan,
+    HFRuntimePlan, InstanceGroup, PathsPlan, PlacementPlan, Plan, ServerGroupPlan, SyntheticPlan, TensorrtllmPlan,
+    TokenizerPlan,
 )
 from tritongen.plan.llmapi import make_llmapi_plan
 from tritongen.spec import Spec
@@ -221,6 +222,8 @@ def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None, *, engin
     if prompts:
         load = load.model_copy(update={"prompts_file": prompts})
     config = read_config(checkpoint)
+    if load.trace_file:
+        load = load.model_copy(update={"trace_file": str(resolve_path(spec_dir, load.trace_file))})
     trt = None
     if spec.runtime == "tensorrtllm":
         check_parallel(config, spec.engine.tp_size, spec.engine.pp_size)
@@ -298,7 +301,9 @@ def _plan(spec: Spec, spec_dir: Path, checkpoint: Path, load, trt: TensorrtllmPl
         preprocessing_instances=s.preprocessing_instances, postprocessing_instances=s.postprocessing_instances,
         max_queue_delay_us=s.dynamic_batching.max_queue_delay_us, max_queue_size=s.dynamic_batching.max_queue_size,
         logits_datatype=logits, llm_instance_group=_llm_instance_group(spec, placed), hf=hf, llmapi=llmapi,
-        tensorrtllm=trt, bls=s.bls, bls_instances=s.bls_instances or s.max_batch_size,
+        tensorrtllm=trt, bls=s.bls,
+        synthetic=SyntheticPlan(ttft_ms=spec.synthetic.ttft_ms, itl_ms=spec.synthetic.itl_ms)
+        if spec.runtime == "synthetic" else None, bls_instances=s.bls_instances or s.max_batch_size,
         bls_parameters=bls_parameters(s.bls_accumulate_tokens), load=load, slo=spec.validation.slo, deploy=spec.deploy,
         kv_tokens_per_instance=kv_tokens, **placement,
     )
