@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from tritongen.errors import CheckFailed
+from tritongen.errors import CheckFailed, EnvironmentMissing, problem
 
 _NUMPY = {"INT32": np.int32, "FP32": np.float32, "UINT64": np.uint64, "BOOL": np.bool_}
 # Ensemble inputs a caller may pass as keyword arguments, with their Triton data types.
@@ -77,6 +77,34 @@ def grpc_inputs(prompt: str, max_tokens: int, *, stream: bool, stop_words: list[
         dtype = OPTIONAL_INPUTS[name]
         inputs.append(tensor(name, np.array([[value]], dtype=_NUMPY[dtype]), dtype))
     return inputs
+
+
+def require_server(url: str, protocol: str, timeout: float = 5.0) -> None:
+    """EnvironmentMissing (exit 3, one line naming the URL) unless a tritonserver answers at `url`."""
+    try:
+        if protocol == "grpc":
+            import tritonclient.grpc as grpcclient
+
+            client = grpcclient.InferenceServerClient(url)
+            try:
+                live = client.is_server_live(client_timeout=timeout)
+            finally:
+                client.close()
+        else:
+            import tritonclient.http as httpclient
+
+            client = httpclient.InferenceServerClient(url, connection_timeout=timeout, network_timeout=timeout)
+            try:
+                live = client.is_server_live()
+            finally:
+                client.close()
+    except Exception as err:  # noqa: BLE001 - every way of not answering (refused, DNS, timeout, bad URL)
+        reason = str(err).splitlines()[0][:160] if str(err) else type(err).__name__
+        raise EnvironmentMissing(problem("--url", f"no tritonserver answers at {protocol} {url} ({reason})",
+                                         "start one (`tritongen serve REPO`) or pass --url host:port")) from None
+    if not live:
+        raise EnvironmentMissing(problem("--url", f"the tritonserver at {protocol} {url} is not live",
+                                         "wait for it to start, or check its log"))
 
 
 class StreamError(CheckFailed):

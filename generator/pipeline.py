@@ -9,6 +9,7 @@ from pathlib import Path
 from tritongen.errors import CheckFailed, EnvironmentMissing, problem
 from tritongen.loadtests.runner import Endpoint, run_loadtest, say, settings_from_args
 from tritongen.plan import Plan
+from tritongen.plan.checks import require_tokenizer
 from tritongen.render import Locations, render_repository
 from tritongen.runtimes.tensorrtllm.release import TRTLLM
 
@@ -39,6 +40,7 @@ def up(args: argparse.Namespace) -> int:
             "runtime", f"trtllm serves NVIDIA's llmapi model, which needs TensorRT-LLM {TRTLLM.version} inside "
             f"{TRTLLM.container}; the embedded tritonserver cannot load it",
             "run `tritongen deploy SPEC --target docker` (or compose / k8s) and `tritongen loadtest` against it"))
+    require_tokenizer(plan.tokenizer.dir)
     _stage(1, total, "validate", f"{args.spec} ({plan.name}, runtime {plan.runtime})")
     settings = settings_from_args(args, plan)
     _stage(2, total, "plan", f"{plan.llm_instance_group.kind} x{plan.llm_instance_group.count}, "
@@ -47,7 +49,7 @@ def up(args: argparse.Namespace) -> int:
     repo = out / "model_repository"
     files = render_for(plan)
     # The repository under OUT is tritongen's own output, so a new run replaces it.
-    write_repository(files, repo, overwrite=True)
+    write_repository(files, repo, overwrite=True, flag="--out")
     _stage(3, total, "render", f"{len(files)} files -> {repo}")
     findings = verify_repository(repo)
     if findings:

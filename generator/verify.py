@@ -150,7 +150,8 @@ def verify_repository(repo: Path) -> list[Finding]:
 
 def verify_load(repo: Path, timeout: float = 300.0) -> dict[str, str]:
     """Start the embedded tritonserver on `repo`; every model must be READY. Returns {model: state}."""
-    from tritongen.serve import TritonServer, model_states
+    from tritongen.readiness import model_states
+    from tritongen.serve import TritonServer
 
     server = TritonServer(repo)
     try:

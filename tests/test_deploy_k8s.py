@@ -15,7 +15,7 @@ import yaml
 from k8s_schemas import validate
 from tritongen.deploy import render_deployment
 from tritongen.deploy.common import prepare
-from tritongen.errors import CheckFailed, SpecError
+from tritongen.errors import SpecError
 
 FIXTURES = Path(__file__).parent / "fixtures"
 INVENTORIES = sorted(p.name for p in (FIXTURES / "inventories").iterdir())
@@ -86,7 +86,7 @@ def test_every_inventory_and_runtime_builds_and_validates(specs, spec_name, inve
     engine = ENGINE_8B / "config.json" if spec_name == "llama3-8b-mig" else None
     try:
         k8s = _render(specs[spec_name], inventory, tmp_path, engine=engine)
-    except CheckFailed as err:
+    except SpecError as err:  # placement refusals are bad input (exit 2)
         # The only refusal: an 8B bf16 engine on 1g.18gb instances (16 GiB) cannot hold its weights.
         assert spec_name == "llama3-8b-mig" and inventory == "h200-7x1g.yaml", err
         assert str(err).startswith("placement: "), err
@@ -114,7 +114,8 @@ def test_every_inventory_and_runtime_builds_and_validates(specs, spec_name, inve
 
 
 def test_multi_node_is_a_leaderworkerset(specs, tmp_path):
-    k8s = _render(specs["llama3-70b-tp4-2nodes"], "a100-80gb-x8.yaml", tmp_path, engine=ENGINE_70B / "config.json")
+    # FP8 engine: a node with FP8 (an A100 node is refused at plan time).
+    k8s = _render(specs["llama3-70b-tp4-2nodes"], "h100-80gb-x8.yaml", tmp_path, engine=ENGINE_70B / "config.json")
     objects = _kustomize(k8s / "base")
     _check_built(objects)
     (lws,) = [o for o in objects if o["kind"] == "LeaderWorkerSet"]

@@ -119,7 +119,8 @@ def test_too_many_instances_of_a_profile():
 
 def test_unknown_gpu_needs_memory():
     assert _spec_error({"gpus": [{"name": "Tesla T4"}]}) == (
-        "gpus.0: GPU 'Tesla T4' is not in the catalogue; give memory_gib and sm_count for it in an inventory file")
+        "gpus.0: GPU 'Tesla T4' is not in the catalogue; give memory_gib and sm_count for it in an inventory file "
+        "(docs/inventory.md)")
     (gpu,) = inventory_from_mapping({"gpus": [{"name": "Tesla T4", "memory_gib": 15, "sm_count": 40}]}).gpus
     assert gpu.memory_bytes == 15 * GIB
 
@@ -133,13 +134,13 @@ def test_uncatalogued_profile_with_numbers():
 def test_schema_errors_name_the_field():
     assert _spec_error({"gpus": [{"name": "NVIDIA H200", "mig": [{"profile": "1g.18gb", "uuid": "GPU-1"}],
                                   "memroy_gib": 1}]}).splitlines() == [
-        "gpus.0.mig.0.uuid: string should match pattern '^MIG-'; see the inventory schema in generator/placement/inventory.py",
+        "gpus.0.mig.0.uuid: string should match pattern '^MIG-'; see the inventory file format in docs/inventory.md",
         "gpus.0.memroy_gib: extra inputs are not permitted; did you mean `memory_gib`?"]
 
 
 def test_schema_error_without_close_match():
     assert _spec_error({"gpu": []}).splitlines() == [
-        "gpus: field required; see the inventory schema in generator/placement/inventory.py",
+        "gpus: field required; see the inventory file format in docs/inventory.md",
         "gpu: extra inputs are not permitted; did you mean `gpus`?"]
 
 
@@ -163,8 +164,8 @@ def test_unrecognised_smi_line(tmp_path):
 def test_missing_source():
     with pytest.raises(SpecError) as info:
         load_inventory("/nonexistent/inventory.yaml")
-    assert str(info.value) == ("inventory: /nonexistent/inventory.yaml is not a file; pass 'nvml', an inventory "
-                               "YAML/JSON file, or saved `nvidia-smi -L` output")
+    assert str(info.value) == ("--inventory: /nonexistent/inventory.yaml is not a file; pass 'nvml', an inventory "
+                               "YAML/JSON file or saved `nvidia-smi -L` output (formats: docs/inventory.md)")
 
 
 # ------------------------------------------------------------------------------------------ NVML with a fake pynvml

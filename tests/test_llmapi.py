@@ -45,7 +45,8 @@ def _spec(tmp_path: Path, tiny_model: Path, example: str, **overrides) -> Path:
 
 def _render(spec: Path, out: Path, *extra: str) -> dict[str, str]:
     assert main(["render", str(spec), "-o", str(out), *extra]) == 0
-    return {str(p.relative_to(out)): p.read_text() for p in sorted(out.rglob("*")) if p.is_file()}
+    return {str(p.relative_to(out)): p.read_text() for p in sorted(out.rglob("*"))
+            if p.is_file() and p.name != ".tritongen-rendered"}  # the marker of a folder tritongen wrote
 
 
 def _tensors(tensors) -> list[dict]:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tritongen.errors import CheckFailed, SpecError, TritongenError
+from tritongen.errors import SpecError, TritongenError
 from tritongen.placement.inventory import CATALOGUE, inventory_from_mapping, load_inventory
 from tritongen.placement.memory import QUANT_WEIGHT_BYTES, MemoryModel, ModelShape, load_memory_model, memory_from_hf_config
 from tritongen.placement import place
@@ -107,7 +107,7 @@ def test_mixed_node_tp1_uses_mig_and_full_gpus():
 
 
 def test_mixed_node_tp4_not_enough_full_gpus():
-    with pytest.raises(CheckFailed) as info:
+    with pytest.raises(SpecError) as info:
         place(inventory("mixed-h200-node.yaml"), load_memory_model(ENGINE_70B), max_seq_len=8192)
     assert str(info.value) == (
         "engine.tp_size: tp_size 4 x pp_size 1 needs 4 full GPUs but 3 are available (GPU 0 is in MIG mode and "
@@ -124,7 +124,7 @@ def test_tp_group_mixing_mig_and_full_gpus():
 
 
 def test_8b_fits_no_1g_slice_names_the_profile():
-    with pytest.raises(CheckFailed) as info:
+    with pytest.raises(SpecError) as info:
         place(inventory("h200-7x1g.yaml"), load_memory_model(ENGINE_8B), max_seq_len=8192)
     assert str(info.value) == (
         "placement: the model fits no device: it needs 17.97 GiB for 1 instance at max_seq_len 8192 (14.96 GiB "
@@ -133,7 +133,7 @@ def test_8b_fits_no_1g_slice_names_the_profile():
 
 
 def test_70b_bf16_names_the_number_of_full_gpus():
-    with pytest.raises(CheckFailed) as info:
+    with pytest.raises(SpecError) as info:
         place(inventory("h100-80gb-2x3g.json"), _70b_bf16(), max_seq_len=8192)
     assert str(info.value).endswith(
         "the largest device is GPU 0 MIG 1 (3g.40gb) with 39.50 GiB; build the engine with tp_size 2 and run it on "
@@ -141,7 +141,7 @@ def test_70b_bf16_names_the_number_of_full_gpus():
 
 
 def test_too_many_instances_names_how_many_fit():
-    with pytest.raises(CheckFailed, match=r"; lower the instances per device to 2$"):
+    with pytest.raises(SpecError, match=r"; lower the instances per device to 2$"):
         place(inventory("h100-80gb-2x3g.json"), load_memory_model(ENGINE_8B), max_seq_len=8192,
               instances_per_device=3)
 
@@ -172,7 +172,7 @@ def test_smi_inventory_places_on_mig_and_full_gpu():
 
 
 def test_longer_sequences_than_the_engine_supports():
-    with pytest.raises(CheckFailed) as info:
+    with pytest.raises(SpecError) as info:
         place(inventory("a100-80gb-x8.yaml"), load_memory_model(ENGINE_8B), max_seq_len=16384)
     assert str(info.value) == (f"engine.max_seq_len: 16384 is more than the engine in {ENGINE_8B / 'config.json'} "
                                "was built for (8192); lower it or rebuild the engine")
@@ -180,7 +180,7 @@ def test_longer_sequences_than_the_engine_supports():
 
 def test_no_device_at_all():
     node = inventory_from_mapping({"gpus": [{"name": "NVIDIA H200", "mig": []}]})
-    with pytest.raises(CheckFailed) as info:
+    with pytest.raises(SpecError) as info:
         place(node, load_memory_model(ENGINE_8B), max_seq_len=8192)
     assert str(info.value) == ("placement: no device to run on (GPU 0 has MIG on but no MIG instances); create MIG "
                                "instances, disable MIG, or list other GPUs")
@@ -248,7 +248,7 @@ def test_plans_never_overcommit_and_groups_never_share(node, model, max_seq_len,
     try:
         plan = place(node, model, max_seq_len=max_seq_len, kv_fraction=kv_fraction, instances_per_device=instances)
     except TritongenError as refusal:
-        assert isinstance(refusal, (SpecError, CheckFailed)) and refusal.problems
+        assert isinstance(refusal, SpecError) and refusal.problems
         return
     for device in plan.devices:
         assert device.used_bytes <= device.memory_bytes

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -36,7 +37,10 @@ def test_golden_repository(rendered, tiny_model):
     for rel in (k for k in rendered[2] if k.endswith(".py")):
         assert rendered[2][rel] == (ROOT / "model_repository_templates" / rel).read_bytes()
     if os.environ.get("TRITONGEN_REGEN_GOLDEN") == "1":
-        write_repository(files, GOLDEN, overwrite=True)
+        shutil.rmtree(GOLDEN, ignore_errors=True)  # golden folders are plain files: no tritongen marker
+        for rel, data in files.items():
+            (GOLDEN / rel).parent.mkdir(parents=True, exist_ok=True)
+            (GOLDEN / rel).write_bytes(data)
     golden = {str(p.relative_to(GOLDEN)): p.read_bytes() for p in sorted(GOLDEN.rglob("*")) if p.is_file()}
     assert sorted(files) == sorted(golden)
     for rel, data in files.items():
@@ -109,9 +113,13 @@ def test_existing_output_is_never_clobbered(rendered, tmp_path):
     out = tmp_path / "repo"
     out.mkdir()
     (out / "keep.txt").write_text("mine")
-    with pytest.raises(SpecError, match="exists and is not empty; pass --force"):
-        write_repository(rendered[2], out)
+    for force in (False, True):
+        with pytest.raises(SpecError, match="is not empty and was not written by tritongen"):
+            write_repository(rendered[2], out, overwrite=force)
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
+    write_repository(rendered[2], tmp_path / "ours")
+    with pytest.raises(SpecError, match="exists and is not empty; pass --force"):
+        write_repository(rendered[2], tmp_path / "ours")
 
 
 def test_failed_write_leaves_nothing_and_keeps_old(rendered, tmp_path):

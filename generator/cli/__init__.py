@@ -1,7 +1,7 @@
 """`tritongen`: a thin CLI over the stages. Errors map to exit codes here and nowhere else.
 
 Exit codes: 0 success; 1 a check failed (verification, SLO); 2 bad input (spec, flags); 3 something the
-command needs is missing from this machine.
+command needs is missing from this machine; 70 an internal error (a tritongen bug; `--debug` shows the traceback).
 """
 
 from __future__ import annotations
@@ -11,9 +11,17 @@ import shlex
 import signal
 import sys
 import time
+import traceback
 from pathlib import Path
 
-from tritongen.errors import SpecError, TritongenError
+from tritongen.errors import INTERNAL_ERROR_EXIT, SpecError, TritongenError, clip, scrub
+
+
+def print_notes(plan) -> None:
+    from tritongen.plan.checks import plan_notes
+
+    for note in plan_notes(plan):
+        print(note, file=sys.stderr)
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
@@ -38,7 +46,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 def _cmd_plan(args: argparse.Namespace) -> int:
     from tritongen.plan import load_plan
 
-    plan = load_plan(args.spec, args.inventory, engine_dir=args.engine_dir)
+    plan = load_plan(args.spec, args.inventory, engine_dir=args.engine_dir, gpu_arch=args.gpu_arch)
+    print_notes(plan)
     if args.json:
         print(plan.to_json(), end="")
         return 0
@@ -56,7 +65,9 @@ def _cmd_render(args: argparse.Namespace) -> int:
     from tritongen.plan import load_plan
     from tritongen.render import status_lines, write_repository
 
-    files = render_for(load_plan(args.spec, args.inventory, engine_dir=args.engine_dir))
+    plan = load_plan(args.spec, args.inventory, engine_dir=args.engine_dir, gpu_arch=args.gpu_arch)
+    print_notes(plan)
+    files = render_for(plan)
     out = Path(args.output)
     lines = status_lines(files, out)
     if args.dry_run:
@@ -119,17 +130,18 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
     params = {"min_tokens": args.min_tokens, "temperature": args.temperature, "top_k": args.top_k,
               "top_p": args.top_p}
+    url = args.url or ("127.0.0.1:8001" if args.protocol == "grpc" else "127.0.0.1:8000")
+    client.require_server(url, args.protocol)
     if args.protocol == "grpc":
-        url = args.url or "127.0.0.1:8001"
         for text in client.stream_grpc(url, args.prompt, args.max_tokens, stream=args.stream,
                                        model=args.model, **params):
             print(text, end="" if args.stream else "\n", flush=True)
     elif args.stream:
-        for text in client.stream_http(args.url or "127.0.0.1:8000", args.prompt, args.max_tokens,
+        for text in client.stream_http(url, args.prompt, args.max_tokens,
                                        model=args.model, **params):
             print(text, end="", flush=True)
     else:
-        print(client.generate_http(args.url or "127.0.0.1:8000", args.prompt, args.max_tokens, model=args.model,
+        print(client.generate_http(url, args.prompt, args.max_tokens, model=args.model,
                                    **params), end="")
     print()
     return 0
@@ -168,7 +180,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tritongen", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="tritongen", description=__doc__.splitlines()[0],
+                                epilog="--debug (anywhere): print the traceback of an error")
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("validate", help="validate a spec")
@@ -183,6 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                        "in place of the spec")
     s.add_argument("--inventory", help="place on GPUs: 'nvml', an inventory YAML/JSON, or saved `nvidia-smi -L`")
     s.add_argument("--engine-dir", help="tensorrtllm: a built engine folder (default: the engine cache entry)")
+    s.add_argument("--gpu-arch", help="tensorrtllm: the engine cache key's GPU architecture, e.g. sm90 (default: "
+                                      "from the inventory's GPUs, else GPU 0's through NVML)")
     s.set_defaults(func=_cmd_plan)
 
     s = sub.add_parser("render", help="render the model repository")
@@ -191,6 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--dry-run", action="store_true", help="show what would be written")
     s.add_argument("--force", action="store_true", help="replace an existing, non-empty output folder")
     s.add_argument("--engine-dir", help="tensorrtllm: a built engine folder (default: the engine cache entry)")
+    s.add_argument("--gpu-arch", help="tensorrtllm: the engine cache key's GPU architecture, e.g. sm90 (default: "
+                                      "from the inventory's GPUs, else GPU 0's through NVML)")
     s.add_argument("--inventory", help="take instance groups and KV budgets from a placement on this inventory")
     s.set_defaults(func=_cmd_render)
 
@@ -241,6 +258,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; every outcome is an exit code (see the module docstring), never a stray traceback."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    if debug:
+        argv.remove("--debug")
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -249,11 +271,21 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except TritongenError as err:
+        if debug:
+            traceback.print_exc()
         for line in err.problems:
-            print(f"error: {line}", file=sys.stderr)
+            print(f"error: {scrub(clip(line, 2000))}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
         return 130
+    except Exception as err:  # noqa: BLE001 - the one place an unexpected error becomes an exit code
+        if debug:
+            traceback.print_exc()
+        where = traceback.extract_tb(err.__traceback__)[-1]
+        print(f"error: internal error {type(err).__name__}: {scrub(clip(str(err), 300))} (at {Path(where.filename).name}:"
+              f"{where.lineno}); this is a tritongen bug: rerun with --debug for the traceback and report it",
+              file=sys.stderr)
+        return INTERNAL_ERROR_EXIT
 
 
 if __name__ == "__main__":

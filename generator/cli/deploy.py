@@ -15,7 +15,10 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
     from tritongen.deploy.docker import docker_client, run_docker
     from tritongen.render import status_lines, write_repository
 
+    from tritongen.cli import print_notes
+
     dep = prepare(args.spec, inventory=args.inventory, engine_config=args.engine_config, image=args.image)
+    print_notes(dep.plan)
     files = render_deployment(dep, args.target, mig_strategy=args.k8s_mig_strategy)
     out = Path(args.output)
     # Ask for the engine before writing anything, so a missing one leaves no half-made deployment behind.

@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from tritongen.errors import SpecError, problem
+from tritongen.plan.checks import require_tokenizer
 from tritongen.loadtests.runner import PROTOCOLS, Endpoint, run_loadtest, settings_from_args
 
 
@@ -24,6 +25,7 @@ def _cmd_loadtest(args: argparse.Namespace) -> int:
     from tritongen.plan import load_plan
 
     plan = load_plan(args.spec)
+    require_tokenizer(plan.tokenizer.dir)  # the load generator sizes prompts and counts tokens with it
     settings = settings_from_args(args, plan)
     endpoint = _endpoint_from_args(args, settings.protocol)
     if args.worker:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from tritongen.deploy.common import (
 )
 from tritongen.errors import CheckFailed, EnvironmentMissing, problem
 from tritongen.placement import ServerGroup
+from tritongen.readiness import server_ready, wait_until_ready
 
 
 def docker_run_kwargs(dep: Deployment, group: ServerGroup, out_dir: Path) -> dict[str, Any]:
@@ -67,16 +67,8 @@ def engine_host(docker_host: str | None = None) -> str:
     return "127.0.0.1"
 
 
-def _ready(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
-
-
 def run_docker(dep: Deployment, out_dir: Path, *, client: Any, replace: bool = False, timeout: float = 1800,
-               ready: Callable[[str], bool] = _ready, log: Callable[[str], None] = print) -> list[str]:
+               ready: Callable[[str], bool] = server_ready, log: Callable[[str], None] = print) -> list[str]:
     """Start one container per server group, wait until each is ready, return the endpoints."""
     import docker
 
@@ -102,17 +94,19 @@ def run_docker(dep: Deployment, out_dir: Path, *, client: Any, replace: bool = F
     endpoints = []
     host = engine_host()  # published ports live on the engine's machine, which DOCKER_HOST may put elsewhere
     for group, container in containers:
-        url = f"http://{host}:{group.http_port}/v2/health/ready"
-        while not ready(url):
+        def exited(container=container) -> bool:
             container.reload()
-            if container.status in ("exited", "dead"):
-                tail = container.logs(tail=40).decode(errors="replace")
-                raise CheckFailed(problem(f"server group {group.name}", f"container {container.name} exited:\n{tail}",
-                                          "fix the cause above and deploy again with --force"))
-            if time.monotonic() > deadline:
-                raise CheckFailed(problem(f"server group {group.name}", f"not ready after {timeout:.0f} s",
-                                          f"see `docker logs {container.name}`"))
-            time.sleep(2)
+            return container.status in ("exited", "dead")
+
+        outcome = wait_until_ready(f"{host}:{group.http_port}", max(0.0, deadline - time.monotonic()),
+                                   stopped=exited, interval=2, probe=ready)
+        if outcome == "stopped":
+            tail = container.logs(tail=40).decode(errors="replace")
+            raise CheckFailed(problem(f"server group {group.name}", f"container {container.name} exited:\n{tail}",
+                                      "fix the cause above and deploy again with --force"))
+        if outcome == "timeout":
+            raise CheckFailed(problem(f"server group {group.name}", f"not ready after {timeout:.0f} s",
+                                      f"see `docker logs {container.name}`"))
         endpoints.append(f"{group.name}: http {host}:{group.http_port}  grpc {host}:{group.grpc_port}  "
                          f"metrics {host}:{group.metrics_port}")
     return endpoints

@@ -10,8 +10,8 @@ Pure: an `Inventory` and a `MemoryModel` in, a frozen `Placement` out. The rules
 * KV budgets are absolute (max_tokens_in_paged_kv_cache) per instance; see generator/placement/memory.py for the formula.
   A device "fits" when every instance's budget holds at least one sequence of max_seq_len tokens.
 
-Refusals: a layout that can never work (tp/pp > 1 on MIG, a TP group mixing MIG and full GPUs) is a SpecError;
-a valid layout this inventory cannot hold (nothing fits, not enough GPUs) is CheckFailed. Both name the fix.
+Refusals are SpecErrors (exit 2), whether the layout can never work (tp/pp > 1 on MIG, a TP group mixing MIG and
+full GPUs) or this inventory cannot hold it (nothing fits, not enough GPUs); each names the field and the fix.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from tritongen.errors import CheckFailed, SpecError, problem
+from tritongen.errors import SpecError, problem
 from tritongen.placement.inventory import GIB, Gpu, Inventory, MigDevice, product_for
 from tritongen.placement.memory import MemoryModel, with_mapping
 
@@ -256,7 +256,7 @@ def _check_parallel(gpus: Sequence[Gpu], model: MemoryModel, explicit: bool) -> 
                                 "instances and full GPUs", f"list only full GPUs, or disable MIG on {_gpus(mig)}"))
     if len(full) < model.world_size:
         note = f" ({_gpus(mig)} {are} in MIG mode and cannot join a tensor-parallel group)" if mig else ""
-        raise CheckFailed(problem(path, f"tp_size {model.tp} x pp_size {model.pp} needs {model.world_size} full "
+        raise SpecError(problem(path, f"tp_size {model.tp} x pp_size {model.pp} needs {model.world_size} full "
                                   f"GPUs but {len(full)} are available{note}",
                                   "add GPUs, disable MIG, or build the engine with a smaller tp_size"))
     return full
@@ -292,7 +292,7 @@ def place(inventory: Inventory, model: MemoryModel, *, max_seq_len: int, kv_frac
     `gpu_ids` restricts the GPUs used (None: all). Server group k listens on base_ports + k * port_stride.
     """
     if model.max_seq_len and max_seq_len > model.max_seq_len:
-        raise CheckFailed(problem("engine.max_seq_len", f"{max_seq_len} is more than the engine in {model.source} "
+        raise SpecError(problem("engine.max_seq_len", f"{max_seq_len} is more than the engine in {model.source} "
                                   f"was built for ({model.max_seq_len})", "lower it or rebuild the engine"))
     gpus = _select(inventory, gpu_ids)
     if model.world_size == 1:
@@ -305,7 +305,7 @@ def place(inventory: Inventory, model: MemoryModel, *, max_seq_len: int, kv_frac
         chosen = [(row[0], row, indices, ",".join(map(str, indices)), None) for row, indices in candidates
                   if row[0].fits]
     if not devices:
-        raise CheckFailed(problem("placement", f"no device to run on ({_gpus([g.index for g in gpus])} "
+        raise SpecError(problem("placement", f"no device to run on ({_gpus([g.index for g in gpus])} "
                                   f"{'has' if len(gpus) == 1 else 'have'} MIG on but no MIG instances)",
                                   "create MIG instances, disable MIG, or list other GPUs"))
     if not chosen:
@@ -316,7 +316,7 @@ def place(inventory: Inventory, model: MemoryModel, *, max_seq_len: int, kv_frac
                 f"({_gib(model.weight_bytes_per_rank)} weights + {_gib(model.runtime_headroom_bytes)} runtime per "
                 f"instance), the largest device is {largest.label} with {_gib(largest.memory_bytes)}")
         fix = _no_fit_fix(gpus, model, largest.memory_bytes, max_seq_len, kv_fraction, instances_per_device)
-        raise CheckFailed(problem("placement", what, fix))
+        raise SpecError(problem("placement", what, fix))
     _check_ports(base_ports, port_stride, len(chosen))
     groups = tuple(_group(fit, row, indices, visible, profile, model, k, base_ports, port_stride)
                    for k, (fit, row, indices, visible, profile) in enumerate(chosen))

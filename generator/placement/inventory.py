@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from tritongen.errors import EnvironmentMissing, SpecError, problem
@@ -223,7 +222,7 @@ def _gpu_from_entry(entry: _GpuEntry, index: int, path: str) -> Gpu:
     product = product_for(entry.name)
     if product is None and (entry.memory_gib is None or entry.sm_count is None):
         raise SpecError(problem(path, f"GPU {entry.name!r} is not in the catalogue",
-                                "give memory_gib and sm_count for it in an inventory file"))
+                                "give memory_gib and sm_count for it in an inventory file (docs/inventory.md)"))
     memory = entry.memory_gib if entry.memory_gib is not None else product.memory_gib
     sms = entry.sm_count if entry.sm_count is not None else product.sm_count
     migs = tuple(_mig_from_entry(entry, index, i, f"{path}.mig.{i}", m) for i, m in enumerate(entry.mig or ()))
@@ -240,7 +239,7 @@ def _build(entries: list[_GpuEntry], source: str) -> Inventory:
 
 
 def inventory_from_mapping(data: Any, source: str = "(inventory)") -> Inventory:
-    """Validate a parsed inventory file (schema in the module docstring) into an Inventory."""
+    """Validate a parsed inventory file (format: docs/inventory.md, the module docstring) into an Inventory."""
     try:
         parsed = _InventoryFile.model_validate(data)
     except ValidationError as err:
@@ -250,7 +249,7 @@ def inventory_from_mapping(data: Any, source: str = "(inventory)") -> Inventory:
 
 def _schema_problem(error: Any) -> str:
     loc = error["loc"]
-    fix = "see the inventory schema in generator/placement/inventory.py"
+    fix = "see the inventory file format in docs/inventory.md"
     if error["type"] == "extra_forbidden":
         # The location's depth says which entry the unknown key sits in: file, GPU, or MIG entry.
         model = {1: _InventoryFile, 3: _GpuEntry, 5: _MigEntry}.get(len(loc), _Strict)
@@ -284,7 +283,8 @@ def parse_nvidia_smi_list(text: str, source: str = "(nvidia-smi -L)") -> Invento
             raise SpecError(problem(f"{source}:{number}", f"unrecognised line {line.strip()!r}",
                                     "pass the unmodified output of `nvidia-smi -L`"))
     if not entries:
-        raise SpecError(problem(source, "lists no GPU", "pass the output of `nvidia-smi -L` from the target node"))
+        raise SpecError(problem(source, "lists no GPU", "pass the output of `nvidia-smi -L` from the target node "
+                                "(formats: docs/inventory.md)"))
     return _build(entries, source)
 
 
@@ -371,15 +371,14 @@ def load_inventory(source: str) -> Inventory:
     """Load an inventory from ``"nvml"``, an inventory YAML/JSON file, or saved ``nvidia-smi -L`` output."""
     if source == "nvml":
         return discover_nvml()
+    from tritongen.spec.source import read_yaml
+
     path = Path(source)
     if not path.is_file():
-        raise SpecError(problem("inventory", f"{source} is not a file",
-                                "pass 'nvml', an inventory YAML/JSON file, or saved `nvidia-smi -L` output"))
-    text = path.read_text()
-    if _SMI_GPU.match(text.lstrip().split("\n", 1)[0]):
-        return parse_nvidia_smi_list(text, source)
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise SpecError(problem(source, f"is not valid YAML or JSON ({err})", "fix the syntax")) from None
-    return inventory_from_mapping(data, source)
+        raise SpecError(problem("--inventory", f"{source} is not a file", "pass 'nvml', an inventory YAML/JSON file "
+                                "or saved `nvidia-smi -L` output (formats: docs/inventory.md)"))
+    with path.open("rb") as f:
+        head = f.read(512).decode("utf-8", errors="replace")
+    if _SMI_GPU.match(head.lstrip().split("\n", 1)[0]):
+        return parse_nvidia_smi_list(path.read_bytes().decode("utf-8", errors="replace"), source)
+    return inventory_from_mapping(read_yaml(path), source)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from tritongen.errors import CheckFailed, SpecError, problem
+from tritongen.errors import SpecError, problem
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -337,7 +337,7 @@ def load_memory_model(path: str | Path, *, dtype: str | None = None, quant_algo:
     """Read a HF checkpoint or TensorRT-LLM engine config.json (or the folder holding it).
 
     The keyword arguments describe the engine to build from a checkpoint. A built engine decides for itself; an
-    argument that disagrees with it fails the consistency check (CheckFailed).
+    argument that disagrees with it is bad input (SpecError naming the spec field).
     """
     p = Path(path)
     p = p / "config.json" if p.is_dir() else p
@@ -357,7 +357,7 @@ def load_memory_model(path: str | Path, *, dtype: str | None = None, quant_algo:
                           f"{getattr(model, key)!r}", "rebuild the engine or change the spec to match it")
                   for key, value in asked.items() if value is not None and value != getattr(model, key)]
     if mismatched:
-        raise CheckFailed(mismatched)
+        raise SpecError(mismatched)
     return model
 
 

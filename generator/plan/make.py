@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tritongen.errors import SpecError, problem
+from tritongen.errors import SpecError, clip, problem
+from tritongen.plan.checks import (
+    check_fp8, check_parallel, gpu_arch_from_inventory, missing_tokenizer_files, read_config,
+)
 from tritongen.plan.model import (
     HFRuntimePlan, InstanceGroup, PathsPlan, PlacementPlan, Plan, ServerGroupPlan, SyntheticPlan, TensorrtllmPlan,
     TokenizerPlan,
@@ -42,21 +45,35 @@ def _resolve_dir(base: Path, value: str, field: str) -> Path:
     return p
 
 
-def _tokenizer_plan(spec: Spec, tokenizer_dir: Path) -> TokenizerPlan:
+def _tokenizer_plan(spec: Spec, tokenizer_dir: Path, config: dict) -> TokenizerPlan:
     from transformers import AutoTokenizer
 
     field = "model.tokenizer" if spec.model.tokenizer else "model.checkpoint"
+    common = {"dir": str(tokenizer_dir), "add_special_tokens": spec.model.add_special_tokens,
+              "skip_special_tokens": spec.model.skip_special_tokens}
+    missing = missing_tokenizer_files(tokenizer_dir)
+    if missing and spec.runtime == "hf":
+        raise SpecError(problem(field, missing, "point model.tokenizer at the model's tokenizer files"))
+    if missing:
+        # The engine path's plan, render and deploy do not load the tokenizer (preprocessing does, when served):
+        # plan from the checkpoint's config.json and say what serving will need.
+        eos = config.get("eos_token_id")
+        eos = eos[0] if isinstance(eos, list) and eos else eos
+        if not isinstance(eos, int) or not isinstance(config.get("vocab_size"), int):
+            raise SpecError(problem(field, f"{missing}, and config.json names no eos_token_id/vocab_size",
+                                    "point model.tokenizer at the model's tokenizer files"))
+        pad = config.get("pad_token_id")
+        return TokenizerPlan(**common, end_id=eos, pad_id=pad if isinstance(pad, int) else eos,
+                             vocab_size=config["vocab_size"], loaded=False)
     try:
         tok = AutoTokenizer.from_pretrained(str(tokenizer_dir))
     except (OSError, ValueError) as err:
-        raise SpecError(problem(field, f"no tokenizer loads from {tokenizer_dir} ({err})",
+        raise SpecError(problem(field, f"no tokenizer loads from {tokenizer_dir} ({clip(str(err))})",
                                 "point it at a folder with tokenizer files")) from None
     if tok.eos_token_id is None:
         raise SpecError(problem(field, "the tokenizer has no eos token", "set eos_token in tokenizer_config.json"))
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    return TokenizerPlan(dir=str(tokenizer_dir), end_id=tok.eos_token_id, pad_id=pad, vocab_size=len(tok),
-                         add_special_tokens=spec.model.add_special_tokens,
-                         skip_special_tokens=spec.model.skip_special_tokens)
+    return TokenizerPlan(**common, end_id=tok.eos_token_id, pad_id=pad, vocab_size=len(tok))
 
 
 def llmapi_instances(spec: Spec) -> int:
@@ -204,12 +221,22 @@ def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None, *, engin
     prompts = str(resolve_path(spec_dir, load.prompts_file)) if load.prompts_file else None
     if prompts:
         load = load.model_copy(update={"prompts_file": prompts})
+    config = read_config(checkpoint)
     if load.trace_file:
         load = load.model_copy(update={"trace_file": str(resolve_path(spec_dir, load.trace_file))})
     trt = None
     if spec.runtime == "tensorrtllm":
+        check_parallel(config, spec.engine.tp_size, spec.engine.pp_size)
+        if gpu_arch is None and inventory not in (None, "nvml") and not (engine_dir or spec.engine.engine_dir):
+            from tritongen.placement.inventory import load_inventory
+
+            # Planning for a node described by a file: its GPUs say what the engine is built for.
+            wanted = set(spec.placement.gpu_ids)
+            gpu_arch = gpu_arch_from_inventory([g.name for g in load_inventory(inventory).gpus
+                                                if not wanted or g.index in wanted])
         trt = _engine(spec, spec_dir, checkpoint, engine_dir, gpu_arch, None if inventory else _gpu_device_ids(spec))
-    plan = _plan(spec, spec_dir, checkpoint, tokenizer_dir, load, trt, placed=inventory is not None)
+    plan = _plan(spec, spec_dir, checkpoint, load, trt, placed=inventory is not None,
+                 tokenizer=_tokenizer_plan(spec, tokenizer_dir, config))
     if trt is not None:
         from tritongen.runtimes.tensorrtllm.checks import check_plan_engine
 
@@ -219,10 +246,14 @@ def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None, *, engin
         return plan
     kv = spec.serving.kv_cache
     placement = _place(spec, checkpoint, Path(trt.engine_dir) if trt else None, inventory)
+    if trt is not None:
+        used = {i for g in placement.result["server_groups"] for i in g["gpu_indices"]}
+        check_fp8(spec.engine.quantization, spec.engine.kv_cache_dtype,
+                  [(f"GPU {g['index']}", g["name"]) for g in placement.inventory["gpus"] if g["index"] in used])
     groups = tuple(ServerGroupPlan(name=g["name"], kv_tokens=min(g["kv_tokens"], kv.max_tokens or g["kv_tokens"]),
                                    instances=g["instances"], gpu_device_ids=g["gpu_device_ids"])
                    for g in placement.result["server_groups"])
-    return _plan(spec, spec_dir, checkpoint, tokenizer_dir, load, trt, placed=True,
+    return _plan(spec, spec_dir, checkpoint, load, trt, placed=True,
                  kv_tokens=min(g.kv_tokens for g in groups), tokenizer=plan.tokenizer, placement=placement,
                  server_groups=groups,
                  # trtllm: one model.yaml for every group (the smallest budget), no per-group configs.
@@ -230,8 +261,8 @@ def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None, *, engin
                                                                  for g in groups}) > 1)
 
 
-def _plan(spec: Spec, spec_dir: Path, checkpoint: Path, tokenizer_dir: Path, load, trt: TensorrtllmPlan | None,
-          *, placed: bool, kv_tokens: int | None = None, tokenizer: TokenizerPlan | None = None, **placement) -> Plan:
+def _plan(spec: Spec, spec_dir: Path, checkpoint: Path, load, trt: TensorrtllmPlan | None, *, placed: bool,
+          tokenizer: TokenizerPlan, kv_tokens: int | None = None, **placement) -> Plan:
     from tritongen.runtimes.tensorrtllm import bls_parameters
 
     kv = spec.serving.kv_cache
@@ -264,7 +295,7 @@ def _plan(spec: Spec, spec_dir: Path, checkpoint: Path, tokenizer_dir: Path, loa
         name=spec.name, runtime=spec.runtime, spec_dir=str(spec_dir),
         paths=PathsPlan(checkpoint=str(checkpoint),
                         engine=trt.engine_dir if trt else None, prompts_file=load.prompts_file),
-        tokenizer=tokenizer or _tokenizer_plan(spec, tokenizer_dir),
+        tokenizer=tokenizer,
         triton_max_batch_size=s.max_batch_size, decoupled=s.streaming,
         exclude_input_in_output=s.exclude_input_in_output, max_tokens_default=s.max_tokens_default,
         preprocessing_instances=s.preprocessing_instances, postprocessing_instances=s.postprocessing_instances,

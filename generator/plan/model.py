@@ -39,6 +39,9 @@ class TokenizerPlan(_Frozen):
     vocab_size: int
     add_special_tokens: bool
     skip_special_tokens: bool
+    loaded: bool = True
+    """False when the tokenizer files were not there at planning (engine path only): the ids then come from the
+    checkpoint's config.json, and serving and the load test need the files in `dir` first."""
 
 
 class InstanceGroup(_Frozen):

@@ -18,13 +18,11 @@ import sys
 import sysconfig
 import tempfile
 import threading
-import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tritongen.errors import CheckFailed, EnvironmentMissing
+from tritongen.readiness import server_ready, wait_until_ready
 
 
 def _die_with_parent() -> None:
@@ -197,28 +195,29 @@ class TritonServer:
                                         env=server_env(self.env), start_new_session=True,
                                         preexec_fn=_die_with_parent)
         log.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def stopped() -> bool:
+            return self.process.poll() is not None or self._load_failed()
+
+        outcome = wait_until_ready(self.http_url, timeout, stopped=stopped)
+        if outcome == "stopped":
             if self.process.poll() is not None:
                 raise CheckFailed(f"tritonserver exited with code {self.process.returncode} before it was ready:\n"
                                   + self.failure_reasons())
-            if self._load_failed():
-                reasons = self.failure_reasons()
-                self.stop(grace=5)
-                raise CheckFailed("a model failed to load; tritonserver stopped:\n" + reasons)
-            if self.ready():
-                if not self._listens_on(self.http_port):
-                    self.stop(grace=5)
-                    raise EnvironmentMissing(f"serve.http_port: another process answers on port {self.http_port}; "
-                                             "stop it or pick another port with --http-port")
-                self.stubs = self._stub_processes()
-                if self.supervise:
-                    self._watcher = threading.Thread(target=self._watch, name="tritongen-supervisor", daemon=True)
-                    self._watcher.start()
-                return self
-            time.sleep(0.5)
-        self.stop()
-        raise CheckFailed(f"tritonserver was not ready after {timeout:.0f}s:\n" + self.log_tail())
+            reasons = self.failure_reasons()
+            self.stop(grace=5)
+            raise CheckFailed("a model failed to load; tritonserver stopped:\n" + reasons)
+        if outcome == "timeout":
+            self.stop()
+            raise CheckFailed(f"tritonserver was not ready after {timeout:.0f}s:\n" + self.log_tail())
+        if not self._listens_on(self.http_port):
+            self.stop(grace=5)
+            raise EnvironmentMissing(f"serve.http_port: another process answers on port {self.http_port}; "
+                                     "stop it or pick another port with --http-port")
+        self.stubs = self._stub_processes()
+        if self.supervise:
+            self._watcher = threading.Thread(target=self._watch, name="tritongen-supervisor", daemon=True)
+            self._watcher.start()
+        return self
 
     def _load_failed(self) -> bool:
         if self.log_path is None or not Path(self.log_path).exists():
@@ -276,11 +275,7 @@ class TritonServer:
                     return
 
     def ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"http://{self.http_url}/v2/health/ready", timeout=2) as r:
-                return r.status == 200
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            return False
+        return server_ready(self.http_url)
 
     def failure_reasons(self) -> str:
         """The server's error lines (model load failures and their reasons), then the log's tail."""
@@ -364,13 +359,3 @@ def _instance_name(cmd: list[str]) -> str:
             if len(parts) >= 3:
                 return f"model {parts[-3]!r}"
     return "a model"
-
-
-def model_states(http_url: str) -> dict[str, tuple[str, str]]:
-    """{model name: (state, reason)} from the repository index."""
-    import json
-
-    req = urllib.request.Request(f"http://{http_url}/v2/repository/index", data=b"{}", method="POST")
-    with urllib.request.urlopen(req, timeout=10) as r:
-        index = json.loads(r.read())
-    return {m["name"]: (m.get("state", ""), m.get("reason", "")) for m in index}

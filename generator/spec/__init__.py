@@ -11,11 +11,10 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from tritongen.errors import SpecError, problem
+from tritongen.errors import SpecError, clip, problem, shown
 
 
 class _Problems(ValueError):
@@ -485,7 +484,7 @@ def _format_errors(err: ValidationError) -> list[str]:
     lines = []
     for e in err.errors():
         loc = tuple(e["loc"])
-        path = ".".join(str(p) for p in loc) or "(spec)"
+        path = clip(".".join(str(p) for p in loc) or "(spec)", 120)
         if e["type"] == "extra_forbidden":
             close = difflib.get_close_matches(str(loc[-1]), _field_names(Spec, loc), n=1)
             fix = f"did you mean `{close[0]}`?" if close else "remove it (see `tritongen validate --explain`)"
@@ -499,8 +498,8 @@ def _format_errors(err: ValidationError) -> list[str]:
             lines.extend(str(e["ctx"]["error"]).splitlines())
         else:
             given = e.get("input")
-            shown = f" (got {given!r})" if not isinstance(given, (dict, list)) else ""
-            lines.append(problem(path, f"{e['msg'].lower()}{shown}", "fix the value"))
+            got = f" (got {shown(given)})" if not isinstance(given, (dict, list)) else ""
+            lines.append(problem(path, f"{clip(e['msg'].lower())}{got}", "fix the value"))
     return lines
 
 
@@ -516,14 +515,12 @@ def parse_spec(data: Any) -> Spec:
 
 def load_spec(path: str | Path) -> Spec:
     """Read and validate a spec file."""
+    from tritongen.spec.source import read_yaml
+
     p = Path(path)
     if not p.is_file():
         raise SpecError(problem(str(p), "spec file not found", "pass the path of a YAML spec"))
-    try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as err:
-        raise SpecError(problem(str(p), f"is not valid YAML ({err})", "fix the YAML syntax")) from None
-    return parse_spec(data)
+    return parse_spec(read_yaml(p))
 
 
 def explain(model: type[BaseModel] = Spec, prefix: str = "") -> list[tuple[str, str, str, str]]:

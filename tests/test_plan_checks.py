@@ -1,0 +1,135 @@
+"""Checks at plan time, with the field named; every shipped example through plan/render/deploy on every recorded
+inventory ends in 0 or 2 (field named), never a traceback."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tritongen.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+INVENTORIES = sorted((Path(__file__).parent / "fixtures" / "inventories").iterdir())
+EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+EIGHT_B = ROOT / "examples" / "checkpoints" / "llama-3.1-8b"
+# `error: <dotted spec field or --flag>: ...`
+FIELD_NAMED = re.compile(r"^error: (--[a-z-]+|[a-z_]+(\.[a-z_0-9]+)*|\S+\.(yaml|json)(: line \d+)?): \S")
+
+
+def _ok_or_field_named(code: int, err: str, nvml_needed: bool = False) -> None:
+    assert "Traceback" not in err
+    if nvml_needed and code == 3:  # an engine cache key without an inventory: GPU 0's architecture, via NVML
+        assert err.startswith("error: engine cache key: needs the GPU architecture") and "--gpu-arch" in err, err
+        return
+    assert code in (0, 2), err
+    if code == 2:
+        errors = [line for line in err.splitlines() if line.startswith("error: ")]
+        assert errors and all(FIELD_NAMED.match(line) for line in errors), err
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+@pytest.mark.parametrize("inventory", [None, *INVENTORIES], ids=lambda p: p.name if p else "no-inventory")
+def test_every_example_plans_renders_and_deploys_or_names_the_field(example, inventory, tmp_path, capsys):
+    inv = ["--inventory", str(inventory)] if inventory else []
+    for argv in (["plan", str(example), *inv], ["plan", str(example), "--json", *inv],
+                 ["render", str(example), "-o", str(tmp_path / "repo"), *inv]):
+        _ok_or_field_named(main(argv), capsys.readouterr().err, nvml_needed=inventory is None)
+    if inventory:
+        for target in ("compose", "k8s"):
+            code = main(["deploy", str(example), "--target", target, "-o", str(tmp_path / target), *inv])
+            _ok_or_field_named(code, capsys.readouterr().err)
+
+
+def test_the_shipped_gpu_example_plans_renders_and_deploys_as_shipped(tmp_path, capsys):
+    example = str(ROOT / "examples" / "llama3-8b-trtllm.yaml")
+    balanced = str(Path(__file__).parent / "fixtures" / "inventories" / "h200-all-balanced.yaml")
+    assert main(["plan", example, "--inventory", balanced]) == 0
+    assert "note: model.tokenizer: no tokenizer files in " in capsys.readouterr().err
+    assert main(["render", example, "-o", str(tmp_path / "repo"), "--inventory", balanced]) == 0
+    assert main(["deploy", example, "--target", "k8s", "-o", str(tmp_path / "k8s"), "--inventory", balanced]) == 0
+    assert main(["verify", str(tmp_path / "repo")]) == 0
+
+
+def _eight_b(tmp_path: Path, **overrides) -> Path:
+    """examples/llama3-8b-trtllm.yaml with the 8B config.json (no tokenizer) and `overrides` (dotted keys)."""
+    ckpt = tmp_path / "ckpt"
+    if not ckpt.exists():
+        shutil.copytree(EIGHT_B, ckpt)
+    data = yaml.safe_load((ROOT / "examples" / "llama3-8b-trtllm.yaml").read_text())
+    data["model"]["checkpoint"] = str(ckpt)
+    for dotted, value in overrides.items():
+        node = data
+        *parents, leaf = dotted.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(data))
+    return spec
+
+
+def _plan_error(capsys, spec: Path, *flags: str) -> str:
+    assert main(["plan", str(spec), *flags]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return err
+
+
+def test_tp_size_that_does_not_divide_the_heads(tmp_path, capsys):
+    err = _plan_error(capsys, _eight_b(tmp_path, **{"engine.tp_size": 3, "placement.gpu_ids": [0, 1, 2]}))
+    assert err == ("error: engine.tp_size: 3 does not divide the model's 32 attention heads; use a tp_size that "
+                   "divides 32 (e.g. 1, 2, 4, 8, 16)\n")
+
+
+def test_pp_size_that_does_not_divide_the_layers(tmp_path, capsys):
+    err = _plan_error(capsys, _eight_b(tmp_path, **{"engine.pp_size": 5, "placement.gpu_ids": [0, 1, 2, 3, 4]}))
+    assert err.startswith("error: engine.pp_size: 5 does not divide the model's 32 layers;")
+
+
+def test_an_architecture_without_a_converter_is_refused_at_plan(tmp_path, capsys):
+    spec = _eight_b(tmp_path)
+    config = json.loads((tmp_path / "ckpt" / "config.json").read_text())
+    config["architectures"] = ["Qwen2ForCausalLM"]
+    (tmp_path / "ckpt" / "config.json").write_text(json.dumps(config))
+    err = _plan_error(capsys, spec, "--gpu-arch", "sm90")
+    assert err.startswith("error: model.checkpoint: architecture Qwen2ForCausalLM has no convert_checkpoint.py")
+
+
+@pytest.mark.parametrize("field", ["engine.quantization", "engine.kv_cache_dtype"])
+def test_fp8_on_a100_is_refused_when_the_inventory_is_known(tmp_path, capsys, field):
+    spec = _eight_b(tmp_path, **{field: "fp8"})
+    a100 = str(Path(__file__).parent / "fixtures" / "inventories" / "a100-80gb-x8.yaml")
+    err = _plan_error(capsys, spec, "--inventory", a100)
+    assert err.startswith(f"error: {field}: fp8 needs FP8 tensor cores (Ada, Hopper or newer), which GPU 0 (")
+    h200 = str(Path(__file__).parent / "fixtures" / "inventories" / "h200-all-balanced.yaml")
+    assert main(["plan", str(spec), "--inventory", h200]) == 0
+
+
+def test_hf_runtime_without_tokenizer_lists_the_missing_files(tmp_path, capsys, tiny_model, tiny_spec_path):
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(tiny_model, ckpt)
+    for f in ckpt.glob("tokenizer*"):
+        f.unlink()
+    data = yaml.safe_load(tiny_spec_path.read_text())
+    data["model"]["checkpoint"] = str(ckpt)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(data))
+    err = _plan_error(capsys, spec)
+    assert err == (f"error: model.checkpoint: no tokenizer files in {ckpt} (none of tokenizer.json, tokenizer.model, "
+                   "vocab.json + merges.txt, vocab.txt; tokenizer_config.json is missing too); point "
+                   "model.tokenizer at the model's tokenizer files\n")
+
+
+def test_loadtest_without_tokenizer_files_exits_3(tmp_path, capsys):
+    spec = _eight_b(tmp_path)
+    assert main(["plan", str(spec), "--json", "--gpu-arch", "sm90"]) == 0
+    lock = tmp_path / "plan.json"
+    lock.write_text(capsys.readouterr().out)
+    assert main(["loadtest", str(lock), "--url", "127.0.0.1:9", "-t", "1"]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: model.tokenizer: no tokenizer files in {tmp_path / 'ckpt'} (")
