@@ -64,7 +64,6 @@ class Plan(_Frozen):
     logits_datatype: str
     llm_instance_group: InstanceGroup
     hf: HFRuntimePlan | None
-    bls: bool
     bls_instances: int
     bls_parameters: dict[str, str]
     load: LoadSection
@@ -203,7 +202,7 @@ def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None) -> Plan:
         exclude_input_in_output=s.exclude_input_in_output, max_tokens_default=s.max_tokens_default,
         preprocessing_instances=s.preprocessing_instances, postprocessing_instances=s.postprocessing_instances,
         max_queue_delay_us=s.dynamic_batching.max_queue_delay_us, max_queue_size=s.dynamic_batching.max_queue_size,
-        logits_datatype="TYPE_FP32", llm_instance_group=group, hf=hf, bls=s.bls,
+        logits_datatype="TYPE_FP32", llm_instance_group=group, hf=hf,
         bls_instances=s.bls_instances or s.max_batch_size, bls_parameters=_bls_parameters(spec),
         load=spec.validation.load, slo=spec.validation.slo, placement=placement,
         kv_tokens_per_instance=kv_tokens if inventory is not None else None,

@@ -204,6 +204,7 @@ class TritonPythonModel:
 
     def _submit(self, request, sender):
         gen = self._parse(request, sender)
+        gen.triton_id = request.request_id()
         rid = f"r{next(self.ids)}"
         with self.lock:
             self.active[rid] = gen
@@ -219,6 +220,10 @@ class TritonPythonModel:
             for request in requests:
                 sender = request.get_response_sender()
                 try:
+                    if _scalar(request, "stop", False, bool):  # the backend's `stop` input: end that request
+                        self._stop(request.request_id())
+                        sender.send(flags=FINAL)
+                        continue
                     self._submit(request, sender)
                 except Exception as err:
                     sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(err))), flags=FINAL)
@@ -236,6 +241,13 @@ class TritonPythonModel:
                 item = item.response
             responses.append(item)
         return responses
+
+    def _stop(self, triton_id):
+        """End the requests with this Triton request id early (their streams get a final response)."""
+        with self.lock:
+            found = [(rid, gen) for rid, gen in self.active.items() if triton_id and gen.triton_id == triton_id]
+        for rid, gen in found:
+            self._finish(rid, gen, cancelled=True)
 
     # ------------------------------------------------------------------ results
     def _dispatch(self):
