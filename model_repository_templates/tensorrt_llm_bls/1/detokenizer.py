@@ -7,7 +7,10 @@ decodes. `IncrementalDetokenizer` keeps the tokens of one sequence and two offse
 detokenizer): each step decodes a short window that starts at the previous chunk (prefix offset), so the leading
 space is decided with context, and returns only the text past the read offset. A window whose text ends in
 U+FFFD is held back until a later token completes the character; `finish` releases what is left, so an
-invalid sequence still yields the same U+FFFD as decoding it whole.
+invalid sequence still yields the same U+FFFD as decoding it whole. SentencePiece byte-fallback tokens (<0xNN>)
+are decoded as a run, and an invalid run turns every byte of it into U+FFFD, even a valid ASCII byte before the
+bad one; so text is also held while the last token is a byte token (or a special token that decoding skips,
+which joins the byte runs on either side).
 
 `StopStrings` finds text-level stop sequences in the streamed text, including ones that span chunks.
 """
@@ -15,14 +18,25 @@ invalid sequence still yields the same U+FFFD as decoding it whole.
 REPLACEMENT = "\ufffd"
 
 
+def held_ids(tokenizer, skip_special_tokens=True):
+    """Tokens after which text is held: SentencePiece byte-fallback tokens (<0x00>..<0xFF>), and the special
+    tokens when decoding skips them, if there are byte tokens at all (byte-level BPE has none)."""
+    byte_tokens = {i for token, i in tokenizer.get_vocab().items()
+                   if len(token) == 6 and token.startswith("<0x") and token.endswith(">")}
+    if byte_tokens and skip_special_tokens:
+        byte_tokens.update(tokenizer.all_special_ids)
+    return frozenset(byte_tokens)
+
+
 class IncrementalDetokenizer:
     """Per-sequence streaming decoder; `add` returns the new text, `finish` the text held back at the end."""
 
-    __slots__ = ("tokenizer", "skip_special_tokens", "tokens", "prefix_offset", "read_offset")
+    __slots__ = ("tokenizer", "skip_special_tokens", "held", "tokens", "prefix_offset", "read_offset")
 
-    def __init__(self, tokenizer, skip_special_tokens=True):
+    def __init__(self, tokenizer, skip_special_tokens=True, held=frozenset()):
         self.tokenizer = tokenizer
         self.skip_special_tokens = skip_special_tokens
+        self.held = held  # held_ids(tokenizer, skip_special_tokens), computed once per tokenizer
         self.tokens = []
         self.prefix_offset = 0  # start of the context window: the first token of the previous chunk
         self.read_offset = 0  # tokens before this have been turned into text
@@ -40,7 +54,7 @@ class IncrementalDetokenizer:
 
     def add(self, new_tokens):
         self.tokens.extend(int(t) for t in new_tokens)
-        if len(self.tokens) == self.read_offset:
+        if len(self.tokens) == self.read_offset or self.tokens[-1] in self.held:
             return ""
         prefix, text = self._window()
         if len(text) <= len(prefix) or text.endswith(REPLACEMENT):

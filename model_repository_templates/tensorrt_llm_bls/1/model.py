@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
-from detokenizer import IncrementalDetokenizer, StopStrings
+from detokenizer import IncrementalDetokenizer, StopStrings, held_ids
 from transformers import AutoTokenizer
 
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
@@ -94,8 +94,8 @@ def _words(value, row):
 class _Sequence:
     """Decoding state of one output sequence (batch entry, sequence index, beam)."""
 
-    def __init__(self, tokenizer, skip_special_tokens, stops):
-        self.detok = IncrementalDetokenizer(tokenizer, skip_special_tokens)
+    def __init__(self, tokenizer, skip_special_tokens, held, stops):
+        self.detok = IncrementalDetokenizer(tokenizer, skip_special_tokens, held)
         self.stops = StopStrings(stops)
         self.text = []  # what has been sent, for accumulate_tokens
         self.stopped = False
@@ -122,6 +122,7 @@ class TritonPythonModel:
         # The arguments NVIDIA's preprocessing/postprocessing load tokenizers with.
         self.tokenizer = AutoTokenizer.from_pretrained(_param(config, "tokenizer_dir"), legacy=False,
                                                        padding_side="left", trust_remote_code=True)
+        self.held = held_ids(self.tokenizer, self.skip_special_tokens)
         # Requests wait on the LLM, not on this model's CPU: a few times the LLM's batch keeps it busy.
         self.pool = ThreadPoolExecutor(max_workers=max(16, 4 * int(config.get("max_batch_size", 1))),
                                        thread_name_prefix="tensorrt_llm_bls")
@@ -247,7 +248,7 @@ class TritonPythonModel:
             key = (int(_first(_output(response, "batch_index"), 0)), int(_first(_output(response, "sequence_index"), 0)))
             if key not in sequences:
                 words = _words(stop_words, key[0] if stop_words is not None and key[0] < len(stop_words) else 0)
-                sequences[key] = [_Sequence(self.tokenizer, self.skip_special_tokens, words)
+                sequences[key] = [_Sequence(self.tokenizer, self.skip_special_tokens, self.held, words)
                                   for _ in range(ids.shape[0])]
             texts = []
             for seq, tokens in zip(sequences[key], ids):
