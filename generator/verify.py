@@ -42,9 +42,26 @@ def load_repository(repo: Path) -> tuple[dict[str, model_config_pb2.ModelConfig]
         if not any(p.is_dir() and p.name.isdigit() for p in model_dir.iterdir()):
             findings.append(Finding(rel, "has no numeric version folder (e.g. 1/)"))
         configs[config.name] = config
+        findings += _check_custom_configs(model_dir)
     if not configs:
         findings.append(Finding(str(repo), "holds no model (no */config.pbtxt)"))
     return configs, findings
+
+
+def _check_custom_configs(model_dir: Path) -> list[Finding]:
+    """configs/<name>.pbtxt (a server group's own config, chosen with --model-config-name) parses and names the
+    model of its folder."""
+    findings = []
+    for path in sorted(model_dir.glob("configs/*.pbtxt")):
+        rel = f"{model_dir.name}/configs/{path.name}"
+        try:
+            config = parse_config(path)
+        except text_format.ParseError as err:
+            findings.append(Finding(rel, f"does not parse as ModelConfig: {err}"))
+            continue
+        if config.name != model_dir.name:
+            findings.append(Finding(rel, f"name {config.name!r} differs from its folder {model_dir.name!r}"))
+    return findings
 
 
 def _dtype(value: int) -> str:

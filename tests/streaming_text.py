@@ -42,7 +42,7 @@ def render_repo(model_dir: Path, out: Path, **serving) -> Path:
     spec_path = out.parent / f"{out.name}.yaml"
     spec_path.write_text(yaml.safe_dump(data, sort_keys=False))
     spec, plan = plan_from_file(spec_path)
-    write_repository(render_for(spec, plan), out)
+    write_repository(render_for(plan), out)
     return out
 
 

@@ -299,6 +299,6 @@ def test_cli_deploy_compose_and_refusals(workdir, tmp_path, capsys):
     bad = _run_cli(["deploy", str(workdir / "llama3-8b-mig.yaml"), "--target", "k8s", "-o", str(tmp_path / "x"),
                     "--inventory", str(FIXTURES / "inventories" / "h200-all-balanced.yaml"),
                     "--engine-config", str(FIXTURES / "engines" / "llama3-70b-fp8-tp4")])
-    assert bad == 2  # a tp 4 engine against a tp 1 spec is bad input (pipeline.check_engine_dir)
+    assert bad == 2  # a tp 4 engine against a tp 1 spec is bad input (checked while planning: checks.check_plan_engine)
     assert capsys.readouterr().err.startswith("error: engine.tp_size x engine.pp_size (1 x 1 = 1): must equal")
     assert not (tmp_path / "x").exists()

@@ -70,9 +70,9 @@ def test_rendered_tensorrt_llm_config_carries_every_parameter(tmp_path, tiny_mod
 
     kind = model_config_pb2.ModelInstanceGroup.Kind.Name
     assert [(g.count, kind(g.kind)) for g in config.instance_group] == [(1, "KIND_CPU")]
-    from tritongen.spec import load_spec
+    from tritongen.plan import plan_from_file
 
-    expected = tensorrt_llm_parameters(load_spec(spec), engine, [[0]])
+    expected = tensorrt_llm_parameters(plan_from_file(spec)[1], engine, "0", None)
     assert set(config.parameters) == set(expected)
     assert config.parameters["gpt_model_path"].string_value == str(engine)
     assert config.parameters["gpt_model_type"].string_value == "inflight_fused_batching"
@@ -139,5 +139,5 @@ def test_plan_json_for_hf_on_gpu_uses_kind_gpu(tmp_path, tiny_spec_path, capsys)
     assert main(["plan", str(spec), "--json", "--inventory", str(INVENTORIES / "h200-7x1g.yaml")]) == 0
     plan = json.loads(capsys.readouterr().out)
     assert plan["llm_instance_group"] == {"kind": "KIND_GPU", "count": 1, "gpus": [0]}
-    assert len(plan["placement"]["server_groups"]) == 7
+    assert len(plan["server_groups"]) == len(plan["placement"]["result"]["server_groups"]) == 7
     assert plan["hf"]["num_blocks"] == -(-plan["kv_tokens_per_instance"] // 32)

@@ -1,8 +1,8 @@
 """What every deployment target shares: the Deployment (plan, placement, container-side repository) and templates.
 
-`prepare()` turns a spec, an inventory and an engine config into a `Deployment`: the Plan, the Placement (one
-tritonserver per server group) and the model repository rendered for the paths it has *inside* the serving
-container (everything under /models). Renderers (deploy.compose, deploy.k8s) are pure: Deployment in,
+`prepare()` turns a Plan (a plan JSON, or a spec planned there with an inventory and an engine config) into a
+`Deployment`: the Plan, its Placement (one tritonserver per server group) and the model repository rendered for
+the paths it has *inside* the serving container (everything under /models). Renderers (deploy.compose, deploy.k8s) are pure: Deployment in,
 {relative path: bytes} out; `write_deployment` writes them atomically next to the model repository, and
 `run_docker` starts the same server groups through a docker engine.
 
@@ -24,13 +24,12 @@ from typing import Any
 import jinja2
 
 from tritongen.errors import SpecError, problem
-from tritongen.placement.inventory import Inventory, load_inventory
+from tritongen.placement import Placement, ServerGroup
+from tritongen.placement.inventory import Inventory
 from tritongen.placement.memory import MemoryModel
-from tritongen.placement import Placement, ServerGroup, place
-from tritongen.plan import InstanceGroup, Plan, max_sequence_length, memory_model_for, plan_from_file
-from tritongen.render import HEADER, environment
+from tritongen.plan import Plan, is_plan_file, load_plan
+from tritongen.render import HEADER, Locations, environment
 from tritongen.resources import data_dir
-from tritongen.spec import Spec
 from tritongen.runtimes.tensorrtllm import TRTLLM, Ports, launch_command
 
 TEMPLATES = data_dir("deploy_templates")
@@ -64,7 +63,6 @@ class Mount:
 class Deployment:
     """Everything a target needs; built once by `prepare`, read by every renderer."""
 
-    spec: Spec
     plan: Plan
     placement: Placement
     inventory: Inventory
@@ -77,12 +75,12 @@ class Deployment:
 
     @property
     def name(self) -> str:
-        """spec.name as a DNS-1123 label (Kubernetes names, compose services)."""
-        return self.spec.name.replace("_", "-").replace(".", "-")
+        """The deployment's name as a DNS-1123 label (Kubernetes names, compose services)."""
+        return self.plan.name.replace("_", "-").replace(".", "-")
 
     @property
     def builds_hf_image(self) -> bool:
-        return self.spec.runtime == "hf" and self.image == HF_IMAGE
+        return self.plan.runtime == "hf" and self.image == HF_IMAGE
 
     def gpu_name(self, group: ServerGroup) -> str:
         return next(g.name for g in self.inventory.gpus if g.index == group.gpu_indices[0])
@@ -90,63 +88,55 @@ class Deployment:
     def command(self, group: ServerGroup) -> list[str]:
         """tritonserver argv for a server group (mpirun leader mode when it spans several GPUs)."""
         argv = launch_command(group.world_size, REPOSITORY, CONTAINER_PORTS)
-        if group.gpu_metrics:
-            return argv
-        # Triton's DCGM metrics fail to start on MIG; every rank gets the flag (only rank 0 serves).
+        extra = []
+        if not group.gpu_metrics:
+            # Triton's DCGM metrics fail to start on MIG; every rank gets the flag (only rank 0 serves).
+            extra.append("--allow-gpu-metrics=false")
+        if self.plan.group_configs:
+            # This group's own KV budget and instances: tensorrt_llm/configs/<group>.pbtxt.
+            extra.append(f"--model-config-name={group.name}")
         out = []
         for arg in argv:
             out.append(arg)
             if arg == TRTLLM.tritonserver:
-                out.append("--allow-gpu-metrics=false")
+                out.extend(extra)
         return out
 
 
-def _container_view(spec: Spec, plan: Plan) -> tuple[Spec, Plan]:
-    """The spec and plan as seen inside a container: paths under /models, devices numbered from 0."""
-    spec = spec.model_copy(update={"placement": spec.placement.model_copy(update={"gpu_ids": []})})
-    update: dict[str, Any] = {"tokenizer": plan.tokenizer.model_copy(update={"dir": TOKENIZER})}
-    if plan.hf is not None:
-        update["hf"] = plan.hf.model_copy(update={"checkpoint_dir": CHECKPOINT})
-        update["llm_instance_group"] = InstanceGroup(kind="KIND_GPU", count=spec.placement.instances_per_gpu,
-                                                     gpus=(0,))
-    return spec, plan.model_copy(update=update)
-
-
-def prepare(spec_path: str | Path, *, inventory: str = "nvml", engine_config: str | Path | None = None,
+def prepare(source: str | Path, *, inventory: str | None = None, engine_config: str | Path | None = None,
             image: str | None = None) -> Deployment:
-    """Plan, place and render the model repository for containers. Raises SpecError / CheckFailed."""
-    from tritongen.pipeline import check_engine_dir, render_for, resolve_engine_dir
+    """The Deployment of a spec (planned here, on `inventory`, default 'nvml') or of a plan JSON (as written).
 
-    spec, plan = plan_from_file(spec_path)
-    if spec.placement.device != "gpu":
-        raise SpecError(problem("placement.device", "is cpu; deployment targets place tritonservers on GPUs",
-                                "set placement.device: gpu (use `tritongen serve` for CPU)"))
-    config = None
+    Raises SpecError / CheckFailed.
+    """
+    from tritongen.pipeline import render_for
+
+    engine_dir = None
     if engine_config is not None:
         config = Path(engine_config)
         config = config / "config.json" if config.is_dir() else config
         if not config.is_file():
             raise SpecError(problem("--engine-config", f"{config} does not exist",
                                     "point it at the engine's config.json written by trtllm-build"))
-    mounts = [Mount(plan.tokenizer.dir, TOKENIZER)]
-    if spec.runtime == "tensorrtllm":
-        engine = config.parent.resolve() if config else resolve_engine_dir(spec, plan)
-        config = config or engine / "config.json"
-        check_engine_dir(spec, plan, engine)
-        mounts.append(Mount(str(engine), ENGINE))
+        engine_dir = str(config.parent.resolve())
+    if is_plan_file(source):
+        plan = load_plan(source, inventory, engine_dir=engine_dir)
     else:
-        assert plan.hf is not None
-        mounts.append(Mount(plan.hf.checkpoint_dir, CHECKPOINT))
-    memory = memory_model_for(spec, Path(plan.spec_dir), config)
-    inv = load_inventory(inventory)
-    placement = place(inv, memory, max_seq_len=max_sequence_length(spec),
-                      kv_fraction=spec.serving.kv_cache.free_gpu_mem_fraction,
-                      instances_per_device=1 if spec.runtime == "tensorrtllm" else spec.placement.instances_per_gpu,
-                      gpu_ids=spec.placement.gpu_ids or None)
-    inner_spec, inner_plan = _container_view(spec, plan)
-    repository = render_for(inner_spec, inner_plan, engine_dir=ENGINE)
-    chosen = image or (TRTLLM.container if spec.runtime == "tensorrtllm" else HF_IMAGE)
-    return Deployment(spec, plan, placement, inv, memory, chosen, repository, tuple(mounts))
+        plan = load_plan(source, inventory or "nvml", engine_dir=engine_dir)
+    if plan.placement is None:
+        raise SpecError(problem(str(source), "is a plan made without --inventory, so it places no server groups",
+                                "make it with `tritongen plan SPEC --inventory nvml|FILE --json`"))
+    mounts = [Mount(plan.tokenizer.dir, TOKENIZER)]
+    if plan.runtime == "tensorrtllm":
+        assert plan.paths.engine is not None
+        mounts.append(Mount(plan.paths.engine, ENGINE))
+    else:
+        mounts.append(Mount(plan.paths.checkpoint, CHECKPOINT))
+    # Inside a container the files are under /models and each server sees its devices numbered from 0.
+    repository = render_for(plan, Locations(tokenizer=TOKENIZER, checkpoint=CHECKPOINT, engine=ENGINE))
+    chosen = image or (TRTLLM.container if plan.runtime == "tensorrtllm" else HF_IMAGE)
+    return Deployment(plan, plan.placement.placed(), plan.placement.gpus(), plan.placement.memory_model(), chosen,
+                      repository, tuple(mounts))
 
 
 # ---------------------------------------------------------------------------------------------- templates
@@ -172,7 +162,7 @@ def templates() -> jinja2.Environment:
 
 
 def render_template(name: str, dep: Deployment, **context: object) -> bytes:
-    text = templates().get_template(name).render(dep=dep, header=HEADER.format(name=dep.spec.name), **context)
+    text = templates().get_template(name).render(dep=dep, header=HEADER.format(name=dep.plan.name), **context)
     return (text.rstrip() + "\n").encode()
 
 

@@ -110,7 +110,7 @@ def kinds(dep: Deployment, mig_strategy: str = "mixed") -> list[K8sKind]:
 def _volume_layout(dep: Deployment) -> list[tuple[str, str]]:
     layout = [(REPOSITORY, "the model_repository folder written next to k8s/"),
               (TOKENIZER, f"the tokenizer files of {dep.plan.tokenizer.dir}")]
-    if dep.spec.runtime == "tensorrtllm":
+    if dep.plan.runtime == "tensorrtllm":
         engine = next(m.source for m in dep.mounts if m.target == ENGINE)
         layout.append((ENGINE, f"the engine folder {engine} (config.json + rank*.engine)"))
     else:
