@@ -154,3 +154,25 @@ def test_a_client_written_like_nvidias_end_to_end_grpc_client_works_unchanged(se
                     assert result.as_numpy("batch_index")[0][0] == 0
             # temperature 1.0 without top_k/top_p is greedy in TensorRT-LLM, as in the unstreamed reference.
             assert output_text == wholes[model, prompt], (model, streaming)
+
+
+def test_cancelled_bls_stream_ends_its_llm_request(served):
+    import queue
+
+    import tritonclient.grpc as grpcclient
+
+    from streaming_text import grpc_tensor
+
+    server, _ = served
+    results: queue.Queue = queue.Queue()
+    c = grpcclient.InferenceServerClient(server.grpc_url)
+    c.start_stream(callback=lambda result, error: results.put((result, error)))
+    c.async_stream_infer("tensorrt_llm_bls", [
+        grpc_tensor("text_input", np.array([[PROMPTS[0].encode()]], np.object_)),
+        grpc_tensor("max_tokens", np.array([[3000]], np.int32)), grpc_tensor("min_tokens", np.array([[3000]], np.int32)),
+        grpc_tensor("stream", np.array([[True]]))])
+    result, error = results.get(timeout=120)
+    assert error is None
+    c.stop_stream(cancel_requests=True)
+    c.close()
+    assert _active_requests(server, timeout=30) == 0

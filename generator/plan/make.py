@@ -207,7 +207,14 @@ def _plan(spec: Spec, spec_dir: Path, checkpoint: Path, tokenizer_dir: Path, loa
         preprocessing_instances=s.preprocessing_instances, postprocessing_instances=s.postprocessing_instances,
         max_queue_delay_us=s.dynamic_batching.max_queue_delay_us, max_queue_size=s.dynamic_batching.max_queue_size,
         logits_datatype="TYPE_FP32", llm_instance_group=_llm_instance_group(spec, placed), hf=hf,
-        tensorrtllm=trt, bls_instances=s.bls_instances or s.max_batch_size,
+        tensorrtllm=trt, bls_instances=s.bls_instances or _bls_instances(s),
         bls_parameters=bls_parameters(s.bls_accumulate_tokens), load=load, slo=spec.validation.slo,
         kv_tokens_per_instance=kv_tokens, **placement,
     )
+
+
+def _bls_instances(serving) -> int:
+    """A decoupled tensorrt_llm_bls serves its requests on threads, so a few instances carry the stream (one
+    instance used about 1.1 ms of CPU per streamed token on a 2-core machine: docs/benchmarks.md); a
+    non-decoupled one serves one request per instance, so it needs one per request in flight."""
+    return min(4, serving.max_batch_size) if serving.streaming else serving.max_batch_size

@@ -143,7 +143,8 @@ class ServingSection(_Section):
     """tensorrtllm context chunking (needs an engine with use_paged_context_fmha)."""
 
     bls_instances: int | None = Field(None, ge=1)
-    """tensorrt_llm_bls instances (the ensemble's only step); each serves one request at a time. Default:
+    """tensorrt_llm_bls instances (the ensemble's only step). Streaming (decoupled): each instance serves many
+    requests on threads; default min(4, max_batch_size). Not streaming: each serves one request at a time; default
     serving.max_batch_size."""
 
     bls_accumulate_tokens: bool = False
