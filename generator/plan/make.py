@@ -215,6 +215,6 @@ def _plan(spec: Spec, spec_dir: Path, checkpoint: Path, tokenizer_dir: Path, loa
 
 def _bls_instances(serving) -> int:
     """A decoupled tensorrt_llm_bls serves its requests on threads, so a few instances carry the stream (one
-    instance used about 1.1 ms of CPU per streamed token on a 2-core machine: docs/benchmarks.md); a
+    instance used 0.8-1.1 ms of CPU per streamed token on a loaded 2-core machine: docs/benchmarks.md); a
     non-decoupled one serves one request per instance, so it needs one per request in flight."""
     return min(4, serving.max_batch_size) if serving.streaming else serving.max_batch_size

@@ -14,6 +14,7 @@ Inputs that need a model tritongen does not render (a draft model) are rejected 
 """
 
 import json
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
@@ -23,6 +24,7 @@ from detokenizer import IncrementalDetokenizer, StopStrings, held_ids
 from transformers import AutoTokenizer
 
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+CANCEL_CHECK_S = 0.1  # as the TensorRT-LLM backend's cancellation_check_period_ms default
 # BLS input -> preprocessing input
 TO_PREPROCESSING = {
     "text_input": "QUERY", "decoder_text_input": "DECODER_QUERY", "max_tokens": "REQUEST_OUTPUT_LEN",
@@ -59,6 +61,8 @@ PASSED_OUTPUTS = (
     "first_scheduled_time_ns", "first_token_time_ns", "last_token_time_ns", "acceptance_rate",
     "total_accepted_draft_tokens", "total_draft_tokens", "num_input_tokens", "num_output_tokens",
 )
+
+PASSED = frozenset(PASSED_OUTPUTS)
 
 
 class RequestError(Exception):
@@ -183,10 +187,8 @@ class TritonPythonModel:
     # ------------------------------------------------------------------ responses
     def _response(self, llm_response, texts):
         tensors = [pb_utils.Tensor("text_output", np.array([t.encode("utf-8") for t in texts], dtype=np.object_))]
-        for name in PASSED_OUTPUTS:
-            tensor = pb_utils.get_output_tensor_by_name(llm_response, name)
-            if tensor is not None:
-                tensors.append(pb_utils.Tensor(name, tensor.as_numpy()))
+        tensors += [pb_utils.Tensor(t.name(), t.as_numpy()) for t in llm_response.output_tensors()
+                    if t.name() in PASSED]
         return pb_utils.InferenceResponse(output_tensors=tensors)
 
     def _run(self, request, send):
@@ -233,10 +235,14 @@ class TritonPythonModel:
     def _stream(self, request, responses, batch, stop_words, request_id, send):
         sequences = {}  # (batch index, sequence index) -> [_Sequence per beam]
         wanted = batch * max(1, int(_first(_input(request, "num_return_sequences"), 1)))
+        checked = time.monotonic()
         for response in responses:
-            if request.is_cancelled():
-                self._stop_llm(request_id)
-                return
+            # is_cancelled() is a round trip to tritonserver: ask at most every CANCEL_CHECK_S, not per token.
+            if time.monotonic() - checked >= CANCEL_CHECK_S:
+                checked = time.monotonic()
+                if request.is_cancelled():
+                    self._stop_llm(request_id)
+                    return
             if response.has_error():
                 raise RequestError(f"{self.llm_name}: {response.error().message()}")
             ids = pb_utils.get_output_tensor_by_name(response, "output_ids")
