@@ -235,6 +235,7 @@ class TritonPythonModel:
     def _stream(self, request, responses, batch, stop_words, request_id, send):
         sequences = {}  # (batch index, sequence index) -> [_Sequence per beam]
         wanted = batch * max(1, int(_first(_input(request, "num_return_sequences"), 1)))
+        max_tokens = int(_first(_input(request, "max_tokens"), 0))
         checked = time.monotonic()
         for response in responses:
             # is_cancelled() is a round trip to tritonserver: ask at most every CANCEL_CHECK_S, not per token.
@@ -263,7 +264,8 @@ class TritonPythonModel:
                     # Beam search may rewrite earlier tokens, so each response carries whole beams: whole text.
                     text, seq.stopped = seq.stops.cut(self._decode(tokens))
                 else:
-                    text = seq.push(tokens)
+                    # A sequence at max_tokens has ended: release held-back text now rather than in an extra response.
+                    text = seq.push(tokens, final=len(seq.detok.tokens) + len(tokens) >= max_tokens)
                     text = "".join(seq.text) if self.accumulate else text
                 texts.append(text)
             send(self._response(response, texts))
