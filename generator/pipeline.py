@@ -6,10 +6,12 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
-from tritongen.errors import CheckFailed
+from tritongen.errors import CheckFailed, EnvironmentMissing, problem
 from tritongen.loadtests.runner import Endpoint, run_loadtest, say, settings_from_args
 from tritongen.plan import Plan
 from tritongen.render import Locations, render_repository
+from tritongen.runtimes.tensorrtllm.release import TRTLLM
+
 
 def render_for(plan: Plan, where: Locations | None = None) -> dict[str, bytes]:
     """Render the repository of a Plan; for tensorrtllm, check the planned engine first when it is here."""
@@ -32,6 +34,11 @@ def up(args: argparse.Namespace) -> int:
 
     total = 7
     plan = load_plan(args.spec, engine_dir=args.engine_dir)
+    if plan.runtime == "trtllm":
+        raise EnvironmentMissing(problem(
+            "runtime", f"trtllm serves NVIDIA's llmapi model, which needs TensorRT-LLM {TRTLLM.version} inside "
+            f"{TRTLLM.container}; the embedded tritonserver cannot load it",
+            "run `tritongen deploy SPEC --target docker` (or compose / k8s) and `tritongen loadtest` against it"))
     _stage(1, total, "validate", f"{args.spec} ({plan.name}, runtime {plan.runtime})")
     settings = settings_from_args(args, plan)
     _stage(2, total, "plan", f"{plan.llm_instance_group.kind} x{plan.llm_instance_group.count}, "

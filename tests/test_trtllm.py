@@ -82,8 +82,10 @@ def test_build_commands_fp8_tp4_goes_through_quantize():
         ["trtllm-build", "--checkpoint_dir", "/w/conv", "--output_dir", "/w/engine",
          "--max_batch_size", "128", "--max_input_len", "8192", "--max_seq_len", "16384", "--max_num_tokens", "16384",
          "--max_beam_width", "1", "--gemm_plugin", "auto", "--kv_cache_type", "paged",
-         "--remove_input_padding", "enable", "--use_paged_context_fmha", "enable"],
+         "--remove_input_padding", "enable", "--use_paged_context_fmha", "enable", "--workers", "4"],
     ]
+    with_data = build_commands(spec, "/ckpt", "/w/engine", converted_dir="/w/conv", calibration_dir="/data/calib")
+    assert with_data[0][-2:] == ["--calib_dataset", "/data/calib"]
 
 
 @pytest.mark.parametrize(("engine", "convert_tail"), [
@@ -230,7 +232,7 @@ def test_no_tensorrt_llm_and_no_docker_engine_is_environment_missing(monkeypatch
     message = str(err.value)
     assert err.value.exit_code == 3
     assert message.startswith("engine build: needs TensorRT-LLM 1.2.1 in this Python (no importable tensorrt_llm) "
-                              "or a running docker engine for nvcr.io/nvidia/tritonserver:25.12-trtllm-python-py3 "
+                              "or a running docker engine for nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3 "
                               "(docker: Error while fetching server API version")
     assert message.endswith("; start the docker engine with the NVIDIA container toolkit, "
                             "or `pip install tensorrt_llm==1.2.1`")
@@ -374,7 +376,7 @@ REUSE = {"kv_cache": {"enable_reuse": True}, "enable_chunked_context": True}
         "(got CONTINUOUS); rebuild with --kv_cache_type paged"]),
     ("bad-legacy-no-paged-kv-cache", {}, {}, [
         "engine config.json version (0.17.0.post1): must equal the serving container's TensorRT-LLM "
-        "(1.2.1, nvcr.io/nvidia/tritonserver:25.12-trtllm-python-py3); rebuild the engine with the pinned release",
+        "(1.2.1, nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3); rebuild the engine with the pinned release",
         "serving.batching_strategy (inflight_fused_batching): needs engine build_config.plugin_config."
         "paged_kv_cache true (got false); rebuild with --kv_cache_type paged"]),
     ("bad-padded-input", {}, {}, [
@@ -387,9 +389,11 @@ REUSE = {"kv_cache": {"enable_reuse": True}, "enable_chunked_context": True}
         "serving.enable_chunked_context (true): needs engine build_config.plugin_config.use_paged_context_fmha "
         "true (got false); rebuild with engine.use_paged_context_fmha: true "
         "or set serving.enable_chunked_context: false"]),
-    ("bad-batch32", {}, {}, [
-        "serving.max_batch_size (64): must be <= engine build_config.max_batch_size (32); rebuild or lower it"]),
     ("bad-short-context", {}, {}, [
+        "engine.max_input_len (2048): must equal engine build_config.max_input_len (32); "
+        "set engine.max_input_len: 32 or rebuild the engine",
+        "engine.max_seq_len (4096): must equal engine build_config.max_seq_len (64); "
+        "set engine.max_seq_len: 64 or rebuild the engine",
         "validation.load.input_tokens (mean 32 + 3 x stddev 4 = 44): must be <= engine build_config.max_input_len "
         "(32); rebuild with a larger engine.max_input_len or shorten the prompts",
         "validation.load (input 44 + output 32 = 76 tokens): must be <= engine build_config.max_seq_len (64); "
@@ -418,8 +422,14 @@ def test_inconsistent_engine_names_both_fields(make_plan_, name, spec_kwargs, ch
     assert check_engine(fixture(name), make_plan_(**spec_kwargs), **check_kwargs) == expected
 
 
+def test_triton_batch_above_the_engine_batch_is_allowed(make_plan_):
+    # NVIDIA documents Triton's max_batch_size and the engine's as independent; only the engine's bounds the executor.
+    assert check_engine(fixture("bad-batch32"), make_plan_(serving={"max_batch_size": 64})) == []
+
+
 def test_prompts_file_skips_the_length_checks(make_plan_):
-    spec = make_plan_(validation={"load": {"prompts_file": "prompts.jsonl"}})
+    spec = make_plan_(engine={"max_input_len": 32, "max_seq_len": 64},
+                      validation={"load": {"prompts_file": "prompts.jsonl"}})
     assert check_engine(fixture("bad-short-context"), spec) == []
 
 

@@ -101,8 +101,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
     try:
         while not stop["now"]:
-            if server.process.poll() is not None:
-                print(f"tritonserver exited with code {server.process.returncode}:\n{server.log_tail()}")
+            if server.failure or server.process.poll() is not None:
+                # A dead stub or a server that stopped on its own: exit non-zero so an orchestrator restarts us.
+                reason = server.failure or f"tritonserver exited with code {server.process.returncode}"
+                print(f"serve: {reason}\n{server.log_tail()}", flush=True)
                 return 1
             time.sleep(0.5)
     except KeyboardInterrupt:
@@ -149,11 +151,15 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec)
     if spec.runtime != "tensorrtllm":
-        raise SpecError("runtime: build needs runtime: tensorrtllm; the hf runtime serves the checkpoint as is")
+        raise SpecError(f"runtime: build needs runtime: tensorrtllm; the {spec.runtime} runtime serves the checkpoint "
+                        "as is")
+    from tritongen.runtimes.tensorrtllm.build import detect_gpu_arch
+
     spec_dir = Path(args.spec).resolve().parent
-    result = build_engine(spec, resolve_path(spec_dir, spec.model.checkpoint), args.gpu_arch,
+    calib = spec.engine.calibration_dataset
+    result = build_engine(spec, resolve_path(spec_dir, spec.model.checkpoint), args.gpu_arch or detect_gpu_arch(),
                           examples_dir=args.examples_dir, cache_dir=resolve_path(spec_dir, spec.engine.cache_dir),
-                          dry_run=args.dry_run)
+                          calibration_dir=resolve_path(spec_dir, calib) if calib else None, dry_run=args.dry_run)
     if args.dry_run:
         for command in result.commands:
             print(" ".join(shlex.quote(c) for c in command))
@@ -227,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("build", help="build (or find in the cache) the TensorRT-LLM engine")
     s.add_argument("spec")
     s.add_argument("--dry-run", action="store_true", help="print the commands and the cache key only")
-    s.add_argument("--gpu-arch", default="sm90")
+    s.add_argument("--gpu-arch", help="engine cache key architecture, e.g. sm90 (default: GPU 0's, through NVML)")
     s.add_argument("--examples-dir", help="a TensorRT-LLM checkout's examples/ folder (local builds)")
     s.set_defaults(func=_cmd_build)
     from tritongen.cli.deploy import add_commands as add_deploy_commands

@@ -14,6 +14,7 @@ on; the placement's ports are the host ports.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import re
 import shlex
@@ -75,7 +76,8 @@ class Deployment:
 
     @property
     def name(self) -> str:
-        """The deployment's name as a DNS-1123 label (Kubernetes names, compose services)."""
+        """The deployment's name as a DNS-1035 label (Kubernetes names, compose services): the spec's name rule (a
+        letter first, a letter or digit last, at most 40 characters) makes it valid; `_` and `.` become `-`."""
         return self.plan.name.replace("_", "-").replace(".", "-")
 
     @property
@@ -87,6 +89,11 @@ class Deployment:
 
     def command(self, group: ServerGroup) -> list[str]:
         """tritonserver argv for a server group (mpirun leader mode when it spans several GPUs)."""
+        if self.plan.runtime == "trtllm":
+            from tritongen.runtimes import llmapi
+
+            metrics = () if group.gpu_metrics else ("--allow-gpu-metrics=false",)
+            return llmapi.launch_command(REPOSITORY, CONTAINER_PORTS, extra_args=metrics)
         argv = launch_command(group.world_size, REPOSITORY, CONTAINER_PORTS)
         extra = []
         if not group.gpu_metrics:
@@ -134,7 +141,7 @@ def prepare(source: str | Path, *, inventory: str | None = None, engine_config: 
         mounts.append(Mount(plan.paths.checkpoint, CHECKPOINT))
     # Inside a container the files are under /models and each server sees its devices numbered from 0.
     repository = render_for(plan, Locations(tokenizer=TOKENIZER, checkpoint=CHECKPOINT, engine=ENGINE))
-    chosen = image or (TRTLLM.container if plan.runtime == "tensorrtllm" else HF_IMAGE)
+    chosen = image or (TRTLLM.container if plan.runtime in ("tensorrtllm", "trtllm") else HF_IMAGE)
     return Deployment(plan, plan.placement.placed(), plan.placement.gpus(), plan.placement.memory_model(), chosen,
                       repository, tuple(mounts))
 
@@ -179,6 +186,16 @@ def device_ids(group: ServerGroup) -> list[str]:
                                 "so docker cannot select the instance", "use --inventory nvml on the node, or save "
                                 "`nvidia-smi -L` there and pass that file"))
     return [group.cuda_visible_devices]
+
+
+def k8s_name(*parts: str, limit: int = 63) -> str:
+    """A DNS-1123 label from name parts: lowercase, [a-z0-9-], at most `limit` characters, no '-' at either end;
+    shortened names keep a hash of the full one, so two long names never collide."""
+    full = re.sub(r"[^a-z0-9-]+", "-", "-".join(parts).lower()).strip("-")
+    if len(full) <= limit:
+        return full
+    digest = hashlib.sha256(full.encode()).hexdigest()[:6]
+    return f"{full[:limit - 7].rstrip('-')}-{digest}"
 
 
 def container_name(dep: Deployment, group: ServerGroup) -> str:

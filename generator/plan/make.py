@@ -12,9 +12,10 @@ from tritongen.errors import SpecError, problem
 from tritongen.plan.model import (
     HFRuntimePlan, InstanceGroup, PathsPlan, PlacementPlan, Plan, ServerGroupPlan, TensorrtllmPlan, TokenizerPlan,
 )
+from tritongen.plan.llmapi import make_llmapi_plan
 from tritongen.spec import Spec
 
-DEFAULT_GPU_ARCH = "sm90"  # H100/H200; engines are specific to the GPU architecture they were built on
+DEFAULT_GPU_ARCH = None  # detected through NVML when an engine cache key is needed (--gpu-arch overrides)
 
 # Left unset, transformers sizes its static batch tensors from free memory; on CPU that took ~20 GB of RAM
 # for the tiny demo model, so CPU deployments get a modest per-step token budget instead.
@@ -57,10 +58,17 @@ def _tokenizer_plan(spec: Spec, tokenizer_dir: Path) -> TokenizerPlan:
                          skip_special_tokens=spec.model.skip_special_tokens)
 
 
+def llmapi_instances(spec: Spec) -> int:
+    """Model instances per server group of the trtllm runtime: a tensor/pipeline-parallel model takes the group."""
+    return 1 if spec.llmapi.tp_size * spec.llmapi.pp_size > 1 else spec.placement.instances_per_gpu
+
+
 def max_sequence_length(spec: Spec) -> int:
     """Longest prompt + completion the deployment must hold in the KV cache."""
     if spec.runtime == "tensorrtllm":
         return spec.engine.max_seq_len
+    if spec.runtime == "trtllm" and spec.llmapi.max_seq_len:
+        return spec.llmapi.max_seq_len
     load = spec.validation.load
     longest = (load.input_tokens.mean + 3 * load.input_tokens.stddev
                + load.output_tokens.mean + 3 * load.output_tokens.stddev)
@@ -80,6 +88,10 @@ def _memory_model(spec: Spec, checkpoint: Path, engine_dir: Path | None):
                                  kv_cache_quant_algo=KV_QUANT_ALGO[e.kv_cache_dtype], tp=e.tp_size, pp=e.pp_size,
                                  max_batch_size=e.max_batch_size, max_num_tokens=e.max_num_tokens)
     dtype = None if spec.model.dtype == "auto" else spec.model.dtype
+    if spec.runtime == "trtllm":
+        s = spec.llmapi
+        return load_memory_model(checkpoint, dtype=dtype, kv_cache_quant_algo=KV_QUANT_ALGO[s.kv_cache_dtype],
+                                 tp=s.tp_size, pp=s.pp_size, max_batch_size=s.max_batch_size)
     return load_memory_model(checkpoint, dtype=dtype, tp=1, pp=1, max_batch_size=spec.serving.max_batch_size)
 
 
@@ -95,26 +107,56 @@ def _place(spec: Spec, checkpoint: Path, engine_dir: Path | None, inventory_sour
                                 "set placement.device: gpu, or drop --inventory"))
     inventory = load_inventory(inventory_source)
     memory = _memory_model(spec, checkpoint, engine_dir)
-    instances = 1 if spec.runtime == "tensorrtllm" else spec.placement.instances_per_gpu
+    if spec.deploy.nodes > 1:
+        inventory = _multi_node(spec, inventory, memory.world_size)
+    instances = {"tensorrtllm": 1, "trtllm": llmapi_instances(spec)}.get(spec.runtime,
+                                                                        spec.placement.instances_per_gpu)
     placed = place(inventory, memory, max_seq_len=max_sequence_length(spec),
                    kv_fraction=spec.serving.kv_cache.free_gpu_mem_fraction, instances_per_device=instances,
                    gpu_ids=spec.placement.gpu_ids or None)
     return PlacementPlan(inventory=asdict(inventory), memory=asdict(memory), result=placed.to_dict())
 
 
-def _engine(spec: Spec, spec_dir: Path, checkpoint: Path, engine_dir: str | None, gpu_arch: str,
+def _multi_node(spec: Spec, node, world: int):
+    """`deploy.nodes` copies of the inventory's node, GPUs numbered on (node k: index + k x GPUs per node), so the
+    placement checks a server group spanning nodes with the model's real per-rank memory."""
+    import dataclasses
+
+    from tritongen.placement.inventory import Inventory
+
+    nodes = spec.deploy.nodes
+    full = [g for g in node.gpus if not g.mig_enabled]
+    if spec.runtime != "tensorrtllm" or world % nodes or world // nodes > len(full):
+        raise SpecError(problem("deploy.nodes", f"{nodes} nodes cannot split tp_size x pp_size = {world} of runtime "
+                                f"{spec.runtime} over nodes with {len(full)} full GPU(s)",
+                                "use runtime tensorrtllm with tp x pp a multiple of nodes, at most the node's GPUs "
+                                "per node, or set deploy.nodes: 1"))
+    if spec.deploy.access_mode != "ReadWriteMany":
+        raise SpecError(problem("deploy.access_mode", f"{spec.deploy.access_mode} mounts the models volume on one "
+                                f"node; deploy.nodes {nodes} needs it on every node of a replica",
+                                "set deploy.access_mode: ReadWriteMany and a storage_class that provides it"))
+    per_node = world // nodes
+    gpus = [dataclasses.replace(g, index=k * per_node + i) for k in range(nodes) for i, g in enumerate(full[:per_node])]
+    return Inventory(tuple(gpus), f"{node.source} x {nodes} nodes")
+
+
+def _engine(spec: Spec, spec_dir: Path, checkpoint: Path, engine_dir: str | None, gpu_arch: str | None,
             gpu_ids: list[int] | None) -> TensorrtllmPlan:
     from tritongen.runtimes.tensorrtllm import build_settings
-    from tritongen.runtimes.tensorrtllm.build import build_engine
+    from tritongen.runtimes.tensorrtllm.build import build_engine, detect_gpu_arch
 
     e, s = spec.engine, spec.serving
     cache_dir = resolve_path(spec_dir, e.cache_dir)
     given = engine_dir or e.engine_dir
     if given:
         engine, key = resolve_path(spec_dir, given), None
+        gpu_arch = gpu_arch or "given engine"  # only a cache key needs it; a given engine is what it is
     else:
         # The cache entry a build fills; also checks the checkpoint can be converted at all.
-        build = build_engine(spec, checkpoint, gpu_arch, cache_dir=cache_dir, dry_run=True, log=lambda _: None)
+        gpu_arch = gpu_arch or detect_gpu_arch()
+        calib = resolve_path(spec_dir, e.calibration_dataset) if e.calibration_dataset else None
+        build = build_engine(spec, checkpoint, gpu_arch, cache_dir=cache_dir, dry_run=True, log=lambda _: None,
+                             calibration_dir=calib if calib and calib.is_dir() else None)
         engine, key = Path(build.engine_dir), build.key
     return TensorrtllmPlan(
         engine_dir=str(engine), engine_key=key, cache_dir=str(cache_dir), gpu_arch=gpu_arch,
@@ -138,6 +180,9 @@ def _gpu_device_ids(spec: Spec) -> list[int] | None:
 
 
 def _llm_instance_group(spec: Spec, placed: bool) -> InstanceGroup:
+    if spec.runtime == "trtllm":
+        # The llmapi model places itself (gpu_device_ids per instance); Triton sees CPU instances.
+        return InstanceGroup(kind="KIND_CPU", count=llmapi_instances(spec))
     if spec.runtime == "tensorrtllm" or spec.placement.device == "cpu":
         # The TensorRT-LLM backend places itself on GPUs through gpu_device_ids; instance_group stays CPU/1.
         return InstanceGroup(kind="KIND_CPU", count=1)
@@ -147,7 +192,7 @@ def _llm_instance_group(spec: Spec, placed: bool) -> InstanceGroup:
 
 
 def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None, *, engine_dir: str | None = None,
-              gpu_arch: str = DEFAULT_GPU_ARCH) -> Plan:
+              gpu_arch: str | None = DEFAULT_GPU_ARCH) -> Plan:
     """Resolve a validated Spec into a Plan. Reads the tokenizer for its end/pad ids; for tensorrtllm resolves
     the engine (given, or the cache entry a build fills); with an inventory, places the model once."""
     spec_dir = spec_dir.resolve()
@@ -166,7 +211,7 @@ def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None, *, engin
         from tritongen.runtimes.tensorrtllm.checks import check_plan_engine
 
         # Before placing: a mismatched engine would otherwise show up as a placement problem.
-        check_plan_engine(plan)
+        check_plan_engine(plan, log=lambda _: None)  # render says a missing engine
     if inventory is None:
         return plan
     kv = spec.serving.kv_cache
@@ -177,7 +222,9 @@ def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None, *, engin
     return _plan(spec, spec_dir, checkpoint, tokenizer_dir, load, trt, placed=True,
                  kv_tokens=min(g.kv_tokens for g in groups), tokenizer=plan.tokenizer, placement=placement,
                  server_groups=groups,
-                 group_configs=len({(g.kv_tokens, g.instances, g.gpu_device_ids) for g in groups}) > 1)
+                 # trtllm: one model.yaml for every group (the smallest budget), no per-group configs.
+                 group_configs=spec.runtime != "trtllm" and len({(g.kv_tokens, g.instances, g.gpu_device_ids)
+                                                                 for g in groups}) > 1)
 
 
 def _plan(spec: Spec, spec_dir: Path, checkpoint: Path, tokenizer_dir: Path, load, trt: TensorrtllmPlan | None,
@@ -195,7 +242,20 @@ def _plan(spec: Spec, spec_dir: Path, checkpoint: Path, tokenizer_dir: Path, loa
             max_batch_tokens=spec.serving.max_batch_tokens or (CPU_MAX_BATCH_TOKENS if spec.placement.device == "cpu"
                                                                else None),
             max_memory_percent=kv.free_gpu_mem_fraction,
+            cancellation_check_period_ms=spec.serving.cancellation_check_period_ms, sampling=spec.serving.sampling,
+            cuda_graphs=spec.serving.cuda_graphs, attention=spec.serving.attention, log_probs=spec.serving.log_probs,
         )
+    llmapi = None
+    if spec.runtime == "trtllm":
+        # One model.yaml serves every server group, so it holds the budget every group can hold.
+        llmapi = make_llmapi_plan(spec, str(checkpoint), str(tokenizer_dir) if spec.model.tokenizer else None,
+                                  max_seq_len=max_sequence_length(spec), kv_tokens=kv_tokens,
+                                  instances=llmapi_instances(spec))
+    logits = "TYPE_FP32"  # trtllm-build's default for the Llama family
+    if trt is not None and (Path(trt.engine_dir) / "config.json").is_file():
+        from tritongen.runtimes.tensorrtllm.checks import load_engine_config, logits_datatype
+
+        logits = logits_datatype(load_engine_config(trt.engine_dir))
     s = spec.serving
     return Plan(
         name=spec.name, runtime=spec.runtime, spec_dir=str(spec_dir),
@@ -206,9 +266,9 @@ def _plan(spec: Spec, spec_dir: Path, checkpoint: Path, tokenizer_dir: Path, loa
         exclude_input_in_output=s.exclude_input_in_output, max_tokens_default=s.max_tokens_default,
         preprocessing_instances=s.preprocessing_instances, postprocessing_instances=s.postprocessing_instances,
         max_queue_delay_us=s.dynamic_batching.max_queue_delay_us, max_queue_size=s.dynamic_batching.max_queue_size,
-        logits_datatype="TYPE_FP32", llm_instance_group=_llm_instance_group(spec, placed), hf=hf,
+        logits_datatype=logits, llm_instance_group=_llm_instance_group(spec, placed), hf=hf, llmapi=llmapi,
         tensorrtllm=trt, bls_instances=s.bls_instances or _bls_instances(s),
-        bls_parameters=bls_parameters(s.bls_accumulate_tokens), load=load, slo=spec.validation.slo,
+        bls_parameters=bls_parameters(s.bls_accumulate_tokens), load=load, slo=spec.validation.slo, deploy=spec.deploy,
         kv_tokens_per_instance=kv_tokens, **placement,
     )
 

@@ -12,7 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from tritongen.spec import LoadSection, SLOSection
+from tritongen.plan.llmapi import LlmApiPlan
+from tritongen.spec import DeploySection, LoadSection, SLOSection
 
 PLAN_FORMAT = "tritongen-plan/1"
 
@@ -57,6 +58,11 @@ class HFRuntimePlan(_Frozen):
     num_blocks: int | None
     max_batch_tokens: int | None
     max_memory_percent: float
+    cancellation_check_period_ms: int = 100
+    sampling: str = "per_request"
+    cuda_graphs: bool | None = None
+    attention: str | None = None
+    log_probs: bool = True
 
 
 class TensorrtllmPlan(_Frozen):
@@ -133,7 +139,7 @@ class PlacementPlan(_Frozen):
 class Plan(_Frozen):
     format: Literal["tritongen-plan/1"] = PLAN_FORMAT
     name: str
-    runtime: Literal["hf", "tensorrtllm"]
+    runtime: Literal["hf", "tensorrtllm", "trtllm"]
     spec_dir: str
     """The folder of the spec the plan was made from (information only: every path is resolved in `paths`)."""
     paths: PathsPlan
@@ -150,10 +156,14 @@ class Plan(_Frozen):
     llm_instance_group: InstanceGroup
     hf: HFRuntimePlan | None
     tensorrtllm: TensorrtllmPlan | None = None
+    llmapi: LlmApiPlan | None = None
+    """The LLM-API model's settings (runtime trtllm)."""
     bls_instances: int
     bls_parameters: dict[str, str]
     load: LoadSection
     slo: SLOSection
+    deploy: DeploySection = DeploySection()
+    """Settings of the generated deployment files (spec `deploy`)."""
     kv_tokens_per_instance: int | None = None
     """KV-cache budget per LLM instance of the default config.pbtxt: the spec's, or with a placement the
     smallest over the server groups (a server started without a group config can hold it anywhere)."""

@@ -103,6 +103,20 @@ def _llm_config(plan: Plan, where: Locations, group: ServerGroupPlan | None) -> 
                    params=params, group=instances)
 
 
+def _render_llmapi(plan: Plan, where: Locations) -> dict[str, bytes]:
+    """The trtllm runtime's repository: NVIDIA's llmapi model alone (it tokenizes and detokenizes itself)."""
+    from tritongen.runtimes import llmapi
+
+    assert plan.llmapi is not None
+    tokenizer = where.tokenizer if plan.llmapi.tokenizer_dir else None
+    config = _render("llmapi/config.pbtxt.j2", plan, inputs=llmapi.contract.INPUTS, outputs=llmapi.contract.OUTPUTS,
+                     params=llmapi.parameters(plan), group=plan.llm_instance_group,
+                     model_dir=llmapi.TRTLLM.llmapi_model_dir)
+    return {"tensorrt_llm/1/model.yaml": llmapi.model_yaml_text(plan, HEADER.format(name=plan.name),
+                                                                where.checkpoint, tokenizer),
+            "tensorrt_llm/config.pbtxt": config}
+
+
 def render_repository(plan: Plan, where: Locations | None = None) -> dict[str, bytes]:
     """Render the whole model repository for `plan` as {posix relative path: content}.
 
@@ -110,6 +124,8 @@ def render_repository(plan: Plan, where: Locations | None = None) -> dict[str, b
     (its own KV budget and instances), which its tritonserver selects with --model-config-name=<group>.
     """
     where = where or Locations.of(plan)
+    if plan.runtime == "trtllm":
+        return _render_llmapi(plan, where)
     files: dict[str, bytes] = {}
     pre_in, pre_out = _tensors("preprocessing", plan)
     files["preprocessing/config.pbtxt"] = _render(
@@ -129,7 +145,8 @@ def render_repository(plan: Plan, where: Locations | None = None) -> dict[str, b
         files[f"{model}/1/model.py"] = (TEMPLATES / model / "1" / "model.py").read_bytes()
 
     if plan.runtime == "hf":
-        files["tensorrt_llm/1/model.py"] = (TEMPLATES / "tensorrt_llm" / "1" / "model.py").read_bytes()
+        for name in ("model.py", "hf_requests.py"):
+            files[f"tensorrt_llm/1/{name}"] = (TEMPLATES / "tensorrt_llm" / "1" / name).read_bytes()
     else:
         files["tensorrt_llm/1/.keep"] = b""
     files["tensorrt_llm/config.pbtxt"] = _llm_config(plan, where, None)

@@ -8,7 +8,6 @@ generator/runtimes/tensorrtllm/checks.py.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import PurePosixPath
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
@@ -19,41 +18,7 @@ if TYPE_CHECKING:
     from tritongen.plan import Plan
 
 
-@dataclass(frozen=True)
-class TrtllmRelease:
-    """One TensorRT-LLM release and the Triton container that serves it; a new release is a new instance."""
-
-    container: str
-    """Serving (and building) image; engines must be built with the TensorRT-LLM inside it."""
-
-    version: str
-    """TensorRT-LLM version the container is expected to carry; the docker build checks it before building."""
-
-    source_tag: str
-    """NVIDIA/TensorRT-LLM git tag whose `examples/` folder provides the conversion scripts."""
-
-    convert_script: str
-    """Checkpoint conversion for the Llama family, relative to `examples/`."""
-
-    quantize_script: str
-    """ModelOpt quantisation (calibrated formats), relative to `examples/`."""
-
-    executor_worker_path: str
-    """trtllmExecutorWorker inside the container (orchestrator mode spawns it)."""
-
-    tritonserver: str
-    """tritonserver binary inside the container."""
-
-
-TRTLLM = TrtllmRelease(
-    container="nvcr.io/nvidia/tritonserver:25.12-trtllm-python-py3",
-    version="1.2.1",
-    source_tag="v1.2.1",
-    convert_script="models/core/llama/convert_checkpoint.py",
-    quantize_script="quantization/quantize.py",
-    executor_worker_path="/opt/tritonserver/backends/tensorrtllm/trtllmExecutorWorker",
-    tritonserver="/opt/tritonserver/bin/tritonserver",
-)
+from tritongen.runtimes.tensorrtllm.release import TRTLLM, TrtllmRelease  # noqa: F401 (re-exported)
 
 # Where the docker build mounts the TensorRT-LLM checkout's examples folder (see trtllm_build).
 CONTAINER_EXAMPLES = "/tritongen/examples"
@@ -110,23 +75,34 @@ def needs_calibration(spec: Spec) -> bool:
 
 def build_commands(spec: Spec, checkpoint_dir: str | os.PathLike[str], output_dir: str | os.PathLike[str], *,
                    converted_dir: str | os.PathLike[str] | None = None, examples_dir: str = CONTAINER_EXAMPLES,
-                   python: str = "python3") -> list[list[str]]:
+                   python: str = "python3", calibration_dir: str | os.PathLike[str] | None = None) -> list[list[str]]:
     """argv of the checkpoint conversion and the trtllm-build that turn a HF checkpoint into an engine.
 
     Paths are used as given (container paths for the docker build, host paths for a local one). The converted
     TensorRT-LLM checkpoint goes to `converted_dir` (default: `tllm_checkpoint` next to `output_dir`).
+    `calibration_dir` is the local calibration dataset quantize.py reads (None: its hub default).
     """
-    s = build_settings(spec)
+    return commands_for_settings(build_settings(spec), checkpoint_dir, output_dir, converted_dir=converted_dir,
+                                 examples_dir=examples_dir, python=python, calibration_dir=calibration_dir)
+
+
+def commands_for_settings(s: dict, checkpoint_dir: str | os.PathLike[str], output_dir: str | os.PathLike[str], *,
+                          converted_dir: str | os.PathLike[str] | None = None, examples_dir: str = CONTAINER_EXAMPLES,
+                          python: str = "python3",
+                          calibration_dir: str | os.PathLike[str] | None = None) -> list[list[str]]:
+    """build_commands from resolved build settings (a Plan's `tensorrtllm.build`)."""
     out = os.fspath(output_dir)
     converted = (os.fspath(converted_dir) if converted_dir is not None
                  else str(PurePosixPath(out).parent / "tllm_checkpoint"))
     source = ["--model_dir", os.fspath(checkpoint_dir), "--output_dir", converted, "--dtype", s["dtype"],
               "--tp_size", str(s["tp_size"]), "--pp_size", str(s["pp_size"])]
-    if needs_calibration(spec):
+    if s["quantization"] in ("fp8", "int4_awq", "smoothquant") or s["kv_cache_dtype"] != "auto":  # needs_calibration
         convert = [python, f"{examples_dir}/{TRTLLM.quantize_script}", *source,
                    "--qformat", _QFORMAT[s["quantization"]]]
         if s["kv_cache_dtype"] != "auto":
             convert += ["--kv_cache_dtype", s["kv_cache_dtype"]]
+        if calibration_dir is not None:
+            convert += ["--calib_dataset", os.fspath(calibration_dir)]
     else:
         convert = [python, f"{examples_dir}/{TRTLLM.convert_script}", *source]
         if s["quantization"] in _WEIGHT_ONLY_PRECISION:
@@ -144,6 +120,9 @@ def build_commands(spec: Spec, checkpoint_dir: str | os.PathLike[str], output_di
         "--remove_input_padding", "enable",
         "--use_paged_context_fmha", "enable" if s["use_paged_context_fmha"] else "disable",
     ]
+    if s["tp_size"] * s["pp_size"] > 1:
+        # One build process per rank engine instead of building the ranks one after another.
+        build += ["--workers", str(s["tp_size"] * s["pp_size"])]
     return [convert, build]
 
 

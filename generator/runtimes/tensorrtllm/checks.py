@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,19 @@ def load_engine_config(engine_dir: str | os.PathLike[str]) -> dict[str, Any]:
                                 "rebuild the engine")) from None
 
 
+# pretrained_config.logits_dtype (trtllm-build --logits_dtype) -> the Triton data type of the logits outputs.
+LOGITS_DATATYPE = {"float32": "TYPE_FP32", "float16": "TYPE_FP16", "bfloat16": "TYPE_BF16"}
+
+
+def logits_datatype(engine_config: dict[str, Any]) -> str:
+    """The `logits_datatype` the tensorrt_llm model must declare for this engine (float32 when unrecorded)."""
+    dtype = engine_config.get("pretrained_config", {}).get("logits_dtype") or "float32"
+    if dtype not in LOGITS_DATATYPE:
+        raise SpecError(problem("engine.engine_dir", f"config.json has logits_dtype {dtype!r}, which tritongen does "
+                                f"not map (known: {', '.join(LOGITS_DATATYPE)})", "rebuild with --logits_dtype float32"))
+    return LOGITS_DATATYPE[dtype]
+
+
 def _json(value: Any) -> str:
     return json.dumps(value)
 
@@ -44,14 +59,26 @@ def _longest(mean: int, stddev: float) -> int:
     return math.ceil(mean + 3 * stddev)
 
 
-def check_plan_engine(plan: Plan) -> None:
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def check_plan_engine(plan: Plan, log: Callable[[str], None] = _stderr) -> None:
     """Check the plan's engine against its config.json when the engine exists here (SpecError naming both
-    fields); a missing engine is for the build, or the serving machine, to provide."""
+    fields); a missing engine is for the build, or the serving machine, to provide, and is said."""
     trt = plan.tensorrtllm
-    if trt is None or not (Path(trt.engine_dir) / "config.json").is_file():
+    if trt is None:
         return
-    problems = check_engine(load_engine_config(trt.engine_dir), plan, tokenizer_vocab_size=plan.tokenizer.vocab_size,
-                            world_size=trt.world_size)
+    if not (Path(trt.engine_dir) / "config.json").is_file():
+        log(f"engine.engine_dir: no built engine at {trt.engine_dir} yet, so the repository is not checked against "
+            "one; run `tritongen build` for this spec (or point engine.engine_dir at a built engine) before serving")
+        return
+    config = load_engine_config(trt.engine_dir)
+    problems = check_engine(config, plan, tokenizer_vocab_size=plan.tokenizer.vocab_size, world_size=trt.world_size)
+    if logits_datatype(config) != plan.logits_datatype:
+        problems.append(problem(f"engine {trt.engine_dir} (logits {logits_datatype(config)})",
+                                f"differs from the plan's logits_datatype ({plan.logits_datatype})",
+                                "plan again with this engine (engine.engine_dir or --engine-dir)"))
     if problems:
         raise SpecError(problems)
 
@@ -101,11 +128,14 @@ def check_engine(engine_config: dict[str, Any], plan: Plan, *, tokenizer_vocab_s
                                     f"use_paged_context_fmha true (got {_json(fmha)})",
                                     f"rebuild with engine.use_paged_context_fmha: true or set {field}: false"))
 
-    engine_batch = build.get("max_batch_size")
-    if engine_batch is not None and plan.triton_max_batch_size > engine_batch:
-        problems.append(problem(f"serving.max_batch_size ({plan.triton_max_batch_size})",
-                                f"must be <= engine build_config.max_batch_size ({engine_batch})",
-                                "rebuild or lower it"))
+    # Triton's max_batch_size and the engine's are independent (NVIDIA's model_config.md): the executor schedules
+    # up to the engine's batch whatever Triton batches, so the two are not compared.
+    for field in ("max_input_len", "max_seq_len"):
+        built = build.get(field)
+        if built is not None and built != wanted[field]:
+            problems.append(problem(f"engine.{field} ({wanted[field]})",
+                                    f"must equal engine build_config.{field} ({built})",
+                                    f"set engine.{field}: {built} or rebuild the engine"))
     engine_beam = build.get("max_beam_width")
     if engine_beam is not None and wanted["max_beam_width"] > engine_beam:
         problems.append(problem(f"engine.max_beam_width ({wanted['max_beam_width']})",
