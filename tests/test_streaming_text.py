@@ -169,10 +169,11 @@ def test_cancelled_bls_stream_ends_its_llm_request(served):
     c.start_stream(callback=lambda result, error: results.put((result, error)))
     c.async_stream_infer("tensorrt_llm_bls", [
         grpc_tensor("text_input", np.array([[PROMPTS[0].encode()]], np.object_)),
-        grpc_tensor("max_tokens", np.array([[3000]], np.int32)), grpc_tensor("min_tokens", np.array([[3000]], np.int32)),
+        grpc_tensor("max_tokens", np.array([[1500]], np.int32)), grpc_tensor("min_tokens", np.array([[1500]], np.int32)),
         grpc_tensor("stream", np.array([[True]]))])
     result, error = results.get(timeout=120)
-    assert error is None
+    assert error is None, str(error)
+    assert _active_requests(server, timeout=0) == 1
     c.stop_stream(cancel_requests=True)
     c.close()
     assert _active_requests(server, timeout=30) == 0
