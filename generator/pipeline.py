@@ -63,9 +63,10 @@ def up(args: argparse.Namespace) -> int:
                f"metrics {server.metrics_url}, log {server.log_path}")
         _stream_one(server.grpc_url, plan.max_tokens_default)
         endpoint = Endpoint(grpc_url=server.grpc_url, http_url=server.http_url, metrics_url=server.metrics_url)
-        _stage(6, total, "loadtest", f"{settings.users} users, {settings.protocol}, "
-               f"{max(1, round(settings.duration_s))} s")
-        code = _with_server_check(lambda: run_loadtest(plan, endpoint, settings, out), server)
+        levels = ", ".join(f"{x:g}" for x in settings.levels())
+        _stage(6, total, "loadtest", f"{settings.mode} loop, {settings.level_unit} {levels}, {settings.protocol}, "
+               f"{max(1, round(settings.duration_s))} s per level")
+        code = _with_server_check(lambda: run_loadtest(plan, endpoint, settings, out, spec_path=args.spec), server)
     finally:
         _stage(7, total, "stop", "stopping tritonserver")
         server.stop()
