@@ -14,7 +14,6 @@ Inputs that need a model tritongen does not render (a draft model) are rejected 
 """
 
 import json
-import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
@@ -24,7 +23,6 @@ from detokenizer import IncrementalDetokenizer, StopStrings, held_ids
 from transformers import AutoTokenizer
 
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
-CANCEL_CHECK_S = 0.1  # as the TensorRT-LLM backend's cancellation_check_period_ms default
 # BLS input -> preprocessing input
 TO_PREPROCESSING = {
     "text_input": "QUERY", "decoder_text_input": "DECODER_QUERY", "max_tokens": "REQUEST_OUTPUT_LEN",
@@ -63,6 +61,10 @@ PASSED_OUTPUTS = (
 )
 
 PASSED = frozenset(PASSED_OUTPUTS)
+
+
+class Cancelled(Exception):
+    """The client cancelled the request; it ends with Triton's CANCELLED error, as a cancelled LLM request does."""
 
 
 class RequestError(Exception):
@@ -236,14 +238,10 @@ class TritonPythonModel:
         sequences = {}  # (batch index, sequence index) -> [_Sequence per beam]
         wanted = batch * max(1, int(_first(_input(request, "num_return_sequences"), 1)))
         max_tokens = int(_first(_input(request, "max_tokens"), 0))
-        checked = time.monotonic()
         for response in responses:
-            # is_cancelled() is a round trip to tritonserver: ask at most every CANCEL_CHECK_S, not per token.
-            if time.monotonic() - checked >= CANCEL_CHECK_S:
-                checked = time.monotonic()
-                if request.is_cancelled():
-                    self._stop_llm(request_id)
-                    return
+            if request.is_cancelled():
+                self._stop_llm(request_id)
+                raise Cancelled()
             if response.has_error():
                 raise RequestError(f"{self.llm_name}: {response.error().message()}")
             ids = pb_utils.get_output_tensor_by_name(response, "output_ids")
@@ -309,6 +307,11 @@ class TritonPythonModel:
         try:
             self._run(request, sender.send)
             sender.send(flags=FINAL)
+        except Cancelled:
+            code = getattr(pb_utils.TritonError, "CANCELLED", None)
+            error = pb_utils.TritonError("request cancelled", code) if code is not None else \
+                pb_utils.TritonError("request cancelled")
+            sender.send(pb_utils.InferenceResponse(error=error), flags=FINAL)
         except Exception as err:
             sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(err))), flags=FINAL)
 
