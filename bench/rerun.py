@@ -48,7 +48,7 @@ serving:
   preprocessing_instances: {pre}
   postprocessing_instances: {post}
   sampling: greedy
-  dynamic_batching:
+{extra}  dynamic_batching:
     max_queue_size: 0
 {kv}placement:
   device: {device}
@@ -205,6 +205,8 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="gpu", choices=["gpu", "cpu"])
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--kv-max-tokens", type=int, default=262144, help="serving.kv_cache.max_tokens")
+    ap.add_argument("--max-batch-tokens", type=int, help="serving.max_batch_tokens (default: transformers sizes it)")
+    ap.add_argument("--no-log-probs", action="store_true", help="serving.log_probs: false")
     ap.add_argument("--processes", type=int, default=4, help="Locust processes")
     ap.add_argument("--loadtest-timeout", type=float, default=400)
     ap.add_argument("--workdir", default="/tmp/tritongen-rerun")
@@ -227,7 +229,9 @@ def main(argv=None) -> int:
         dtype=args.dtype, max_batch=max(8, max_level), pre=4, post=4, device=args.device, spawn=max_level,
         duration=args.duration, processes=args.processes, input_tokens=args.input_tokens,
         output_tokens=args.output_tokens,
-        kv=f"  kv_cache:\n    max_tokens: {args.kv_max_tokens}\n" if args.kv_max_tokens else ""))
+        kv=f"  kv_cache:\n    max_tokens: {args.kv_max_tokens}\n" if args.kv_max_tokens else "",
+        extra=(f"  max_batch_tokens: {args.max_batch_tokens}\n" if args.max_batch_tokens else "")
+        + ("  log_probs: false\n" if args.no_log_probs else "")))
     spec, plan = plan_from_file(spec_path)
     repo = work / "repo"
     write_repository(render_for(plan), repo, overwrite=True)

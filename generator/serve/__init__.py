@@ -40,7 +40,7 @@ def _die_with_parent() -> None:
 
 
 # Seconds tritonserver waits for requests in flight when asked to stop (Triton's default is 30).
-EXIT_TIMEOUT_S = 5
+EXIT_TIMEOUT_S = 15
 
 
 def free_port() -> int:

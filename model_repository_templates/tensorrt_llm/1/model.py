@@ -425,10 +425,16 @@ class TritonPythonModel:
             with self.lock:
                 items = list(self.active.values())
             for gen in items:
-                try:
-                    cancelled = gen.sender.is_cancelled()
-                except Exception:  # a request whose client is gone can fail to answer; treat it as cancelled
-                    cancelled = True
+                # Under the request's lock and only while it is open: once its FINAL response went out, Triton
+                # frees the response factory, and is_cancelled() on it crashed tritonserver 2.51 (SIGSEGV in
+                # TRITONBACKEND_ResponseFactoryIsCancelled, seen under load in the load-test suite).
+                with gen.lock:
+                    if gen.closed:
+                        continue
+                    try:
+                        cancelled = gen.sender.is_cancelled()
+                    except Exception:  # a request whose client is gone can fail to answer; treat it as cancelled
+                        cancelled = True
                 if cancelled:
                     self._finish(gen, cancelled=True)
 
