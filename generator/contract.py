@@ -266,8 +266,9 @@ guided_decoding_guide STRING 1 opt
 
 BLS_OUTPUTS = tuple(t for t in ENSEMBLE_OUTPUTS)
 
-# Ensemble steps: (model, input_map {model tensor: ensemble tensor}, output_map {model tensor: ensemble tensor}).
-ENSEMBLE_STEPS: tuple[tuple[str, dict[str, str], dict[str, str]], ...] = (
+# NVIDIA's ensemble wiring (reference/tensorrtllm_contract.md), kept as the record of what the composing models
+# exchange; tensorrt_llm_bls sends the same tensors between the same models.
+NVIDIA_ENSEMBLE_STEPS: tuple[tuple[str, dict[str, str], dict[str, str]], ...] = (
     ("preprocessing", {
         "QUERY": "text_input", "DECODER_QUERY": "decoder_text_input", "REQUEST_OUTPUT_LEN": "max_tokens",
         "BAD_WORDS_DICT": "bad_words", "STOP_WORDS_DICT": "stop_words",
@@ -310,6 +311,13 @@ ENSEMBLE_STEPS: tuple[tuple[str, dict[str, str], dict[str, str]], ...] = (
     }),
     ("postprocessing", {"TOKENS_BATCH": "_TOKENS_BATCH", "SEQUENCE_LENGTH": "_SEQUENCE_LENGTH"},
      {"OUTPUT": "text_output"}),
+)
+
+# Ensemble steps: (model, input_map {model tensor: ensemble tensor}, output_map {model tensor: ensemble tensor}).
+# tritongen's ensemble is one step, tensorrt_llm_bls: streamed text is exact only when one model sees every
+# response of a request (docs/streaming.md), and NVIDIA's three steps cannot carry state between responses.
+ENSEMBLE_STEPS: tuple[tuple[str, dict[str, str], dict[str, str]], ...] = (
+    ("tensorrt_llm_bls", {t.name: t.name for t in ENSEMBLE_INPUTS}, {t.name: t.name for t in ENSEMBLE_OUTPUTS}),
 )
 
 MODEL_TENSORS: dict[str, tuple[tuple[Tensor, ...], tuple[Tensor, ...]]] = {

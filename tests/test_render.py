@@ -80,9 +80,14 @@ def test_rendered_repo_matches_contract(rendered, tmp_path):
     assert llm.dynamic_batching.default_queue_policy.max_queue_size == 64
     assert llm.parameters["exclude_input_in_output"].string_value == "true"
     ens = parse_config(tmp_path / "repo" / "ensemble" / "config.pbtxt")
-    steps = {s.model_name: dict(s.input_map) for s in ens.ensemble_scheduling.step}
-    assert steps["tensorrt_llm"]["streaming"] == "stream"
-    assert steps["tensorrt_llm"]["stop_words_list"] == "_STOP_WORDS_IDS"
+    # One step: every ensemble input and output goes to and from tensorrt_llm_bls under its own name.
+    assert [s.model_name for s in ens.ensemble_scheduling.step] == ["tensorrt_llm_bls"]
+    step = ens.ensemble_scheduling.step[0]
+    assert dict(step.input_map) == {t.name: t.name for t in contract.ENSEMBLE_INPUTS}
+    assert dict(step.output_map) == {t.name: t.name for t in contract.ENSEMBLE_OUTPUTS}
+    bls = parse_config(tmp_path / "repo" / "tensorrt_llm_bls" / "config.pbtxt")
+    assert bls.model_transaction_policy.decoupled is True
+    assert bls.parameters["tokenizer_dir"].string_value == plan.tokenizer.dir
     # One max batch size everywhere keeps the ensemble <= every composing model.
     assert {parse_config(p).max_batch_size for p in (tmp_path / "repo").glob("*/config.pbtxt")} == {8}
 
@@ -90,15 +95,16 @@ def test_rendered_repo_matches_contract(rendered, tmp_path):
 def test_verify_catches_dtype_mismatch_and_missing_step_model(rendered, tmp_path):
     repo = tmp_path / "repo"
     write_repository(rendered[2], repo)
-    cfg = repo / "postprocessing" / "config.pbtxt"
-    cfg.write_text(cfg.read_text().replace('name: "TOKENS_BATCH"\n    data_type: TYPE_INT32',
-                                           'name: "TOKENS_BATCH"\n    data_type: TYPE_INT64'))
+    cfg = repo / "tensorrt_llm_bls" / "config.pbtxt"
+    cfg.write_text(cfg.read_text().replace('name: "max_tokens"\n    data_type: TYPE_INT32',
+                                           'name: "max_tokens"\n    data_type: TYPE_INT64'))
     findings = [str(f) for f in verify_repository(repo)]
-    assert ("ensemble/config.pbtxt step 2 (postprocessing): '_TOKENS_BATCH' is TYPE_INT32 but postprocessing "
-            "input 'TOKENS_BATCH' is TYPE_INT64") in findings
-    (repo / "preprocessing" / "config.pbtxt").unlink()
+    assert ("ensemble/config.pbtxt step 0 (tensorrt_llm_bls): 'max_tokens' is TYPE_INT32 but tensorrt_llm_bls "
+            "input 'max_tokens' is TYPE_INT64") in findings
+    (repo / "tensorrt_llm_bls" / "config.pbtxt").unlink()
     findings = [str(f) for f in verify_repository(repo)]
-    assert "ensemble/config.pbtxt step 0 (preprocessing): model 'preprocessing' is not in the repository" in findings
+    assert ("ensemble/config.pbtxt step 0 (tensorrt_llm_bls): model 'tensorrt_llm_bls' is not in the repository"
+            in findings)
 
 
 def test_verify_reports_unparsable_config(rendered, tmp_path):

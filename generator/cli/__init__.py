@@ -14,6 +14,7 @@ import time
 import traceback
 from pathlib import Path
 
+from tritongen.demo.model import TOKENIZERS
 from tritongen.errors import INTERNAL_ERROR_EXIT, SpecError, TritongenError, clip, scrub
 
 
@@ -150,7 +151,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 def _cmd_demo_model(args: argparse.Namespace) -> int:
     from tritongen.demo.model import make_demo_model
 
-    path = make_demo_model(args.dir, seed=args.seed, force=args.force)
+    path = make_demo_model(args.dir, seed=args.seed, force=args.force, tokenizer=args.tokenizer)
     print(f"tiny Llama checkpoint + tokenizer: {path}")
     return 0
 
@@ -241,6 +242,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("dir")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--force", action="store_true")
+    s.add_argument("--tokenizer", choices=TOKENIZERS, default="bytelevel",
+                   help="bytelevel: byte-level BPE (GPT-2/Llama-3 style); sentencepiece: byte-fallback BPE over "
+                        "'▁' words (Llama-2/Mistral style)")
     s.set_defaults(func=_cmd_demo_model)
 
     s = sub.add_parser("build", help="build (or find in the cache) the TensorRT-LLM engine")

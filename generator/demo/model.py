@@ -7,6 +7,7 @@ AutoModelForCausalLM / AutoTokenizer.from_pretrained(DIR), the same code path a 
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -26,30 +27,79 @@ Latency, throughput and goodput tell whether a deployment meets its objectives.
 """
 
 SPECIAL_TOKENS = ["<unk>", "<s>", "</s>", "<pad>"]
+TOKENIZERS = ("bytelevel", "sentencepiece")
+"""bytelevel: byte-level BPE (GPT-2 / Llama-3 style). sentencepiece: BPE over "▁"-marked words with byte fallback
+and a decoder that drops the first leading space (Llama-2 / Mistral style, as their tokenizer.json is built)."""
 
 
-def _train_tokenizer(vocab_size: int):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+def train_tokenizer(kind: str = "bytelevel", vocab_size: int = 512, corpus: str = _CORPUS):
+    """Train a tokenizer of `kind` on `corpus` and wrap it as a transformers fast tokenizer."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=SPECIAL_TOKENS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(_CORPUS.splitlines() * 4, trainer=trainer)
+    if kind == "bytelevel":
+        tok = Tokenizer(models.BPE(unk_token="<unk>"))
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    elif kind == "sentencepiece":
+        tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+        tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+        tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                         decoders.Strip(" ", 1, 0)])
+        # A small alphabet leaves rare characters to the <0xNN> byte tokens, as SentencePiece's byte fallback does.
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size - 256, show_progress=False, limit_alphabet=64,
+                                      special_tokens=SPECIAL_TOKENS)
+    else:
+        raise ValueError(f"tokenizer must be one of {', '.join(TOKENIZERS)}, not {kind!r}")
+    tok.train_from_iterator(corpus.splitlines() * 4, trainer=trainer)
+    if kind == "sentencepiece":
+        # The byte tokens are ordinary vocabulary entries (not special tokens, which decoding may skip).
+        data = json.loads(tok.to_str())
+        vocab = data["model"]["vocab"]
+        for i in range(256):
+            vocab.setdefault(f"<0x{i:02X}>", len(vocab))
+        tok = Tokenizer.from_str(json.dumps(data))
     return PreTrainedTokenizerFast(
         tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>", pad_token="<pad>",
     )
 
 
+def _recite(model, tokenizer, text: str) -> None:
+    """Make greedy decoding recite `text`: each token is followed by the token after its first occurrence.
+
+    Embeddings are one-hot, attention and MLP add nothing (zero output projections), so the last hidden state
+    names the current token and the output head maps it to its successor. Multi-byte characters that the
+    tokenizer splits over several tokens then come out of the model split the same way.
+    """
+    import torch
+
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    successor: dict[int, int] = {}
+    for current, following in zip(ids, ids[1:] + ids[:1]):
+        successor.setdefault(current, following)
+    vocab, hidden = model.config.vocab_size, model.config.hidden_size
+    with torch.no_grad():
+        model.model.embed_tokens.weight.zero_()
+        model.model.embed_tokens.weight[:, :vocab].copy_(torch.eye(vocab))
+        for layer in model.model.layers:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
+        head = torch.zeros(vocab, hidden)
+        for token in range(vocab):
+            head[successor.get(token, ids[0]), token] = 1.0
+        model.lm_head.weight.copy_(head)
+
+
 def make_demo_model(out_dir: str | Path, *, seed: int = 0, vocab_size: int = 512, hidden_size: int = 64,
-                    layers: int = 2, heads: int = 4, kv_heads: int = 2, force: bool = False) -> Path:
-    """Write a tiny LlamaForCausalLM + tokenizer to `out_dir` (atomically) and return the path."""
+                    layers: int = 2, heads: int = 4, kv_heads: int = 2, force: bool = False,
+                    tokenizer: str = "bytelevel", recite: str | None = None) -> Path:
+    """Write a tiny LlamaForCausalLM + tokenizer to `out_dir` (atomically) and return the path.
+
+    `tokenizer` picks one of TOKENIZERS. With `recite`, the tokenizer is trained on that text too and the weights
+    make greedy decoding continue it (see `_recite`); the hidden size grows to the vocabulary size for that.
+    """
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -58,12 +108,14 @@ def make_demo_model(out_dir: str | Path, *, seed: int = 0, vocab_size: int = 512
         if (out / "config.json").is_file():
             return out
         raise FileExistsError(f"{out} exists and is not a demo model; pass force=True or choose another folder")
-    tokenizer = _train_tokenizer(vocab_size)
+    tok = train_tokenizer(tokenizer, vocab_size, _CORPUS + (recite or ""))
+    if recite:
+        hidden_size = -(-len(tok) // (2 * heads)) * 2 * heads  # one-hot embeddings; even head size for RoPE
     config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=hidden_size * 2,
+        vocab_size=len(tok), hidden_size=hidden_size, intermediate_size=hidden_size * 2,
         num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
-        max_position_embeddings=2048, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=False, torch_dtype="float32",
+        max_position_embeddings=2048, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id, tie_word_embeddings=False, torch_dtype="float32",
     )
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config)
@@ -71,11 +123,13 @@ def make_demo_model(out_dir: str | Path, *, seed: int = 0, vocab_size: int = 512
     # prompt, which is what the tests and the demo need to tell requests apart.
     with torch.no_grad():
         model.lm_head.weight.mul_(20.0)
+    if recite:
+        _recite(model, tok, recite)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         model.save_pretrained(tmp, safe_serialization=True)
-        tokenizer.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
         tmp.chmod(0o755)
         if out.exists():
             shutil.rmtree(out)

@@ -152,7 +152,7 @@ def pod_resources(dep: Deployment, kind: K8sKind) -> PodResources:
     instance (a tokenizer each), and the shared-memory volume, which counts against the container's memory.
     """
     plan = dep.plan
-    python = plan.preprocessing_instances + plan.postprocessing_instances + (plan.bls_instances if plan.bls else 0)
+    python = plan.preprocessing_instances + plan.postprocessing_instances + plan.bls_instances
     if dep.plan.runtime in ("hf", "trtllm"):  # the LLM model is a python model too
         python += plan.llm_instance_group.count
     cpu = 2 + math.ceil(python / 2)

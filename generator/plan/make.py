@@ -282,7 +282,7 @@ def _plan(spec: Spec, spec_dir: Path, checkpoint: Path, load, trt: TensorrtllmPl
     llmapi = None
     if spec.runtime == "trtllm":
         # One model.yaml serves every server group, so it holds the budget every group can hold.
-        llmapi = make_llmapi_plan(spec, str(checkpoint), str(tokenizer_dir) if spec.model.tokenizer else None,
+        llmapi = make_llmapi_plan(spec, str(checkpoint), tokenizer.dir if spec.model.tokenizer else None,
                                   max_seq_len=max_sequence_length(spec), kv_tokens=kv_tokens,
                                   instances=llmapi_instances(spec))
     logits = "TYPE_FP32"  # trtllm-build's default for the Llama family
@@ -301,9 +301,16 @@ def _plan(spec: Spec, spec_dir: Path, checkpoint: Path, load, trt: TensorrtllmPl
         preprocessing_instances=s.preprocessing_instances, postprocessing_instances=s.postprocessing_instances,
         max_queue_delay_us=s.dynamic_batching.max_queue_delay_us, max_queue_size=s.dynamic_batching.max_queue_size,
         logits_datatype=logits, llm_instance_group=_llm_instance_group(spec, placed), hf=hf, llmapi=llmapi,
-        tensorrtllm=trt, bls=s.bls,
+        tensorrtllm=trt,
         synthetic=SyntheticPlan(ttft_ms=spec.synthetic.ttft_ms, itl_ms=spec.synthetic.itl_ms)
-        if spec.runtime == "synthetic" else None, bls_instances=s.bls_instances or s.max_batch_size,
+        if spec.runtime == "synthetic" else None, bls_instances=s.bls_instances or _bls_instances(s),
         bls_parameters=bls_parameters(s.bls_accumulate_tokens), load=load, slo=spec.validation.slo, deploy=spec.deploy,
         kv_tokens_per_instance=kv_tokens, **placement,
     )
+
+
+def _bls_instances(serving) -> int:
+    """A decoupled tensorrt_llm_bls serves its requests on threads, so a few instances carry the stream (one
+    instance used 0.8-1.1 ms of CPU per streamed token on a loaded 2-core machine: docs/benchmarks.md); a
+    non-decoupled one serves one request per instance, so it needs one per request in flight."""
+    return min(4, serving.max_batch_size) if serving.streaming else serving.max_batch_size

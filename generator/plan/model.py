@@ -169,7 +169,6 @@ class Plan(_Frozen):
     synthetic: SyntheticPlan | None = None
     llmapi: LlmApiPlan | None = None
     """The LLM-API model's settings (runtime trtllm)."""
-    bls: bool
     bls_instances: int
     bls_parameters: dict[str, str]
     load: LoadSection

@@ -157,10 +157,13 @@ def render_repository(plan: Plan, where: Locations | None = None) -> dict[str, b
     if plan.group_configs:
         for group in plan.server_groups:
             files[f"tensorrt_llm/configs/{group.name}.pbtxt"] = _llm_config(plan, where, group)
-    if plan.bls:
-        bls_in, bls_out = _tensors("tensorrt_llm_bls", plan)
-        files["tensorrt_llm_bls/config.pbtxt"] = _render(
-            "tensorrt_llm_bls/config.pbtxt.j2", plan, inputs=bls_in, outputs=bls_out, params=plan.bls_parameters,
-            group=InstanceGroup(kind="KIND_CPU", count=plan.bls_instances))
-        files["tensorrt_llm_bls/1/model.py"] = (TEMPLATES / "tensorrt_llm_bls" / "1" / "model.py").read_bytes()
+    # The ensemble's only step: always rendered (docs/streaming.md says why the text path lives here).
+    bls_in, bls_out = _tensors("tensorrt_llm_bls", plan)
+    files["tensorrt_llm_bls/config.pbtxt"] = _render(
+        "tensorrt_llm_bls/config.pbtxt.j2", plan, inputs=bls_in, outputs=bls_out,
+        params={**plan.bls_parameters, "tokenizer_dir": where.tokenizer,
+                "skip_special_tokens": plan.tokenizer.skip_special_tokens},
+        group=InstanceGroup(kind="KIND_CPU", count=plan.bls_instances))
+    for name in ("model.py", "detokenizer.py"):
+        files[f"tensorrt_llm_bls/1/{name}"] = (TEMPLATES / "tensorrt_llm_bls" / "1" / name).read_bytes()
     return dict(sorted(files.items()))

@@ -187,11 +187,10 @@ class ServingSection(_Section):
     enable_chunked_context: bool = False
     """tensorrtllm context chunking (needs an engine with use_paged_context_fmha)."""
 
-    bls: bool = False
-    """Also render the tensorrt_llm_bls model (one python model running tokenizer -> LLM -> detokenizer)."""
-
     bls_instances: int | None = Field(None, ge=1)
-    """tensorrt_llm_bls instances; each serves one request at a time. Default: serving.max_batch_size."""
+    """tensorrt_llm_bls instances (the ensemble's only step). Streaming (decoupled): each instance serves many
+    requests on threads; default min(4, max_batch_size). Not streaming: each serves one request at a time; default
+    serving.max_batch_size."""
 
     bls_accumulate_tokens: bool = False
     """tensorrt_llm_bls streams the text of all tokens so far in each response (beam width 1)."""

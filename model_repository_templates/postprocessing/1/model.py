@@ -1,8 +1,10 @@
 # Shipped by tritongen. The postprocessing model of the TensorRT-LLM ensemble: token ids -> text.
 """Detokenizer step of the ensemble, with the tensor contract of TensorRT-LLM's `postprocessing` model.
 
-TOKENS_BATCH is [batch, beams, tokens] and SEQUENCE_LENGTH [batch, beams]; OUTPUT is [batch, beams] text.
-In streaming mode each response carries only the new tokens, so each chunk is decoded on its own.
+TOKENS_BATCH is [batch, beams, tokens] and SEQUENCE_LENGTH [batch, beams]; OUTPUT is one text per batch entry and
+beam, flat ([batch * beams]), as NVIDIA's postprocessing returns it. tritongen's ensemble and BLS do not call this
+model (the BLS decodes streamed text itself, see tensorrt_llm_bls/1/detokenizer.py); it is kept for clients that
+call it directly. Each call is decoded on its own: it cannot know the tokens of earlier calls.
 """
 
 import json
@@ -20,7 +22,9 @@ def _param(config, key, default=None):
 class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
-        self.tokenizer = AutoTokenizer.from_pretrained(_param(config, "tokenizer_dir"))
+        # The arguments NVIDIA's postprocessing loads tokenizers with.
+        self.tokenizer = AutoTokenizer.from_pretrained(_param(config, "tokenizer_dir"), legacy=False,
+                                                       padding_side="left", trust_remote_code=True)
         self.skip_special_tokens = _param(config, "skip_special_tokens", "true").lower() in ("true", "1", "yes")
 
     def _one(self, request):
@@ -28,9 +32,10 @@ class TritonPythonModel:
         lengths = pb_utils.get_input_tensor_by_name(request, "SEQUENCE_LENGTH").as_numpy()
         tokens = tokens.reshape(tokens.shape[0], -1, tokens.shape[-1])
         lengths = lengths.reshape(tokens.shape[0], -1)
-        texts = [[self.tokenizer.decode(beam[: int(n)], skip_special_tokens=self.skip_special_tokens).encode("utf-8")
-                  for beam, n in zip(batch_tokens, batch_lengths)]
-                 for batch_tokens, batch_lengths in zip(tokens, lengths)]
+        texts = [self.tokenizer.decode(beam[: int(n)], skip_special_tokens=self.skip_special_tokens,
+                                       clean_up_tokenization_spaces=False).encode("utf-8")
+                 for batch_tokens, batch_lengths in zip(tokens, lengths)
+                 for beam, n in zip(batch_tokens, batch_lengths)]
         return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("OUTPUT", np.array(texts, dtype=np.object_))])
 
     def execute(self, requests):

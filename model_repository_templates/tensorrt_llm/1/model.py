@@ -34,6 +34,11 @@ DTYPES = {"auto": "auto", "float32": torch.float32, "float16": torch.float16, "b
 ATTENTION = ("sdpa_mem_efficient", "sdpa", "eager")
 
 
+def _stop_requested(request):
+    tensor = pb_utils.get_input_tensor_by_name(request, "stop")
+    return tensor is not None and bool(tensor.as_numpy().reshape(-1)[:1].any())
+
+
 def _param(config, key, default=None):
     value = config.get("parameters", {}).get(key, {}).get("string_value", "")
     return default if value in ("", None) or value.startswith("${") else value
@@ -254,6 +259,10 @@ class TritonPythonModel:
                 pb_utils.Logger.log_error(f"{self.model_name}: no response sender: {err}")
                 continue
             try:
+                if _stop_requested(request):  # the backend's `stop` input: end the request with this request id
+                    self._stop(request.request_id())
+                    sender.send(flags=FINAL)
+                    continue
                 self._admit(request, sender)
             except RequestError as err:
                 self.m_rejected.increment(1)
@@ -265,6 +274,7 @@ class TritonPythonModel:
 
     def _admit(self, request, sender):
         gen = parse_request(request, sender, self.limits)
+        gen.triton_id = request.request_id()
         with self.room:
             # Back-pressure: at most max_batch_size requests in flight. Waiting here keeps the rest in Triton's
             # queue, where max_queue_size rejects the excess as Triton's own rejection.
@@ -395,6 +405,13 @@ class TritonPythonModel:
                     self._send_tokens(gen, 0, FINAL)
             except Exception as err:
                 pb_utils.Logger.log_error(f"{self.model_name}: could not send the final response of {gen.rid}: {err}")
+
+    def _stop(self, triton_id):
+        """End the requests in flight with this Triton request id (tensorrt_llm_bls sends this on a stop string)."""
+        with self.room:
+            found = [gen for gen in self.active.values() if triton_id and gen.triton_id == triton_id]
+        for gen in found:
+            self._finish(gen, cancelled=True)
 
     # ------------------------------------------------------------------ cancellation
     def _watch_cancellation(self):

@@ -34,7 +34,10 @@ def _array(request, name):
 class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
-        self.tokenizer = AutoTokenizer.from_pretrained(_param(config, "tokenizer_dir"))
+        # The arguments NVIDIA's preprocessing loads tokenizers with.
+        self.tokenizer = AutoTokenizer.from_pretrained(_param(config, "tokenizer_dir"), legacy=False,
+                                                       padding_side="left", trust_remote_code=True)
+        self.vocab_size = self.tokenizer.vocab_size
         self.add_special_tokens = _param(config, "add_special_tokens", "true").lower() in ("true", "1", "yes")
         self.end_id = self.tokenizer.eos_token_id
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.end_id
@@ -48,6 +51,8 @@ class TritonPythonModel:
                 if not word:
                     continue
                 word_ids = self.tokenizer.encode(word, add_special_tokens=False)
+                if not word_ids:
+                    continue  # a word with no tokens would repeat the previous offset
                 ids.extend(word_ids)
                 offsets.append(len(ids))
             encoded.append((ids, offsets))
@@ -105,8 +110,9 @@ class TritonPythonModel:
                         pb_utils.Tensor("REQUEST_DECODER_INPUT_LEN", decoder_lengths)]
         extra = _array(request, "PROMPT_TABLE_EXTRA_ID")
         if extra is not None:
-            # One extra id per prompt token, as the prompt-table lookup expects.
-            ids = np.repeat(extra.astype(np.uint64).reshape(batch, 1), input_ids.shape[1], axis=1)
+            # The extra id marks prompt-table (virtual) tokens only, ids >= vocab size; 0 elsewhere, as NVIDIA's.
+            ids = np.where(input_ids >= self.vocab_size, extra.astype(np.uint64).reshape(batch, 1),
+                           np.uint64(0)).astype(np.uint64)
             tensors.append(pb_utils.Tensor("OUT_PROMPT_TABLE_EXTRA_IDS", ids))
         return pb_utils.InferenceResponse(output_tensors=tensors)
 

@@ -1,0 +1,324 @@
+# Shipped by tritongen. The tensorrt_llm_bls model: tokenizer -> tensorrt_llm -> incremental detokenizer.
+"""One python model that runs a whole request, with the `tensorrt_llm_bls` tensor contract.
+
+Why text is decoded here: streamed text is only exact when each response is decoded with the tokens before it
+(detokenizer.py), and only this model sees every response of a request. An ensemble cannot carry state from one
+decoupled response to the next, and its postprocessing responses may run on different instances; so tritongen's
+ensemble is one step that calls this model, and the concatenated streamed `text_output` equals the unstreamed
+`text_output` of the same request, byte for byte.
+
+Every declared input reaches preprocessing or tensorrt_llm with the shape the TensorRT-LLM backend expects
+([batch, 1] for scalars, whatever the `reshape` of this model's config); every output of tensorrt_llm that this
+model declares is returned; every beam and sequence is decoded; text-level stop sequences end the request.
+Inputs that need a model tritongen does not render (a draft model) are rejected with an error naming them.
+"""
+
+import json
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+from detokenizer import IncrementalDetokenizer, StopStrings, held_ids
+from transformers import AutoTokenizer
+
+FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+# BLS input -> preprocessing input
+TO_PREPROCESSING = {
+    "text_input": "QUERY", "decoder_text_input": "DECODER_QUERY", "max_tokens": "REQUEST_OUTPUT_LEN",
+    "bad_words": "BAD_WORDS_DICT", "stop_words": "STOP_WORDS_DICT", "embedding_bias_words": "EMBEDDING_BIAS_WORDS",
+    "embedding_bias_weights": "EMBEDDING_BIAS_WEIGHTS", "end_id": "END_ID", "pad_id": "PAD_ID",
+    "prompt_table_extra_id": "PROMPT_TABLE_EXTRA_ID",
+}
+# preprocessing output -> tensorrt_llm input
+FROM_PREPROCESSING = {
+    "INPUT_ID": "input_ids", "REQUEST_INPUT_LEN": "input_lengths", "REQUEST_OUTPUT_LEN": "request_output_len",
+    "DECODER_INPUT_ID": "decoder_input_ids", "REQUEST_DECODER_INPUT_LEN": "decoder_input_lengths",
+    "OUT_END_ID": "end_id", "OUT_PAD_ID": "pad_id", "STOP_WORDS_IDS": "stop_words_list",
+    "BAD_WORDS_IDS": "bad_words_list", "EMBEDDING_BIAS": "embedding_bias",
+    "OUT_PROMPT_TABLE_EXTRA_IDS": "prompt_table_extra_ids",
+}
+# BLS input -> tensorrt_llm input
+TO_LLM = {
+    "top_k": "runtime_top_k", "top_p": "runtime_top_p", "temperature": "temperature",
+    "length_penalty": "len_penalty", "repetition_penalty": "repetition_penalty", "min_tokens": "min_tokens",
+    "presence_penalty": "presence_penalty", "frequency_penalty": "frequency_penalty", "seed": "seed",
+    "beam_width": "beam_width", "num_return_sequences": "num_return_sequences",
+    "exclude_input_in_output": "exclude_input_in_output", "return_log_probs": "return_log_probs",
+    "return_context_logits": "return_context_logits", "return_generation_logits": "return_generation_logits",
+    "return_perf_metrics": "return_perf_metrics", "return_num_input_tokens": "return_num_input_tokens",
+    "return_num_output_tokens": "return_num_output_tokens", "stream": "streaming",
+    "prompt_embedding_table": "prompt_embedding_table", "prompt_vocab_size": "prompt_vocab_size",
+    "lora_task_id": "lora_task_id", "lora_weights": "lora_weights", "lora_config": "lora_config",
+    "guided_decoding_guide_type": "guided_decoding_guide_type", "guided_decoding_guide": "guided_decoding_guide",
+}
+# tensorrt_llm outputs returned as they are (everything this model declares except text_output)
+PASSED_OUTPUTS = (
+    "cum_log_probs", "output_log_probs", "context_logits", "generation_logits", "batch_index", "sequence_index",
+    "kv_cache_alloc_new_blocks", "kv_cache_reused_blocks", "kv_cache_alloc_total_blocks", "arrival_time_ns",
+    "first_scheduled_time_ns", "first_token_time_ns", "last_token_time_ns", "acceptance_rate",
+    "total_accepted_draft_tokens", "total_draft_tokens", "num_input_tokens", "num_output_tokens",
+)
+
+PASSED = frozenset(PASSED_OUTPUTS)
+
+
+class Cancelled(Exception):
+    """The client cancelled the request; it ends with Triton's CANCELLED error, as a cancelled LLM request does."""
+
+
+class RequestError(Exception):
+    """A request this model refuses; the message names the input."""
+
+
+def _param(config, key, default=None):
+    value = config.get("parameters", {}).get(key, {}).get("string_value", "")
+    return default if value in ("", None) or value.startswith("${") else value
+
+
+def _input(request, name):
+    tensor = pb_utils.get_input_tensor_by_name(request, name)
+    return None if tensor is None else tensor.as_numpy()
+
+
+def _batched(value, batch):
+    # Inputs declared with `reshape: { shape: [ ] }` arrive as [batch]; tensorrt_llm wants [batch, 1].
+    return value.reshape(batch, 1) if value.ndim == 1 else value
+
+
+def _first(value, default=None):
+    return default if value is None or value.size == 0 else value.reshape(-1)[0].item()
+
+
+def _words(value, row):
+    if value is None:
+        return []
+    row_words = value[row] if value.ndim > 1 else value
+    return [w.decode("utf-8") if isinstance(w, bytes) else str(w) for w in row_words.reshape(-1)]
+
+
+class _Sequence:
+    """Decoding state of one output sequence (batch entry, sequence index, beam)."""
+
+    def __init__(self, tokenizer, skip_special_tokens, held, stops):
+        self.detok = IncrementalDetokenizer(tokenizer, skip_special_tokens, held)
+        self.stops = StopStrings(stops)
+        self.text = []  # what has been sent, for accumulate_tokens
+        self.stopped = False
+
+    def push(self, tokens, final=False):
+        if self.stopped:
+            return ""
+        delta = self.detok.add(tokens)
+        if final:
+            delta += self.detok.finish()
+        delta, self.stopped = self.stops.feed(delta)
+        self.text.append(delta)
+        return delta
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
+        self.accumulate = _param(config, "accumulate_tokens", "false").lower() in ("true", "1", "yes", "t")
+        self.llm_name = _param(config, "tensorrt_llm_model_name", "tensorrt_llm")
+        self.draft_name = _param(config, "tensorrt_llm_draft_model_name")
+        self.skip_special_tokens = _param(config, "skip_special_tokens", "true").lower() in ("true", "1", "yes", "t")
+        # The arguments NVIDIA's preprocessing/postprocessing load tokenizers with.
+        self.tokenizer = AutoTokenizer.from_pretrained(_param(config, "tokenizer_dir"), legacy=False,
+                                                       padding_side="left", trust_remote_code=True)
+        self.held = held_ids(self.tokenizer, self.skip_special_tokens)
+        # Requests wait on the LLM, not on this model's CPU: a few times the LLM's batch keeps it busy.
+        self.pool = ThreadPoolExecutor(max_workers=max(16, 4 * int(config.get("max_batch_size", 1))),
+                                       thread_name_prefix="tensorrt_llm_bls")
+
+    # ------------------------------------------------------------------ requests to the composing models
+    def _call(self, model, inputs, outputs, request_id=""):
+        response = pb_utils.InferenceRequest(model_name=model, inputs=inputs, request_id=request_id,
+                                             requested_output_names=list(outputs)).exec()
+        if response.has_error():
+            raise RequestError(f"{model}: {response.error().message()}")
+        return response
+
+    def _validate(self, request, decoupled_stream):
+        if (_first(_input(request, "num_draft_tokens"), 0) or 0) > 0 and not self.draft_name:
+            raise RequestError("num_draft_tokens: speculative decoding needs a draft model, and this deployment "
+                               "has none (tensorrt_llm_draft_model_name); leave it unset or 0")
+        if _first(_input(request, "use_draft_logits"), False):
+            raise RequestError("use_draft_logits: needs a draft model, and this deployment has none; leave it unset")
+        if decoupled_stream and not self.decoupled:
+            raise RequestError("stream: this deployment is not decoupled (serving.streaming: false); "
+                               "send stream=false or render it with streaming")
+
+    def _llm_inputs(self, request, batch):
+        pre_inputs = [pb_utils.Tensor(target, value) for name, target in TO_PREPROCESSING.items()
+                      if (value := _input(request, name)) is not None]
+        pre = self._call("preprocessing", pre_inputs, FROM_PREPROCESSING)
+        inputs = []
+        for name, target in FROM_PREPROCESSING.items():
+            tensor = pb_utils.get_output_tensor_by_name(pre, name)
+            if tensor is None:
+                continue
+            value = tensor.as_numpy()
+            if name == "EMBEDDING_BIAS" and value.size == 0:
+                continue  # no bias words: send nothing rather than an empty bias
+            inputs.append(pb_utils.Tensor(target, value))
+        for name, target in TO_LLM.items():
+            value = _input(request, name)
+            if value is not None:
+                inputs.append(pb_utils.Tensor(target, _batched(value, batch)))
+        prompt_lengths = pb_utils.get_output_tensor_by_name(pre, "REQUEST_INPUT_LEN").as_numpy().reshape(-1)
+        prompt_ids = pb_utils.get_output_tensor_by_name(pre, "INPUT_ID").as_numpy()
+        return inputs, prompt_ids, prompt_lengths
+
+    def _stop_llm(self, request_id):
+        """Ask tensorrt_llm to end a request early: the backend's `stop` input, as NVIDIA's BLS sends it."""
+        inputs = [pb_utils.Tensor("input_ids", np.zeros((1, 1), np.int32)),
+                  pb_utils.Tensor("input_lengths", np.zeros((1, 1), np.int32)),
+                  pb_utils.Tensor("request_output_len", np.zeros((1, 1), np.int32)),
+                  pb_utils.Tensor("stop", np.ones((1, 1), np.bool_))]
+        stop = pb_utils.InferenceRequest(model_name=self.llm_name, inputs=inputs, request_id=request_id,
+                                         requested_output_names=[])
+        try:
+            for _ in (stop.exec(decoupled=True) if self.decoupled else [stop.exec()]):
+                pass
+        except Exception as err:  # the request may have ended on its own meanwhile
+            pb_utils.Logger.log_warn(f"tensorrt_llm_bls: stop request {request_id}: {err}")
+
+    # ------------------------------------------------------------------ responses
+    def _response(self, llm_response, texts):
+        tensors = [pb_utils.Tensor("text_output", np.array([t.encode("utf-8") for t in texts], dtype=np.object_))]
+        tensors += [pb_utils.Tensor(t.name(), t.as_numpy()) for t in llm_response.output_tensors()
+                    if t.name() in PASSED]
+        return pb_utils.InferenceResponse(output_tensors=tensors)
+
+    def _run(self, request, send):
+        text_input = _input(request, "text_input")
+        if text_input is None or text_input.size == 0:
+            raise RequestError("text_input: required")
+        batch = text_input.shape[0]
+        stream = bool(_first(_input(request, "stream"), False))
+        self._validate(request, stream)
+        stop_words = _input(request, "stop_words")
+        llm_inputs, prompt_ids, prompt_lengths = self._llm_inputs(request, batch)
+        request_id = uuid.uuid4().hex
+        llm = pb_utils.InferenceRequest(model_name=self.llm_name, inputs=llm_inputs, request_id=request_id,
+                                        requested_output_names=["output_ids", "sequence_length", *PASSED_OUTPUTS])
+        responses = llm.exec(decoupled=True) if self.decoupled else [llm.exec()]
+        if stream:
+            self._stream(request, responses, batch, stop_words, request_id, send)
+        else:
+            self._whole(responses, prompt_ids, prompt_lengths, stop_words, send)
+
+    def _whole(self, responses, prompt_ids, prompt_lengths, stop_words, send):
+        for response in responses:
+            if response.has_error():
+                raise RequestError(f"{self.llm_name}: {response.error().message()}")
+            ids = pb_utils.get_output_tensor_by_name(response, "output_ids")
+            if ids is None:
+                continue  # the empty final response of a decoupled model
+            ids = ids.as_numpy()
+            lengths = pb_utils.get_output_tensor_by_name(response, "sequence_length").as_numpy()
+            ids = ids.reshape(ids.shape[0], -1, ids.shape[-1])
+            lengths = lengths.reshape(ids.shape[0], -1)
+            texts = []
+            for b in range(ids.shape[0]):
+                row = b if ids.shape[0] == len(prompt_lengths) else 0
+                stops = StopStrings(_words(stop_words, row))
+                prompt = prompt_ids[row][: int(prompt_lengths[row])].tolist()
+                for beam in range(ids.shape[1]):
+                    tokens = ids[b, beam, : int(lengths[b, beam])].tolist()
+                    # Stop strings are looked for in the completion only, also when the output repeats the prompt.
+                    start = len(self._decode(prompt)) if tokens[: len(prompt)] == prompt else 0
+                    texts.append(stops.cut(self._decode(tokens), start)[0])
+            send(self._response(response, texts))
+
+    def _stream(self, request, responses, batch, stop_words, request_id, send):
+        sequences = {}  # (batch index, sequence index) -> [_Sequence per beam]
+        wanted = batch * max(1, int(_first(_input(request, "num_return_sequences"), 1)))
+        max_tokens = int(_first(_input(request, "max_tokens"), 0))
+        for response in responses:
+            if request.is_cancelled():
+                self._stop_llm(request_id)
+                raise Cancelled()
+            if response.has_error():
+                raise RequestError(f"{self.llm_name}: {response.error().message()}")
+            ids = pb_utils.get_output_tensor_by_name(response, "output_ids")
+            if ids is None:
+                continue  # the empty final response of a decoupled model
+            ids = ids.as_numpy()
+            ids = ids.reshape(-1, ids.shape[-1])  # [beams, tokens] of one batch entry and sequence
+            lengths = pb_utils.get_output_tensor_by_name(response, "sequence_length").as_numpy().reshape(-1)
+            key = (int(_first(_output(response, "batch_index"), 0)), int(_first(_output(response, "sequence_index"), 0)))
+            if key not in sequences:
+                words = _words(stop_words, key[0] if stop_words is not None and key[0] < len(stop_words) else 0)
+                sequences[key] = [_Sequence(self.tokenizer, self.skip_special_tokens, self.held, words)
+                                  for _ in range(ids.shape[0])]
+            texts = []
+            for seq, tokens in zip(sequences[key], ids):
+                tokens = tokens[: int(lengths[len(texts)])]
+                if len(sequences[key]) > 1:
+                    # Beam search may rewrite earlier tokens, so each response carries whole beams: whole text.
+                    text, seq.stopped = seq.stops.cut(self._decode(tokens))
+                else:
+                    # A sequence at max_tokens has ended: release held-back text now rather than in an extra response.
+                    text = seq.push(tokens, final=len(seq.detok.tokens) + len(tokens) >= max_tokens)
+                    text = "".join(seq.text) if self.accumulate else text
+                texts.append(text)
+            send(self._response(response, texts))
+            done = [k for k, beams in sequences.items() if all(seq.stopped for seq in beams)]
+            if len(done) >= wanted:
+                self._stop_llm(request_id)  # every sequence hit a stop string: end generation
+                return
+        # Text held back at the very end (an incomplete or invalid UTF-8 tail) goes out in one last response.
+        for (b, s), beams in sequences.items():
+            if len(beams) > 1:
+                continue
+            tail = beams[0].push([], final=True)
+            if tail:
+                text = "".join(beams[0].text) if self.accumulate else tail
+                send(pb_utils.InferenceResponse(output_tensors=[
+                    pb_utils.Tensor("text_output", np.array([text.encode("utf-8")], dtype=np.object_)),
+                    pb_utils.Tensor("batch_index", np.array([[b]], dtype=np.int32)),
+                    pb_utils.Tensor("sequence_index", np.array([[s]], dtype=np.int32))]))
+
+    def _decode(self, ids):
+        return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=self.skip_special_tokens,
+                                     clean_up_tokenization_spaces=False)
+
+    def execute(self, requests):
+        if not self.decoupled:
+            responses = []
+            for request in requests:
+                collected = []
+                try:
+                    self._run(request, collected.append)
+                    responses.append(collected[-1])
+                except Exception as err:
+                    responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(err))))
+            return responses
+        # Decoupled: each request runs on a worker thread, so one instance serves many requests at once.
+        for request in requests:
+            self.pool.submit(self._serve, request, request.get_response_sender())
+        return None
+
+    def _serve(self, request, sender):
+        try:
+            self._run(request, sender.send)
+            sender.send(flags=FINAL)
+        except Cancelled:
+            code = getattr(pb_utils.TritonError, "CANCELLED", None)
+            error = pb_utils.TritonError("request cancelled", code) if code is not None else \
+                pb_utils.TritonError("request cancelled")
+            sender.send(pb_utils.InferenceResponse(error=error), flags=FINAL)
+        except Exception as err:
+            sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(err))), flags=FINAL)
+
+    def finalize(self):
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _output(response, name):
+    tensor = pb_utils.get_output_tensor_by_name(response, name)
+    return None if tensor is None else tensor.as_numpy()
