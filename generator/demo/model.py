@@ -26,6 +26,12 @@ Latency, throughput and goodput tell whether a deployment meets its objectives.
 """
 
 SPECIAL_TOKENS = ["<unk>", "<s>", "</s>", "<pad>"]
+# A plain role-tagged chat template, so the OpenAI frontend's chat endpoint works on the demo model as on a real
+# instruct model (the frontend renders it; preprocessing only tokenizes).
+CHAT_TEMPLATE = (
+    "{% for message in messages %}{{ message['role'] }}: {{ message['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}assistant:{% endif %}"
+)
 
 
 def _train_tokenizer(vocab_size: int):
@@ -44,6 +50,7 @@ def _train_tokenizer(vocab_size: int):
     tok.train_from_iterator(_CORPUS.splitlines() * 4, trainer=trainer)
     return PreTrainedTokenizerFast(
         tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>", pad_token="<pad>",
+        chat_template=CHAT_TEMPLATE,
     )
 
 

@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from tritongen.errors import SpecError, problem
+from tritongen.plan.frontend import FrontendPlan, ModelRoute
 from tritongen.spec import LoadSection, SLOSection, Spec, load_spec
 
 
@@ -73,6 +74,8 @@ class Plan(_Frozen):
     """The placement over a GPU inventory (server groups, KV budgets), when planned with one."""
     kv_tokens_per_instance: int | None = None
     """KV-cache budget per LLM instance that every server group can hold (the smallest over the groups)."""
+    frontend: FrontendPlan | None = None
+    """The OpenAI-compatible frontend: public model name, the Triton model behind it, tokenizer and template."""
 
     def to_json(self) -> str:
         return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True)
@@ -207,7 +210,25 @@ def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None) -> Plan:
         bls_instances=s.bls_instances or s.max_batch_size, bls_parameters=_bls_parameters(spec),
         load=spec.validation.load, slo=spec.validation.slo, placement=placement,
         kv_tokens_per_instance=kv_tokens if inventory is not None else None,
+        frontend=_frontend_plan(spec, spec_dir, tokenizer_dir),
     )
+
+
+def _frontend_plan(spec: Spec, spec_dir: Path, tokenizer_dir: Path) -> FrontendPlan:
+    f, o = spec.frontend, spec.frontend.openai
+    template = None
+    if f.chat_template:
+        path = Path(f.chat_template).expanduser()
+        path = (path if path.is_absolute() else spec_dir / path).resolve()
+        if not path.is_file():
+            raise SpecError(problem("frontend.chat_template", f"file {path} does not exist",
+                                    "point it at a Jinja chat template file, or remove it to use the tokenizer's"))
+        template = str(path)
+    route = ModelRoute(name=o.served_model_name or spec.name, triton_model=o.triton_model,
+                       tokenizer_dir=str(tokenizer_dir), chat_template=template,
+                       default_max_tokens=o.default_max_tokens or spec.serving.max_tokens_default)
+    return FrontendPlan(enabled=o.enabled, implementation=o.implementation, port=o.port, api_key_env=f.api_key_env,
+                        models=(route,))
 
 
 def _bls_parameters(spec: Spec) -> dict[str, str]:

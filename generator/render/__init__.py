@@ -19,6 +19,7 @@ import jinja2
 
 from tritongen import contract
 from tritongen.errors import SpecError, problem
+from tritongen.plan.frontend import CONFIG_FILE as FRONTEND_CONFIG_FILE
 from tritongen.plan import InstanceGroup, Plan
 from tritongen.resources import data_dir
 
@@ -118,6 +119,9 @@ def render_repository(plan: Plan, tensorrtllm_parameters: LLMParameters | None =
             "tensorrt_llm_bls/config.pbtxt.j2", plan, inputs=bls_in, outputs=bls_out, params=plan.bls_parameters,
             group=InstanceGroup(kind="KIND_CPU", count=plan.bls_instances))
         files["tensorrt_llm_bls/1/model.py"] = (TEMPLATES / "tensorrt_llm_bls" / "1" / "model.py").read_bytes()
+    if plan.frontend is not None:
+        # What the OpenAI frontend needs to front this repository; tritonserver ignores files at the root.
+        files[FRONTEND_CONFIG_FILE] = plan.frontend.to_json().encode()
     return dict(sorted(files.items()))
 
 

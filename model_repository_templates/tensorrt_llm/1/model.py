@@ -313,7 +313,8 @@ class TritonPythonModel:
         if gen.want_counts[0]:
             tensors.append(pb_utils.Tensor("num_input_tokens", np.array([[len(gen.prompt)]], dtype=np.int32)))
         if gen.want_counts[1]:
-            tensors.append(pb_utils.Tensor("num_output_tokens", np.array([[len(gen.tokens)]], dtype=np.int32)))
+            # Tokens in this response, as the TensorRT-LLM backend counts them: a stream's counts add up.
+            tensors.append(pb_utils.Tensor("num_output_tokens", np.array([[len(tokens)]], dtype=np.int32)))
         if gen.want_perf:
             for name, value in (("arrival_time_ns", gen.arrival_ns), ("first_token_time_ns", gen.first_token_ns),
                                 ("last_token_time_ns", gen.last_token_ns)):
