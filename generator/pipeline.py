@@ -105,17 +105,92 @@ def up(args: argparse.Namespace) -> int:
     server = TritonServer(repo, log_path=out / "tritonserver.log")
     _stage(5, total, "serve", "starting the embedded tritonserver ...")
     server.start(timeout=args.server_timeout)
+    frontend = None
     try:
         _stage(5, total, "serve", f"ready: http {server.http_url}, grpc {server.grpc_url}, "
                f"metrics {server.metrics_url}, log {server.log_path}")
         _stream_one(server.grpc_url, plan.max_tokens_default)
-        endpoint = Endpoint(grpc_url=server.grpc_url, http_url=server.http_url, metrics_url=server.metrics_url)
-        _stage(6, total, "loadtest", f"{settings.users} users, {settings.protocol}, "
-               f"{max(1, round(settings.duration_s))} s")
-        code = _with_server_check(lambda: run_loadtest(plan, endpoint, settings, out), server)
+        openai_port = getattr(args, "openai", None)
+        overhead = getattr(args, "openai_overhead", False)
+        if openai_port is not None or overhead or settings.protocol == "openai" or plan.frontend.enabled:
+            frontend = _start_frontend(plan, server.grpc_url, openai_port)
+            _stage(5, total, "serve", f"OpenAI API: {frontend.base_url} (model {plan.frontend.models[0].name})")
+        endpoint = Endpoint(grpc_url=server.grpc_url, http_url=server.http_url, metrics_url=server.metrics_url,
+                            openai_url=frontend.url if frontend else None)
+        if overhead:
+            _stage(6, total, "loadtest", f"{settings.users} users, grpc then openai, "
+                   f"{max(1, round(settings.duration_s))} s each")
+            code = _with_server_check(lambda: openai_overhead(plan, endpoint, settings, out), server)
+        else:
+            _stage(6, total, "loadtest", f"{settings.users} users, {settings.protocol}, "
+                   f"{max(1, round(settings.duration_s))} s")
+            code = _with_server_check(lambda: run_loadtest(plan, endpoint, settings, out), server)
     finally:
-        _stage(7, total, "stop", "stopping tritonserver")
+        _stage(7, total, "stop", "stopping " + ("the OpenAI frontend and " if frontend else "") + "tritonserver")
+        if frontend is not None:
+            frontend.stop()
         server.stop()
+    return code
+
+
+def _start_frontend(plan: Plan, grpc_url: str, port: int | None):
+    """The OpenAI frontend on `port` (None or -1: the plan's port; 0: a free one)."""
+    from tritongen.frontend.server import FrontendServer
+
+    if plan.frontend is None:
+        raise SpecError(problem("frontend", "the plan has no frontend section (an older lock file?)",
+                                "re-plan with `tritongen plan --json`"))
+    chosen = plan.frontend.port if port in (None, -1) else port
+    return FrontendServer(plan.frontend, grpc_url, port=chosen or None).start()
+
+
+def openai_overhead(plan: Plan, endpoint: Endpoint, settings, out: Path) -> int:
+    """The same load through gRPC and through the OpenAI frontend; writes openai_overhead.json with the TTFT
+    (and ITL) each protocol's clients saw and the difference. Exit code: the worse SLO verdict of the two."""
+    import dataclasses
+    import json
+
+    import urllib.request
+
+    from tritongen.frontend.metrics import histogram_buckets, quantiles
+
+    def added_buckets() -> dict[float, float]:
+        text = urllib.request.urlopen(f"http://{endpoint.openai_url}/metrics", timeout=10).read().decode()
+        return histogram_buckets(text, "tritongen_openai_added_latency_seconds")
+
+    runs, code = {}, 0
+    for protocol in ("grpc", "openai"):
+        run_settings = dataclasses.replace(settings, protocol=protocol)
+        before = added_buckets() if protocol == "openai" else None
+        code = max(code, run_loadtest(plan, endpoint, run_settings, out / protocol))
+        overall = json.loads((out / protocol / "loadtest.json").read_text())["overall"]
+        runs[protocol] = {key: overall[key] for key in ("request_count", "error_count", "ttft_ms", "itl_ms",
+                                                         "e2e_ms", "output_token_throughput")}
+
+    def delta(metric: str, stat: str) -> float | None:
+        a, b = runs["grpc"][metric], runs["openai"][metric]
+        return None if not a or not b else b[stat] - a[stat]
+
+    # The frontend's own share of each OpenAI request's TTFT, measured per request inside the frontend (the
+    # histogram counts the whole life of the frontend, so the runs before this one are subtracted).
+    after = added_buckets()
+    added = quantiles({le: n - before.get(le, 0.0) for le, n in after.items()})
+    added = {"requests": added.pop("count"), **{k: None if v is None else v * 1e3 for k, v in added.items()}}
+    result = {"users": settings.users, "duration_s": settings.duration_s, "runs": runs,
+              "frontend_added_ttft_ms": added,
+              "openai_minus_grpc_ms": {f"{m}_{s}": delta(m, s) for m in ("ttft_ms", "itl_ms")
+                                       for s in ("p50", "p95")}}
+    (out / "openai_overhead.json").write_text(json.dumps(result, indent=2) + "\n")
+    d = result["openai_minus_grpc_ms"]
+    if d["ttft_ms_p50"] is None:
+        raise CheckFailed("openai overhead: a run recorded no time to first token; see the two reports")
+    say(f"OpenAI frontend vs gRPC at {settings.users} users: TTFT p50 "
+        f"{runs['grpc']['ttft_ms']['p50']:.2f} -> {runs['openai']['ttft_ms']['p50']:.2f} ms "
+        f"({d['ttft_ms_p50']:+.2f} ms), p95 {d['ttft_ms_p95']:+.2f} ms; ITL p50 {d['itl_ms_p50']:+.2f} ms")
+    if added["p50"] is not None:
+        say(f"frontend's own share of TTFT (per request, inside the frontend): p50 {added['p50']:.2f} ms, "
+            f"p95 {added['p95']:.2f} ms over {added['requests']:.0f} requests")
+    say(f"overhead: {out / 'openai_overhead.json'}")
     return code
 
 

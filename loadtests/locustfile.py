@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import gevent
 
-from tritongen.loadtests import users
+from tritongen.loadtests import openai_user, users
 
-TritonUser = users.USER_CLASSES[users.preload().protocol]
+TritonUser = {**users.USER_CLASSES, "openai": openai_user.OpenAIChatUser}[users.preload().protocol]
 # Loading the tokenizer blocked the gevent hub for seconds, and libev timers count from the loop's cached
 # clock: without a refresh Locust's `-t` timer, scheduled next, would fire that much too early.
 gevent.get_hub().loop.update_now()

@@ -23,7 +23,7 @@ from tritongen.errors import CheckFailed, EnvironmentMissing, SpecError, problem
 from tritongen.resources import data_dir
 
 LOCUSTFILE = data_dir("loadtests") / "locustfile.py"
-PROTOCOLS = ("grpc", "http", "http_stream")
+PROTOCOLS = ("grpc", "http", "http_stream", "openai")
 # Seconds a user may take to finish its request after the run time ends; past it Locust kills the user and
 # the request goes unrecorded (while the server still counts it).
 STOP_TIMEOUT_S = 120
@@ -34,9 +34,11 @@ class Endpoint:
     grpc_url: str | None
     http_url: str | None
     metrics_url: str | None
+    openai_url: str | None = None
+    """host:port of the OpenAI frontend (protocol openai)."""
 
     def url_for(self, protocol: str) -> str:
-        url = self.grpc_url if protocol == "grpc" else self.http_url
+        url = {"grpc": self.grpc_url, "openai": self.openai_url}.get(protocol, self.http_url)
         if not url:
             raise SpecError(problem("--url", f"no endpoint for protocol {protocol}", "pass --url host:port"))
         return url
@@ -156,6 +158,9 @@ def run_loadtest(plan, endpoint: Endpoint, settings: RunSettings, out: Path) -> 
                 "output_tokens": plan.load.output_tokens.model_dump(), "prompts_file": prompts_file,
                 "add_special_tokens": plan.tokenizer.add_special_tokens, "timeout_s": float(STOP_TIMEOUT_S),
             }
+            if settings.protocol == "openai" and plan.frontend is not None:
+                config["model"] = plan.frontend.models[0].name
+                config["api_key_env"] = plan.frontend.api_key_env
             config_path = out / "locust_config.json"
             config_path.write_text(json.dumps(config, indent=2) + "\n")
             spawn_rate = users if settings.sweep else settings.spawn_rate

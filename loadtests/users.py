@@ -62,7 +62,7 @@ class LoadConfig:
     url: str
     """host:port of the endpoint for `protocol` (gRPC port for grpc, HTTP port otherwise)."""
     protocol: str
-    """grpc | http_stream | http."""
+    """grpc | http_stream | http | openai."""
     samples_dir: str
     """Folder for the per-process sample files."""
     tokenizer_dir: str
@@ -70,6 +70,9 @@ class LoadConfig:
     concurrency: int
     """The run's user count, stored in every sample (a sweep groups by it)."""
     model: str = "ensemble"
+    """Triton model name; for openai, the public model name."""
+    api_key_env: str | None = None
+    """openai: the environment variable holding the API key, when the frontend requires one."""
     input_tokens: TokenDist = TokenDist(32, 4)
     output_tokens: TokenDist = TokenDist(32, 0)
     prompts_file: str | None = None

@@ -76,6 +76,7 @@ class Generation:
     seed: int | None = None
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
+    min_tokens: int | None = None
 
 
 @dataclass
@@ -138,6 +139,8 @@ def build_request(model: str, gen: Generation, request_id: str):
                         ("presence_penalty", gen.presence_penalty), ("frequency_penalty", gen.frequency_penalty)):
         if value is not None:
             tensors.append(_scalar_tensor(name, value, "FP32", np.float32, pb2))
+    if gen.min_tokens is not None:
+        tensors.append(_scalar_tensor("min_tokens", gen.min_tokens, "INT32", np.int32, pb2))
     if gen.seed is not None:
         tensors.append(_scalar_tensor("seed", gen.seed, "UINT64", np.uint64, pb2))
     request = pb2.ModelInferRequest(model_name=model, id=request_id)

@@ -39,6 +39,8 @@ class SamplingFields(_Request):
     frequency_penalty: float | None = Field(None, ge=-2, le=2)
     logit_bias: dict[str, float] | None = None
     user: str | None = None
+    min_tokens: int | None = Field(None, ge=0)
+    """Extension (as in vLLM's server): generate at least this many tokens before the end token may stop."""
 
     @model_validator(mode="after")
     def _supported(self) -> SamplingFields:

@@ -93,6 +93,7 @@ class Run:
         self._responses = state.engine.generate(route.triton_model, gen, self.request_id)
         self._first: list[str] | None = None
         self._last_chunk: float | None = None
+        self._sent_at = self._first_response_at = 0.0
         self.gone = False
 
     @property
@@ -103,7 +104,9 @@ class Run:
         """Wait for Triton's first response, so a rejection still becomes the HTTP status of the reply."""
         self.state.metrics.active.labels(self.route.name).inc()
         try:
+            self._sent_at = time.perf_counter()
             self._first = await self._next()
+            self._first_response_at = time.perf_counter()
         except BaseException:
             await self.close()
             raise
@@ -142,6 +145,9 @@ class Run:
         m = self.state.metrics
         if self._last_chunk is None:
             m.ttft.labels(self.route.name).observe(now - self.started)
+            if self._first_response_at:
+                m.added.labels(self.route.name).observe((self._sent_at - self.started)
+                                                        + (now - self._first_response_at))
         else:
             m.itl.labels(self.route.name).observe(now - self._last_chunk)
         self._last_chunk = now
@@ -228,7 +234,7 @@ def generation(route: ModelRoute, req, prompt: str) -> Generation:
     return Generation(prompt=prompt, max_tokens=limit if limit is not None else route.default_max_tokens,
                       stream=req.stream, stop=tuple(req.stop_list()), temperature=req.temperature, top_p=req.top_p,
                       seed=req.seed, presence_penalty=req.presence_penalty,
-                      frequency_penalty=req.frequency_penalty)
+                      frequency_penalty=req.frequency_penalty, min_tokens=req.min_tokens)
 
 
 def route_for(state: FrontendState, name: str) -> ModelRoute:
