@@ -141,7 +141,7 @@ def _start_frontend(plan: Plan, grpc_url: str, port: int | None):
         raise SpecError(problem("frontend", "the plan has no frontend section (an older lock file?)",
                                 "re-plan with `tritongen plan --json`"))
     chosen = plan.frontend.port if port in (None, -1) else port
-    return FrontendServer(plan.frontend, grpc_url, port=chosen or None).start()
+    return FrontendServer(plan.frontend, grpc_url, port=chosen).start()
 
 
 def openai_overhead(plan: Plan, endpoint: Endpoint, settings, out: Path) -> int:

@@ -133,7 +133,7 @@ def _start_openai(args: argparse.Namespace, grpc_url: str):
 
     config = FrontendPlan.read(args.repo)
     port = config.port if args.openai == -1 else args.openai
-    frontend = FrontendServer(config, grpc_url, host=args.openai_host, port=port or None).start()
+    frontend = FrontendServer(config, grpc_url, host=args.openai_host, port=port).start()
     names = ", ".join(m.name for m in config.models)
     print(f"openai {frontend.base_url}  models: {names}  (Triton gRPC {grpc_url})", flush=True)
     return frontend

@@ -23,7 +23,8 @@ class FrontendServer:
         from tritongen.serve import free_port
 
         self.host = host
-        self.port = port if port else (config.port or free_port())
+        self.port = config.port if port is None else port
+        self.port = self.port or free_port()  # 0: any free port
         self.app = create_app(config, grpc_url)
         self._server = uvicorn.Server(uvicorn.Config(self.app, host=host, port=self.port, log_level=log_level,
                                                      access_log=False, timeout_graceful_shutdown=5))
