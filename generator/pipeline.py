@@ -113,7 +113,7 @@ def up(args: argparse.Namespace) -> int:
         openai_port = getattr(args, "openai", None)
         overhead = getattr(args, "openai_overhead", False)
         if openai_port is not None or overhead or settings.protocol == "openai" or plan.frontend.enabled:
-            frontend = _start_frontend(plan, server.grpc_url, openai_port)
+            frontend = _start_frontend(plan, repo, server.grpc_url, openai_port, out / "frontend.log")
             _stage(5, total, "serve", f"OpenAI API: {frontend.base_url} (model {plan.frontend.models[0].name})")
         endpoint = Endpoint(grpc_url=server.grpc_url, http_url=server.http_url, metrics_url=server.metrics_url,
                             openai_url=frontend.url if frontend else None)
@@ -133,15 +133,15 @@ def up(args: argparse.Namespace) -> int:
     return code
 
 
-def _start_frontend(plan: Plan, grpc_url: str, port: int | None):
-    """The OpenAI frontend on `port` (None or -1: the plan's port; 0: a free one)."""
-    from tritongen.frontend.server import FrontendServer
+def _start_frontend(plan: Plan, repo: Path, grpc_url: str, port: int | None, log: Path):
+    """The OpenAI frontend in its own process on `port` (None or -1: the plan's port; 0: a free one)."""
+    from tritongen.frontend.server import FrontendProcess
 
     if plan.frontend is None:
         raise SpecError(problem("frontend", "the plan has no frontend section (an older lock file?)",
                                 "re-plan with `tritongen plan --json`"))
     chosen = plan.frontend.port if port in (None, -1) else port
-    return FrontendServer(plan.frontend, grpc_url, port=chosen).start()
+    return FrontendProcess(repo, grpc_url, port=chosen, log_path=log).start()
 
 
 def openai_overhead(plan: Plan, endpoint: Endpoint, settings, out: Path) -> int:

@@ -41,6 +41,7 @@ REPOSITORY = f"{MODELS}/model_repository"
 ENGINE = f"{MODELS}/engine"
 CHECKPOINT = f"{MODELS}/checkpoint"
 TOKENIZER = f"{MODELS}/tokenizer"
+CHAT_TEMPLATE_DIR = f"{MODELS}/chat_template"
 CONTAINER_PORTS = Ports(8000, 8001, 8002)
 
 # The hf runtime runs on Triton's plain python image of the same release as the TensorRT-LLM one, plus torch
@@ -88,7 +89,18 @@ class Deployment:
         return next(g.name for g in self.inventory.gpus if g.index == group.gpu_indices[0])
 
     def command(self, group: ServerGroup) -> list[str]:
-        """tritonserver argv for a server group (mpirun leader mode when it spans several GPUs)."""
+        """tritonserver argv for a server group (mpirun leader mode when it spans several GPUs); with
+        frontend.openai `implementation: triton` (and enabled), Triton's own OpenAI frontend serving the repository."""
+        frontend = self.plan.frontend
+        if frontend is not None and frontend.enabled and frontend.implementation == "triton":
+            from tritongen.frontend.ngc import triton_frontend_command
+
+            if group.world_size > 1:
+                raise SpecError(problem("frontend.openai.implementation", "triton runs in-process with one "
+                                        "tritonserver, but this server group spans several GPUs (mpirun ranks)",
+                                        "use implementation: tritongen, or tp_size*pp_size = 1"))
+            return triton_frontend_command(frontend, REPOSITORY, http_port=CONTAINER_PORTS.http,
+                                           grpc_port=CONTAINER_PORTS.grpc, openai_port=frontend.port)
         argv = launch_command(group.world_size, REPOSITORY, CONTAINER_PORTS)
         if group.gpu_metrics:
             return argv
@@ -105,6 +117,12 @@ def _container_view(spec: Spec, plan: Plan) -> tuple[Spec, Plan]:
     """The spec and plan as seen inside a container: paths under /models, devices numbered from 0."""
     spec = spec.model_copy(update={"placement": spec.placement.model_copy(update={"gpu_ids": []})})
     update: dict[str, Any] = {"tokenizer": plan.tokenizer.model_copy(update={"dir": TOKENIZER})}
+    if plan.frontend is not None:
+        routes = tuple(r.model_copy(update={
+            "tokenizer_dir": TOKENIZER,
+            "chat_template": r.chat_template and f"{CHAT_TEMPLATE_DIR}/{Path(r.chat_template).name}"})
+            for r in plan.frontend.models)
+        update["frontend"] = plan.frontend.model_copy(update={"models": routes})
     if plan.hf is not None:
         update["hf"] = plan.hf.model_copy(update={"checkpoint_dir": CHECKPOINT})
         update["llm_instance_group"] = InstanceGroup(kind="KIND_GPU", count=spec.placement.instances_per_gpu,
@@ -129,6 +147,8 @@ def prepare(spec_path: str | Path, *, inventory: str = "nvml", engine_config: st
             raise SpecError(problem("--engine-config", f"{config} does not exist",
                                     "point it at the engine's config.json written by trtllm-build"))
     mounts = [Mount(plan.tokenizer.dir, TOKENIZER)]
+    if plan.frontend is not None and plan.frontend.models[0].chat_template:
+        mounts.append(Mount(str(Path(plan.frontend.models[0].chat_template).parent), CHAT_TEMPLATE_DIR))
     if spec.runtime == "tensorrtllm":
         engine = config.parent.resolve() if config else resolve_engine_dir(spec, plan)
         config = config or engine / "config.json"
