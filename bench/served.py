@@ -303,7 +303,7 @@ def main(argv=None) -> int:
                                          if args.kv_max_tokens else "")))
     spec, plan = plan_from_file(spec_path)
     repo = work / "repo"
-    write_repository(render_for(spec, plan), repo, overwrite=True)
+    write_repository(render_for(plan), repo, overwrite=True)
     prompts = make_prompts(tok, 256, args.input_tokens)
     log = work / "tritonserver.log"
     t = time.perf_counter()

@@ -1,4 +1,4 @@
-"""Glue between stages that the CLI and `up` share: engine resolution for tensorrtllm, render for a Plan."""
+"""Glue between stages that the CLI and `up` share: render for a Plan, and `up` itself."""
 
 from __future__ import annotations
 
@@ -6,69 +6,19 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
-from tritongen.errors import CheckFailed, SpecError, problem
+from tritongen.errors import CheckFailed, EnvironmentMissing, problem
 from tritongen.loadtests.runner import Endpoint, run_loadtest, say, settings_from_args
 from tritongen.plan import Plan
-from tritongen.render import render_repository
-from tritongen.spec import Spec
-
-DEFAULT_GPU_ARCH = "sm90"  # H100/H200; engines are specific to the GPU architecture they were built on
+from tritongen.render import Locations, render_repository
+from tritongen.runtimes.tensorrtllm.release import TRTLLM
 
 
-def resolve_engine_dir(spec: Spec, plan: Plan, *, engine_dir: str | None = None,
-                       gpu_arch: str = DEFAULT_GPU_ARCH) -> Path:
-    """The engine folder the tensorrt_llm model will load: given, or the cache entry a build would fill."""
-    from tritongen.runtimes.tensorrtllm.build import build_engine
+def render_for(plan: Plan, where: Locations | None = None) -> dict[str, bytes]:
+    """Render the repository of a Plan; for tensorrtllm, check the planned engine first when it is here."""
+    from tritongen.runtimes.tensorrtllm.checks import check_plan_engine
 
-    given = engine_dir or spec.engine.engine_dir
-    if given:
-        path = Path(given).expanduser()
-        return path if path.is_absolute() else (Path(plan.spec_dir) / path).resolve()
-    checkpoint = Path(plan.spec_dir, spec.model.checkpoint).resolve()
-    return Path(build_engine(spec, checkpoint, gpu_arch, dry_run=True, log=lambda _: None).engine_dir)
-
-
-def check_engine_dir(spec: Spec, plan: Plan, engine: Path) -> None:
-    """Consistency checks against the engine's config.json, when it exists (exit 2 naming both fields)."""
-    from tritongen.runtimes.tensorrtllm.checks import check_engine, load_engine_config
-
-    if not (engine / "config.json").is_file():
-        return
-    problems = check_engine(load_engine_config(engine), spec, tokenizer_vocab_size=plan.tokenizer.vocab_size,
-                            world_size=spec.engine.tp_size * spec.engine.pp_size)
-    if problems:
-        raise SpecError(problems)
-
-
-def gpu_device_ids(spec: Spec) -> list[list[int]] | None:
-    """One model instance over the first tp*pp GPUs of placement.gpu_ids (None: all visible)."""
-    if not spec.placement.gpu_ids:
-        return None
-    world = spec.engine.tp_size * spec.engine.pp_size
-    if len(spec.placement.gpu_ids) < world:
-        raise SpecError(problem("placement.gpu_ids", f"lists {len(spec.placement.gpu_ids)} GPUs but the engine "
-                                f"needs tp_size*pp_size = {world}", f"list {world} GPU ids"))
-    return [spec.placement.gpu_ids[:world]]
-
-
-def render_for(spec: Spec, plan: Plan, *, engine_dir: str | None = None,
-               gpu_arch: str = DEFAULT_GPU_ARCH) -> dict[str, bytes]:
-    """Render the repository for any runtime; for tensorrtllm, check the engine first when it exists."""
-    if plan.runtime == "hf":
-        return render_repository(plan)
-    from tritongen.runtimes.tensorrtllm import tensorrt_llm_parameters
-
-    engine = resolve_engine_dir(spec, plan, engine_dir=engine_dir, gpu_arch=gpu_arch)
-    check_engine_dir(spec, plan, engine)
-    if plan.placement is not None:
-        # Each server group sees its own GPUs from 0; the KV budget is the one every group can hold.
-        world = spec.engine.tp_size * spec.engine.pp_size
-        ids: list[list[int]] | None = [list(range(world))]
-        kv = spec.serving.kv_cache.model_copy(update={"max_tokens": plan.kv_tokens_per_instance})
-        spec = spec.model_copy(update={"serving": spec.serving.model_copy(update={"kv_cache": kv})})
-    else:
-        ids = gpu_device_ids(spec)
-    return render_repository(plan, lambda _plan: tensorrt_llm_parameters(spec, engine, ids))
+    check_plan_engine(plan)
+    return render_repository(plan, where)
 
 
 def _stage(number: int, total: int, name: str, detail: str = "") -> None:
@@ -77,22 +27,25 @@ def _stage(number: int, total: int, name: str, detail: str = "") -> None:
 
 def up(args: argparse.Namespace) -> int:
     """validate -> plan -> render -> verify -> serve (embedded tritonserver) -> loadtest -> report -> stop."""
-    from tritongen.plan import make_plan
+    from tritongen.plan import load_plan
     from tritongen.render import write_repository
     from tritongen.serve import TritonServer
-    from tritongen.spec import load_spec
     from tritongen.verify import verify_repository
 
     total = 7
-    spec = load_spec(args.spec)
-    _stage(1, total, "validate", f"{args.spec} ({spec.name}, runtime {spec.runtime})")
-    plan = make_plan(spec, Path(args.spec).resolve().parent)
+    plan = load_plan(args.spec, engine_dir=args.engine_dir)
+    if plan.runtime == "trtllm":
+        raise EnvironmentMissing(problem(
+            "runtime", f"trtllm serves NVIDIA's llmapi model, which needs TensorRT-LLM {TRTLLM.version} inside "
+            f"{TRTLLM.container}; the embedded tritonserver cannot load it",
+            "run `tritongen deploy SPEC --target docker` (or compose / k8s) and `tritongen loadtest` against it"))
+    _stage(1, total, "validate", f"{args.spec} ({plan.name}, runtime {plan.runtime})")
     settings = settings_from_args(args, plan)
     _stage(2, total, "plan", f"{plan.llm_instance_group.kind} x{plan.llm_instance_group.count}, "
            f"max_batch_size {plan.triton_max_batch_size}, tokenizer {plan.tokenizer.dir}")
     out = Path(args.out or f"up-{plan.name}").resolve()
     repo = out / "model_repository"
-    files = render_for(spec, plan, engine_dir=args.engine_dir)
+    files = render_for(plan)
     # The repository under OUT is tritongen's own output, so a new run replaces it.
     write_repository(files, repo, overwrite=True)
     _stage(3, total, "render", f"{len(files)} files -> {repo}")

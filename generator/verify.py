@@ -42,9 +42,26 @@ def load_repository(repo: Path) -> tuple[dict[str, model_config_pb2.ModelConfig]
         if not any(p.is_dir() and p.name.isdigit() for p in model_dir.iterdir()):
             findings.append(Finding(rel, "has no numeric version folder (e.g. 1/)"))
         configs[config.name] = config
+        findings += _check_custom_configs(model_dir)
     if not configs:
         findings.append(Finding(str(repo), "holds no model (no */config.pbtxt)"))
     return configs, findings
+
+
+def _check_custom_configs(model_dir: Path) -> list[Finding]:
+    """configs/<name>.pbtxt (a server group's own config, chosen with --model-config-name) parses and names the
+    model of its folder."""
+    findings = []
+    for path in sorted(model_dir.glob("configs/*.pbtxt")):
+        rel = f"{model_dir.name}/configs/{path.name}"
+        try:
+            config = parse_config(path)
+        except text_format.ParseError as err:
+            findings.append(Finding(rel, f"does not parse as ModelConfig: {err}"))
+            continue
+        if config.name != model_dir.name:
+            findings.append(Finding(rel, f"name {config.name!r} differs from its folder {model_dir.name!r}"))
+    return findings
 
 
 def _dtype(value: int) -> str:
@@ -99,9 +116,36 @@ def check_ensembles(configs: dict[str, model_config_pb2.ModelConfig]) -> list[Fi
     return findings
 
 
+def check_llmapi(repo: Path) -> list[Finding]:
+    """Every key of an llmapi model's 1/model.yaml is one the pinned release's LLM(...) and model.py accept."""
+    import yaml
+
+    from tritongen.runtimes.llmapi import contract as llmapi
+
+    nested = {"kv_cache_config": llmapi.KV_CACHE_CONFIG_KEYS, "cuda_graph_config": llmapi.CUDA_GRAPH_CONFIG_KEYS,
+              "triton_config": llmapi.TRITON_CONFIG_KEYS}
+    findings = []
+    for path in sorted(repo.glob("*/1/model.yaml")):
+        rel = str(path.relative_to(repo))
+        try:
+            data = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as err:
+            findings.append(Finding(rel, f"is not valid YAML: {err}"))
+            continue
+        if not isinstance(data, dict) or "triton_config" not in data:
+            findings.append(Finding(rel, "has no triton_config block (max_batch_size, decoupled)"))
+            continue
+        for key, value in data.items():
+            if key not in llmapi.LLM_ARGS_KEYS | {"triton_config"}:
+                findings.append(Finding(rel, f"{key!r} is not an LlmArgs field tritongen checked for the release"))
+            elif key in nested and isinstance(value, dict):
+                findings += [Finding(rel, f"{key}.{k!r} is not a field of {key}") for k in value if k not in nested[key]]
+    return findings
+
+
 def verify_repository(repo: Path) -> list[Finding]:
     configs, findings = load_repository(repo)
-    return findings + check_ensembles(configs)
+    return findings + check_ensembles(configs) + check_llmapi(repo)
 
 
 def verify_load(repo: Path, timeout: float = 300.0) -> dict[str, str]:

@@ -157,6 +157,8 @@ def run_loadtest(plan, endpoint: Endpoint, settings: RunSettings, out: Path) -> 
                 "input_tokens": plan.load.input_tokens.model_dump(),
                 "output_tokens": plan.load.output_tokens.model_dump(), "prompts_file": prompts_file,
                 "add_special_tokens": plan.tokenizer.add_special_tokens, "timeout_s": float(STOP_TIMEOUT_S),
+                # The trtllm runtime serves NVIDIA's llmapi model alone, with its own tensor names.
+                **({"dialect": "llmapi", "model": "tensorrt_llm"} if plan.runtime == "trtllm" else {}),
             }
             if settings.protocol == "openai" and plan.frontend is not None:
                 config["model"] = plan.frontend.models[0].name

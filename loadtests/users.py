@@ -82,6 +82,10 @@ class LoadConfig:
     timeout_s: float = 120.0
     """Per-request limit; a request past it is a failure."""
     seed: int = 0
+    dialect: str = "ensemble"
+    """`ensemble` (the C++ contract: text_input/max_tokens/stream, streamed text in pieces) or `llmapi` (NVIDIA's
+    LLM-API model: text_input/sampling_param_max_tokens/streaming, each streamed text_output is the text so far,
+    and no min_tokens input, so output lengths are not forced)."""
 
     @classmethod
     def from_dict(cls, data: dict) -> LoadConfig:
@@ -272,7 +276,12 @@ class GrpcStreamUser(LLMUser):
 
         if self.client is None:
             self._open()
-        inputs = grpc_inputs(prompt.text, prompt.max_tokens, stream=True, **self.params(prompt))
+        if self.config.dialect == "llmapi":
+            from tritongen.client import llmapi_grpc_inputs
+
+            inputs = llmapi_grpc_inputs(prompt.text, prompt.max_tokens, stream=True)
+        else:
+            inputs = grpc_inputs(prompt.text, prompt.max_tokens, stream=True, **self.params(prompt))
         sample.send_time, sample.send_wall_ns = time.perf_counter(), time.time_ns()
         self.client.async_stream_infer(self.config.model, inputs, request_id=sample.request_id,
                                        enable_empty_final_response=True)
@@ -296,7 +305,8 @@ class GrpcStreamUser(LLMUser):
             out = result.as_numpy("text_output")
             if out is not None:
                 value = out.reshape(-1)[0] if out.size else b""
-                parts.append(value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value))
+                text = value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
+                parts = [text] if self.config.dialect == "llmapi" else [*parts, text]
             if out is not None or is_final:
                 sample.mark_response(at)
             if is_final:
@@ -320,9 +330,11 @@ class _HttpUserBase(LLMUser):
         self.http.close()
 
     def post(self, endpoint: str, prompt: Prompt, sample: Sample, *, stream: bool):
-        from tritongen.client import request_body
+        from tritongen.client import llmapi_request_body, request_body
 
-        body = json.dumps(request_body(prompt.text, prompt.max_tokens, stream=stream, **self.params(prompt)))
+        body = json.dumps(llmapi_request_body(prompt.text, prompt.max_tokens, stream=stream)
+                          if self.config.dialect == "llmapi" else
+                          request_body(prompt.text, prompt.max_tokens, stream=stream, **self.params(prompt)))
         sample.send_time, sample.send_wall_ns = time.perf_counter(), time.time_ns()
         try:
             response = self.http.post(f"/v2/models/{self.config.model}/{endpoint}", body,
@@ -356,7 +368,8 @@ class HttpStreamUser(_HttpUserBase):
                 if "error" in event:
                     # The status came from the first response; later errors arrive inside the 200 stream.
                     raise _RequestFailed(f"HTTP generate_stream: {event['error']}")
-                parts.append(event.get("text_output", ""))
+                text = event.get("text_output", "")
+                parts = [text] if self.config.dialect == "llmapi" else [*parts, text]
         except (OSError, TimeoutError) as err:
             raise _RequestFailed(f"HTTP generate_stream: {type(err).__name__}: {err}") from None
         finally:

@@ -36,7 +36,7 @@ def tiny_repo(tmp_path_factory, tiny_spec_path) -> Path:
 
     spec, plan = plan_from_file(tiny_spec_path)
     out = tmp_path_factory.mktemp("repo") / "model_repository"
-    write_repository(render_for(spec, plan), out)
+    write_repository(render_for(plan), out)
     return out
 
 

@@ -138,7 +138,7 @@ def test_compose_hf_builds_its_image(workdir, tmp_path):
     out = _write(render_deployment(dep, "compose"), tmp_path)
     config = _compose_config(out)
     assert config["services"]["triton-gpu1"]["build"]["dockerfile"] == "Dockerfile.hf"
-    assert "FROM nvcr.io/nvidia/tritonserver:25.12-py3" in (out / "Dockerfile.hf").read_text()
+    assert "FROM nvcr.io/nvidia/tritonserver:26.07-py3" in (out / "Dockerfile.hf").read_text()
     pbtxt = (out / "model_repository" / "tensorrt_llm" / "config.pbtxt").read_text()
     assert '"/models/checkpoint"' in pbtxt and "gpus: [ 0 ]" in pbtxt.replace("gpus: [0]", "gpus: [ 0 ]")
 
@@ -251,7 +251,7 @@ def test_docker_run_kwargs_are_sdk_objects(workdir, tmp_path):
         "/models/engine": (str(FIXTURES / "engines" / "llama3-8b-bf16-tp1"), True, "bind"),
     }
     assert kwargs["ports"] == {"8000/tcp": 8000, "8001/tcp": 8001, "8002/tcp": 8002}
-    assert kwargs["image"] == "nvcr.io/nvidia/tritonserver:25.12-trtllm-python-py3"
+    assert kwargs["image"] == "nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3"
     assert "--allow-gpu-metrics=false" in kwargs["command"] and kwargs["name"] == "llama3-8b-gpu0-mig1"
 
 
@@ -273,6 +273,7 @@ def test_docker_without_engine_exits_3_and_writes_nothing(workdir, tmp_path, mon
     monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:9")  # discard port: nothing answers
     out = tmp_path / "out"
     code = _run_cli(["deploy", str(workdir / "llama3-8b-mig.yaml"), "--target", "docker", "-o", str(out),
+                     "--engine-config", str(FIXTURES / "engines" / "llama3-8b-bf16-tp1"),
                      "--inventory", str(FIXTURES / "inventories" / "h200-all-balanced.yaml")])
     err = capsys.readouterr().err
     assert code == 3
@@ -299,6 +300,6 @@ def test_cli_deploy_compose_and_refusals(workdir, tmp_path, capsys):
     bad = _run_cli(["deploy", str(workdir / "llama3-8b-mig.yaml"), "--target", "k8s", "-o", str(tmp_path / "x"),
                     "--inventory", str(FIXTURES / "inventories" / "h200-all-balanced.yaml"),
                     "--engine-config", str(FIXTURES / "engines" / "llama3-70b-fp8-tp4")])
-    assert bad == 2  # a tp 4 engine against a tp 1 spec is bad input (pipeline.check_engine_dir)
+    assert bad == 2  # a tp 4 engine against a tp 1 spec is bad input (checked while planning: checks.check_plan_engine)
     assert capsys.readouterr().err.startswith("error: engine.tp_size x engine.pp_size (1 x 1 = 1): must equal")
     assert not (tmp_path / "x").exists()

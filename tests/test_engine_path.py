@@ -39,14 +39,14 @@ def _spec(tmp_path: Path, tiny_model: Path, **overrides) -> Path:
 
 
 def _key(capsys, spec: Path) -> str:
-    assert main(["build", str(spec), "--dry-run"]) == 0
+    assert main(["build", str(spec), "--dry-run", "--gpu-arch", "sm90"]) == 0
     out = capsys.readouterr().out
     assert "trtllm-build --checkpoint_dir" in out
     return next(line.split()[-1] for line in out.splitlines() if line.startswith("cache key:"))
 
 
 def test_example_build_dry_run_prints_commands_and_key(capsys):
-    assert main(["build", str(ROOT / "examples" / "llama3-8b-trtllm.yaml"), "--dry-run"]) == 0
+    assert main(["build", str(ROOT / "examples" / "llama3-8b-trtllm.yaml"), "--dry-run", "--gpu-arch", "sm90"]) == 0
     out = capsys.readouterr().out
     assert "convert_checkpoint.py" in out and "--max_batch_size 64" in out and "cache key: " in out
 
@@ -61,7 +61,8 @@ def test_cache_key_ignores_serving_fields_and_follows_build_fields(tmp_path, tin
 
 def test_rendered_tensorrt_llm_config_carries_every_parameter(tmp_path, tiny_model):
     engine = ENGINES / "llama3-8b-bf16-tp1"
-    spec = _spec(tmp_path, tiny_model, **{"engine.engine_dir": str(engine)})
+    spec = _spec(tmp_path, tiny_model, **{"engine.engine_dir": str(engine), "engine.max_input_len": 2048,
+                                          "engine.max_seq_len": 4096})
     out = tmp_path / "repo"
     assert main(["render", str(spec), "-o", str(out)]) == 0
     config = parse_config(out / "tensorrt_llm" / "config.pbtxt")
@@ -70,9 +71,9 @@ def test_rendered_tensorrt_llm_config_carries_every_parameter(tmp_path, tiny_mod
 
     kind = model_config_pb2.ModelInstanceGroup.Kind.Name
     assert [(g.count, kind(g.kind)) for g in config.instance_group] == [(1, "KIND_CPU")]
-    from tritongen.spec import load_spec
+    from tritongen.plan import plan_from_file
 
-    expected = tensorrt_llm_parameters(load_spec(spec), engine, [[0]])
+    expected = tensorrt_llm_parameters(plan_from_file(spec)[1], engine, "0", None)
     assert set(config.parameters) == set(expected)
     assert config.parameters["gpt_model_path"].string_value == str(engine)
     assert config.parameters["gpt_model_type"].string_value == "inflight_fused_batching"
@@ -81,7 +82,7 @@ def test_rendered_tensorrt_llm_config_carries_every_parameter(tmp_path, tiny_mod
 
 
 @pytest.mark.parametrize("fixture, fields", [
-    ("bad-batch32", ("serving.max_batch_size", "build_config.max_batch_size")),
+    ("llama3-8b-bf16-tp1", ("engine.max_input_len (4096)", "build_config.max_input_len (2048)")),
     ("bad-no-paged-context-fmha", ("enable_chunked_context", "use_paged_context_fmha")),
     ("bad-tp2", ("engine.tp_size", "mapping tp_size")),
     ("bad-padded-input", ("serving.batching_strategy", "remove_input_padding")),
@@ -139,5 +140,5 @@ def test_plan_json_for_hf_on_gpu_uses_kind_gpu(tmp_path, tiny_spec_path, capsys)
     assert main(["plan", str(spec), "--json", "--inventory", str(INVENTORIES / "h200-7x1g.yaml")]) == 0
     plan = json.loads(capsys.readouterr().out)
     assert plan["llm_instance_group"] == {"kind": "KIND_GPU", "count": 1, "gpus": [0]}
-    assert len(plan["placement"]["server_groups"]) == 7
+    assert len(plan["server_groups"]) == len(plan["placement"]["result"]["server_groups"]) == 7
     assert plan["hf"]["num_blocks"] == -(-plan["kv_tokens_per_instance"] // 32)

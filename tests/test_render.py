@@ -27,7 +27,7 @@ def _normalised(files: dict[str, bytes], model_dir: Path) -> dict[str, bytes]:
 @pytest.fixture(scope="module")
 def rendered(tiny_spec_path):
     spec, plan = plan_from_file(tiny_spec_path)
-    return spec, plan, render_for(spec, plan)
+    return spec, plan, render_for(plan)
 
 
 def test_golden_repository(rendered, tiny_model):
@@ -45,7 +45,7 @@ def test_golden_repository(rendered, tiny_model):
 
 def test_rerender_is_byte_identical(rendered, tiny_spec_path):
     spec, plan = plan_from_file(tiny_spec_path)
-    assert render_for(spec, plan) == rendered[2]
+    assert render_for(plan) == rendered[2]
 
 
 def test_every_config_round_trips_through_protobuf(rendered, tmp_path):

@@ -19,6 +19,7 @@ from tritongen.runtimes.tensorrtllm import (TRTLLM, Ports, bls_parameters, build
                               orchestrator_env, tensorrt_llm_parameters)
 from tritongen.runtimes.tensorrtllm.build import (CACHE_KEY_FIELDS, CACHE_KEY_IGNORED, MANIFEST, build_engine, cache_key,
                                     checkpoint_digest, container_run_kwargs)
+from tritongen.plan import make_plan
 from tritongen.runtimes.tensorrtllm.checks import check_engine, load_engine_config
 
 FIXTURES = Path(__file__).parent / "fixtures" / "engines"
@@ -35,6 +36,17 @@ def make_spec(**sections):
 
 def fixture(name):
     return load_engine_config(FIXTURES / name)
+
+
+@pytest.fixture
+def make_plan_(tiny_model, tmp_path):
+    """make_spec(...) planned: the tiny model's tokenizer, an engine folder that is not built (no engine check)."""
+    def plan(**sections):
+        spec = make_spec(**sections)
+        spec = spec.model_copy(update={"model": spec.model.model_copy(update={"checkpoint": str(tiny_model)}),
+                                       "engine": spec.engine.model_copy(update={"engine_dir": "/engines/abc"})})
+        return make_plan(spec, tmp_path)
+    return plan
 
 
 @pytest.fixture
@@ -70,8 +82,10 @@ def test_build_commands_fp8_tp4_goes_through_quantize():
         ["trtllm-build", "--checkpoint_dir", "/w/conv", "--output_dir", "/w/engine",
          "--max_batch_size", "128", "--max_input_len", "8192", "--max_seq_len", "16384", "--max_num_tokens", "16384",
          "--max_beam_width", "1", "--gemm_plugin", "auto", "--kv_cache_type", "paged",
-         "--remove_input_padding", "enable", "--use_paged_context_fmha", "enable"],
+         "--remove_input_padding", "enable", "--use_paged_context_fmha", "enable", "--workers", "4"],
     ]
+    with_data = build_commands(spec, "/ckpt", "/w/engine", converted_dir="/w/conv", calibration_dir="/data/calib")
+    assert with_data[0][-2:] == ["--calib_dataset", "/data/calib"]
 
 
 @pytest.mark.parametrize(("engine", "convert_tail"), [
@@ -218,7 +232,7 @@ def test_no_tensorrt_llm_and_no_docker_engine_is_environment_missing(monkeypatch
     message = str(err.value)
     assert err.value.exit_code == 3
     assert message.startswith("engine build: needs TensorRT-LLM 1.2.1 in this Python (no importable tensorrt_llm) "
-                              "or a running docker engine for nvcr.io/nvidia/tritonserver:25.12-trtllm-python-py3 "
+                              "or a running docker engine for nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3 "
                               "(docker: Error while fetching server API version")
     assert message.endswith("; start the docker engine with the NVIDIA container toolkit, "
                             "or `pip install tensorrt_llm==1.2.1`")
@@ -345,9 +359,9 @@ def test_local_build_failure_names_the_command_and_keeps_the_log_tail():
 
 # --- engine checks --------------------------------------------------------------------------------------------
 
-def test_consistent_engines_pass():
-    assert check_engine(fixture("llama3-8b-bf16-tp1"), make_spec(), tokenizer_vocab_size=128256, world_size=1) == []
-    spec70 = make_spec(engine={"tp_size": 4, "quantization": "fp8", "kv_cache_dtype": "fp8"},
+def test_consistent_engines_pass(make_plan_):
+    assert check_engine(fixture("llama3-8b-bf16-tp1"), make_plan_(), tokenizer_vocab_size=128256, world_size=1) == []
+    spec70 = make_plan_(engine={"tp_size": 4, "quantization": "fp8", "kv_cache_dtype": "fp8"},
                        serving={"max_batch_size": 128, "kv_cache": {"enable_reuse": True},
                                 "enable_chunked_context": True})
     assert check_engine(fixture("llama3-70b-fp8-tp4"), spec70, tokenizer_vocab_size=128256, world_size=4) == []
@@ -362,7 +376,7 @@ REUSE = {"kv_cache": {"enable_reuse": True}, "enable_chunked_context": True}
         "(got CONTINUOUS); rebuild with --kv_cache_type paged"]),
     ("bad-legacy-no-paged-kv-cache", {}, {}, [
         "engine config.json version (0.17.0.post1): must equal the serving container's TensorRT-LLM "
-        "(1.2.1, nvcr.io/nvidia/tritonserver:25.12-trtllm-python-py3); rebuild the engine with the pinned release",
+        "(1.2.1, nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3); rebuild the engine with the pinned release",
         "serving.batching_strategy (inflight_fused_batching): needs engine build_config.plugin_config."
         "paged_kv_cache true (got false); rebuild with --kv_cache_type paged"]),
     ("bad-padded-input", {}, {}, [
@@ -375,9 +389,11 @@ REUSE = {"kv_cache": {"enable_reuse": True}, "enable_chunked_context": True}
         "serving.enable_chunked_context (true): needs engine build_config.plugin_config.use_paged_context_fmha "
         "true (got false); rebuild with engine.use_paged_context_fmha: true "
         "or set serving.enable_chunked_context: false"]),
-    ("bad-batch32", {}, {}, [
-        "serving.max_batch_size (64): must be <= engine build_config.max_batch_size (32); rebuild or lower it"]),
     ("bad-short-context", {}, {}, [
+        "engine.max_input_len (2048): must equal engine build_config.max_input_len (32); "
+        "set engine.max_input_len: 32 or rebuild the engine",
+        "engine.max_seq_len (4096): must equal engine build_config.max_seq_len (64); "
+        "set engine.max_seq_len: 64 or rebuild the engine",
         "validation.load.input_tokens (mean 32 + 3 x stddev 4 = 44): must be <= engine build_config.max_input_len "
         "(32); rebuild with a larger engine.max_input_len or shorten the prompts",
         "validation.load (input 44 + output 32 = 76 tokens): must be <= engine build_config.max_seq_len (64); "
@@ -402,12 +418,18 @@ REUSE = {"kv_cache": {"enable_reuse": True}, "enable_chunked_context": True}
         "engine.kv_cache_dtype (auto): does not match engine pretrained_config.quantization.kv_cache_quant_algo "
         "(\"FP8\"); set engine.kv_cache_dtype to the engine's or rebuild"]),
 ])
-def test_inconsistent_engine_names_both_fields(name, spec_kwargs, check_kwargs, expected):
-    assert check_engine(fixture(name), make_spec(**spec_kwargs), **check_kwargs) == expected
+def test_inconsistent_engine_names_both_fields(make_plan_, name, spec_kwargs, check_kwargs, expected):
+    assert check_engine(fixture(name), make_plan_(**spec_kwargs), **check_kwargs) == expected
 
 
-def test_prompts_file_skips_the_length_checks():
-    spec = make_spec(validation={"load": {"prompts_file": "prompts.jsonl"}})
+def test_triton_batch_above_the_engine_batch_is_allowed(make_plan_):
+    # NVIDIA documents Triton's max_batch_size and the engine's as independent; only the engine's bounds the executor.
+    assert check_engine(fixture("bad-batch32"), make_plan_(serving={"max_batch_size": 64})) == []
+
+
+def test_prompts_file_skips_the_length_checks(make_plan_):
+    spec = make_plan_(engine={"max_input_len": 32, "max_seq_len": 64},
+                      validation={"load": {"prompts_file": "prompts.jsonl"}})
     assert check_engine(fixture("bad-short-context"), spec) == []
 
 
@@ -438,8 +460,8 @@ CONTRACT_PARAMETER_KEYS = {
 }
 
 
-def test_parameters_carry_every_contract_key_as_strings():
-    params = tensorrt_llm_parameters(make_spec(), "/engines/abc", [[0]])
+def test_parameters_carry_every_contract_key_as_strings(make_plan_):
+    params = tensorrt_llm_parameters(make_plan_(), "/engines/abc", "0", None)
     assert set(params) == CONTRACT_PARAMETER_KEYS
     assert all(isinstance(v, str) for v in params.values())
     assert {k: params[k] for k in ("gpt_model_type", "gpt_model_path", "batch_scheduler_policy",
@@ -458,13 +480,14 @@ def test_parameters_carry_every_contract_key_as_strings():
     }
 
 
-def test_parameters_follow_the_spec_and_placement():
-    spec = make_spec(engine={"max_beam_width": 2},
+def test_parameters_follow_the_spec_and_placement(make_plan_):
+    plan = make_plan_(engine={"max_beam_width": 2},
                      serving={"batching_strategy": "inflight_batching", "batch_scheduler_policy": "max_utilization",
                               "exclude_input_in_output": False, "enable_chunked_context": True,
                               "kv_cache": {"max_tokens": 65536, "free_gpu_mem_fraction": 0.45, "enable_reuse": True,
                                            "host_memory_bytes": 2_000_000_000}})
-    params = tensorrt_llm_parameters(spec, Path("/e"), [[0, 1], [2, 3]], participant_ids=[[1, 2], [3, 4]])
+    params = tensorrt_llm_parameters(plan, Path("/e"), "0,1;2,3", plan.kv_tokens_per_instance,
+                                     participant_ids="1,2;3,4")
     assert {k: params[k] for k in ("gpt_model_type", "batch_scheduler_policy", "exclude_input_in_output",
                                    "enable_chunked_context", "max_tokens_in_paged_kv_cache",
                                    "kv_cache_free_gpu_mem_fraction", "enable_kv_cache_reuse",
@@ -480,7 +503,7 @@ def test_parameters_follow_the_spec_and_placement():
 
 
 def test_bls_parameters():
-    assert bls_parameters(make_spec()) == {"accumulate_tokens": "false", "tensorrt_llm_model_name": "tensorrt_llm",
+    assert bls_parameters(False) == {"accumulate_tokens": "false", "tensorrt_llm_model_name": "tensorrt_llm",
                                            "tensorrt_llm_draft_model_name": "", "multimodal_encoders_name": ""}
 
 

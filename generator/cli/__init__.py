@@ -36,30 +36,27 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from tritongen.plan import plan_from_file
+    from tritongen.plan import load_plan
 
-    spec, plan = plan_from_file(args.spec, args.inventory)
+    plan = load_plan(args.spec, args.inventory, engine_dir=args.engine_dir)
     if args.json:
-        print(plan.to_json())
+        print(plan.to_json(), end="")
         return 0
     data = plan.model_dump(mode="json", exclude={"placement"})
     for key, value in data.items():
         print(f"{key:26} {value}")
-    if args.inventory:
-        from tritongen.plan import place_spec
-
+    if plan.placement is not None:
         print()
-        print(place_spec(spec, Path(plan.spec_dir), args.inventory).to_table())
+        print(plan.placement.placed().to_table())
     return 0
 
 
 def _cmd_render(args: argparse.Namespace) -> int:
     from tritongen.pipeline import render_for
-    from tritongen.plan import plan_from_file
+    from tritongen.plan import load_plan
     from tritongen.render import status_lines, write_repository
 
-    spec, plan = plan_from_file(args.spec, args.inventory)
-    files = render_for(spec, plan, engine_dir=args.engine_dir)
+    files = render_for(load_plan(args.spec, args.inventory, engine_dir=args.engine_dir))
     out = Path(args.output)
     lines = status_lines(files, out)
     if args.dry_run:
@@ -169,14 +166,21 @@ def _cmd_demo_model(args: argparse.Namespace) -> int:
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    from tritongen.spec import load_spec
+    from tritongen.plan import resolve_path
     from tritongen.runtimes.tensorrtllm.build import build_engine
+    from tritongen.spec import load_spec
 
     spec = load_spec(args.spec)
     if spec.runtime != "tensorrtllm":
-        raise SpecError("runtime: build needs runtime: tensorrtllm; the hf runtime serves the checkpoint as is")
-    checkpoint = (Path(args.spec).resolve().parent / spec.model.checkpoint).resolve()
-    result = build_engine(spec, checkpoint, args.gpu_arch, examples_dir=args.examples_dir, dry_run=args.dry_run)
+        raise SpecError(f"runtime: build needs runtime: tensorrtllm; the {spec.runtime} runtime serves the checkpoint "
+                        "as is")
+    from tritongen.runtimes.tensorrtllm.build import detect_gpu_arch
+
+    spec_dir = Path(args.spec).resolve().parent
+    calib = spec.engine.calibration_dataset
+    result = build_engine(spec, resolve_path(spec_dir, spec.model.checkpoint), args.gpu_arch or detect_gpu_arch(),
+                          examples_dir=args.examples_dir, cache_dir=resolve_path(spec_dir, spec.engine.cache_dir),
+                          calibration_dir=resolve_path(spec_dir, calib) if calib else None, dry_run=args.dry_run)
     if args.dry_run:
         for command in result.commands:
             print(" ".join(shlex.quote(c) for c in command))
@@ -195,14 +199,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--markdown", action="store_true", help="the spec reference as a Markdown table")
     s.set_defaults(func=_cmd_validate)
 
-    s = sub.add_parser("plan", help="print the fully resolved Plan")
+    s = sub.add_parser("plan", help="print the fully resolved Plan (--json: a lock file render/deploy/loadtest take)")
     s.add_argument("spec")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="the Plan as JSON: pass it to render, deploy or loadtest "
+                                                       "in place of the spec")
     s.add_argument("--inventory", help="place on GPUs: 'nvml', an inventory YAML/JSON, or saved `nvidia-smi -L`")
+    s.add_argument("--engine-dir", help="tensorrtllm: a built engine folder (default: the engine cache entry)")
     s.set_defaults(func=_cmd_plan)
 
     s = sub.add_parser("render", help="render the model repository")
-    s.add_argument("spec")
+    s.add_argument("spec", help="a spec, or a plan JSON from `tritongen plan --json`")
     s.add_argument("-o", "--output", required=True)
     s.add_argument("--dry-run", action="store_true", help="show what would be written")
     s.add_argument("--force", action="store_true", help="replace an existing, non-empty output folder")
@@ -251,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("build", help="build (or find in the cache) the TensorRT-LLM engine")
     s.add_argument("spec")
     s.add_argument("--dry-run", action="store_true", help="print the commands and the cache key only")
-    s.add_argument("--gpu-arch", default="sm90")
+    s.add_argument("--gpu-arch", help="engine cache key architecture, e.g. sm90 (default: GPU 0's, through NVML)")
     s.add_argument("--examples-dir", help="a TensorRT-LLM checkout's examples/ folder (local builds)")
     s.set_defaults(func=_cmd_build)
     from tritongen.cli.deploy import add_commands as add_deploy_commands

@@ -36,11 +36,11 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("deploy", help="write compose files or Kubernetes manifests, or start containers (docker)")
-    s.add_argument("spec")
+    s.add_argument("spec", help="a spec, or a plan JSON from `tritongen plan --inventory ... --json`")
     s.add_argument("--target", choices=["compose", "k8s", "docker"], required=True)
     s.add_argument("-o", "--output", required=True, help="folder for model_repository/ and the deployment files")
-    s.add_argument("--inventory", default="nvml",
-                   help="GPUs to place on: 'nvml' (this machine), an inventory YAML/JSON, or saved `nvidia-smi -L`")
+    s.add_argument("--inventory", help="GPUs to place a spec on: 'nvml' (this machine, the default), an inventory "
+                                       "YAML/JSON, or saved `nvidia-smi -L`")
     s.add_argument("--engine-config", help="tensorrtllm: the engine's config.json (or its folder); its folder is "
                                            "the engine that is served (default: engine.engine_dir)")
     s.add_argument("--k8s-mig-strategy", choices=["mixed", "single"], default="mixed",

@@ -22,9 +22,9 @@ def _endpoint_from_args(args: argparse.Namespace, protocol: str) -> Endpoint:
 
 
 def _cmd_loadtest(args: argparse.Namespace) -> int:
-    from tritongen.plan import plan_from_file
+    from tritongen.plan import load_plan
 
-    _, plan = plan_from_file(args.spec)
+    plan = load_plan(args.spec)
     settings = settings_from_args(args, plan)
     endpoint = _endpoint_from_args(args, settings.protocol)
     return run_loadtest(plan, endpoint, settings, Path(args.out or f"loadtest-{plan.name}"))
@@ -47,7 +47,7 @@ def _load_flags(s: argparse.ArgumentParser) -> None:
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
     """Register `loadtest` and `up` on tritongen's subcommand parser."""
     s = subparsers.add_parser("loadtest", help="load-test a running deployment against the spec's SLOs")
-    s.add_argument("spec")
+    s.add_argument("spec", help="a spec, or a plan JSON from `tritongen plan --json`")
     s.add_argument("--url", help="host:port of the endpoint (default 127.0.0.1:8001 for grpc, :8000 for http, "
                    ":9000 for openai)")
     _load_flags(s)

@@ -1,8 +1,8 @@
 """What every deployment target shares: the Deployment (plan, placement, container-side repository) and templates.
 
-`prepare()` turns a spec, an inventory and an engine config into a `Deployment`: the Plan, the Placement (one
-tritonserver per server group) and the model repository rendered for the paths it has *inside* the serving
-container (everything under /models). Renderers (deploy.compose, deploy.k8s) are pure: Deployment in,
+`prepare()` turns a Plan (a plan JSON, or a spec planned there with an inventory and an engine config) into a
+`Deployment`: the Plan, its Placement (one tritonserver per server group) and the model repository rendered for
+the paths it has *inside* the serving container (everything under /models). Renderers (deploy.compose, deploy.k8s) are pure: Deployment in,
 {relative path: bytes} out; `write_deployment` writes them atomically next to the model repository, and
 `run_docker` starts the same server groups through a docker engine.
 
@@ -24,13 +24,12 @@ from typing import Any
 import jinja2
 
 from tritongen.errors import SpecError, problem
-from tritongen.placement.inventory import Inventory, load_inventory
+from tritongen.placement import Placement, ServerGroup
+from tritongen.placement.inventory import Inventory
 from tritongen.placement.memory import MemoryModel
-from tritongen.placement import Placement, ServerGroup, place
-from tritongen.plan import InstanceGroup, Plan, max_sequence_length, memory_model_for, plan_from_file
-from tritongen.render import HEADER, environment
+from tritongen.plan import Plan, is_plan_file, load_plan
+from tritongen.render import HEADER, Locations, environment
 from tritongen.resources import data_dir
-from tritongen.spec import Spec
 from tritongen.runtimes.tensorrtllm import TRTLLM, Ports, launch_command
 
 TEMPLATES = data_dir("deploy_templates")
@@ -41,7 +40,6 @@ REPOSITORY = f"{MODELS}/model_repository"
 ENGINE = f"{MODELS}/engine"
 CHECKPOINT = f"{MODELS}/checkpoint"
 TOKENIZER = f"{MODELS}/tokenizer"
-CHAT_TEMPLATE_DIR = f"{MODELS}/chat_template"
 CONTAINER_PORTS = Ports(8000, 8001, 8002)
 
 # The hf runtime runs on Triton's plain python image of the same release as the TensorRT-LLM one, plus torch
@@ -65,7 +63,6 @@ class Mount:
 class Deployment:
     """Everything a target needs; built once by `prepare`, read by every renderer."""
 
-    spec: Spec
     plan: Plan
     placement: Placement
     inventory: Inventory
@@ -78,12 +75,12 @@ class Deployment:
 
     @property
     def name(self) -> str:
-        """spec.name as a DNS-1123 label (Kubernetes names, compose services)."""
-        return self.spec.name.replace("_", "-").replace(".", "-")
+        """The deployment's name as a DNS-1123 label (Kubernetes names, compose services)."""
+        return self.plan.name.replace("_", "-").replace(".", "-")
 
     @property
     def builds_hf_image(self) -> bool:
-        return self.spec.runtime == "hf" and self.image == HF_IMAGE
+        return self.plan.runtime == "hf" and self.image == HF_IMAGE
 
     def gpu_name(self, group: ServerGroup) -> str:
         return next(g.name for g in self.inventory.gpus if g.index == group.gpu_indices[0])
@@ -93,80 +90,79 @@ class Deployment:
         frontend.openai `implementation: triton` (and enabled), Triton's own OpenAI frontend serving the repository."""
         frontend = self.plan.frontend
         if frontend is not None and frontend.enabled and frontend.implementation == "triton":
-            from tritongen.frontend.ngc import triton_frontend_command
+            return self._triton_openai_command(group)
+        if self.plan.runtime == "trtllm":
+            from tritongen.runtimes import llmapi
 
-            if group.world_size > 1:
-                raise SpecError(problem("frontend.openai.implementation", "triton runs in-process with one "
-                                        "tritonserver, but this server group spans several GPUs (mpirun ranks)",
-                                        "use implementation: tritongen, or tp_size*pp_size = 1"))
-            return triton_frontend_command(frontend, REPOSITORY, http_port=CONTAINER_PORTS.http,
-                                           grpc_port=CONTAINER_PORTS.grpc, openai_port=frontend.port)
+            metrics = () if group.gpu_metrics else ("--allow-gpu-metrics=false",)
+            return llmapi.launch_command(REPOSITORY, CONTAINER_PORTS, extra_args=metrics)
         argv = launch_command(group.world_size, REPOSITORY, CONTAINER_PORTS)
-        if group.gpu_metrics:
-            return argv
-        # Triton's DCGM metrics fail to start on MIG; every rank gets the flag (only rank 0 serves).
+        extra = []
+        if not group.gpu_metrics:
+            # Triton's DCGM metrics fail to start on MIG; every rank gets the flag (only rank 0 serves).
+            extra.append("--allow-gpu-metrics=false")
+        if self.plan.group_configs:
+            # This group's own KV budget and instances: tensorrt_llm/configs/<group>.pbtxt.
+            extra.append(f"--model-config-name={group.name}")
         out = []
         for arg in argv:
             out.append(arg)
             if arg == TRTLLM.tritonserver:
-                out.append("--allow-gpu-metrics=false")
+                out.extend(extra)
         return out
 
+    def _triton_openai_command(self, group: ServerGroup) -> list[str]:
+        from tritongen.frontend.ngc import triton_frontend_command
+        from tritongen.plan.frontend import FrontendPlan
 
-def _container_view(spec: Spec, plan: Plan) -> tuple[Spec, Plan]:
-    """The spec and plan as seen inside a container: paths under /models, devices numbered from 0."""
-    spec = spec.model_copy(update={"placement": spec.placement.model_copy(update={"gpu_ids": []})})
-    update: dict[str, Any] = {"tokenizer": plan.tokenizer.model_copy(update={"dir": TOKENIZER})}
-    if plan.frontend is not None:
-        routes = tuple(r.model_copy(update={
-            "tokenizer_dir": TOKENIZER,
-            "chat_template": r.chat_template and f"{CHAT_TEMPLATE_DIR}/{Path(r.chat_template).name}"})
-            for r in plan.frontend.models)
-        update["frontend"] = plan.frontend.model_copy(update={"models": routes})
-    if plan.hf is not None:
-        update["hf"] = plan.hf.model_copy(update={"checkpoint_dir": CHECKPOINT})
-        update["llm_instance_group"] = InstanceGroup(kind="KIND_GPU", count=spec.placement.instances_per_gpu,
-                                                     gpus=(0,))
-    return spec, plan.model_copy(update=update)
+        if group.world_size > 1 or self.plan.runtime == "trtllm":
+            raise SpecError(problem("frontend.openai.implementation", "triton starts one in-process tritonserver "
+                                    "for the ensemble, but this server group is an MPI launch or runtime trtllm",
+                                    "use implementation: tritongen (it fronts any Triton), or tp_size*pp_size = 1"))
+        # The frontend's settings as rendered into the container's repository (tokenizer and template paths).
+        rendered = FrontendPlan.model_validate_json(self.repository["frontend.json"])
+        route = rendered.models[0]
+        if route.chat_template:
+            rendered = rendered.model_copy(update={"models": (route.model_copy(
+                update={"chat_template": f"{REPOSITORY}/{route.chat_template}"}),)})
+        return triton_frontend_command(rendered, REPOSITORY, http_port=CONTAINER_PORTS.http,
+                                       grpc_port=CONTAINER_PORTS.grpc, openai_port=rendered.port)
 
 
-def prepare(spec_path: str | Path, *, inventory: str = "nvml", engine_config: str | Path | None = None,
+def prepare(source: str | Path, *, inventory: str | None = None, engine_config: str | Path | None = None,
             image: str | None = None) -> Deployment:
-    """Plan, place and render the model repository for containers. Raises SpecError / CheckFailed."""
-    from tritongen.pipeline import check_engine_dir, render_for, resolve_engine_dir
+    """The Deployment of a spec (planned here, on `inventory`, default 'nvml') or of a plan JSON (as written).
 
-    spec, plan = plan_from_file(spec_path)
-    if spec.placement.device != "gpu":
-        raise SpecError(problem("placement.device", "is cpu; deployment targets place tritonservers on GPUs",
-                                "set placement.device: gpu (use `tritongen serve` for CPU)"))
-    config = None
+    Raises SpecError / CheckFailed.
+    """
+    from tritongen.pipeline import render_for
+
+    engine_dir = None
     if engine_config is not None:
         config = Path(engine_config)
         config = config / "config.json" if config.is_dir() else config
         if not config.is_file():
             raise SpecError(problem("--engine-config", f"{config} does not exist",
                                     "point it at the engine's config.json written by trtllm-build"))
-    mounts = [Mount(plan.tokenizer.dir, TOKENIZER)]
-    if plan.frontend is not None and plan.frontend.models[0].chat_template:
-        mounts.append(Mount(str(Path(plan.frontend.models[0].chat_template).parent), CHAT_TEMPLATE_DIR))
-    if spec.runtime == "tensorrtllm":
-        engine = config.parent.resolve() if config else resolve_engine_dir(spec, plan)
-        config = config or engine / "config.json"
-        check_engine_dir(spec, plan, engine)
-        mounts.append(Mount(str(engine), ENGINE))
+        engine_dir = str(config.parent.resolve())
+    if is_plan_file(source):
+        plan = load_plan(source, inventory, engine_dir=engine_dir)
     else:
-        assert plan.hf is not None
-        mounts.append(Mount(plan.hf.checkpoint_dir, CHECKPOINT))
-    memory = memory_model_for(spec, Path(plan.spec_dir), config)
-    inv = load_inventory(inventory)
-    placement = place(inv, memory, max_seq_len=max_sequence_length(spec),
-                      kv_fraction=spec.serving.kv_cache.free_gpu_mem_fraction,
-                      instances_per_device=1 if spec.runtime == "tensorrtllm" else spec.placement.instances_per_gpu,
-                      gpu_ids=spec.placement.gpu_ids or None)
-    inner_spec, inner_plan = _container_view(spec, plan)
-    repository = render_for(inner_spec, inner_plan, engine_dir=ENGINE)
-    chosen = image or (TRTLLM.container if spec.runtime == "tensorrtllm" else HF_IMAGE)
-    return Deployment(spec, plan, placement, inv, memory, chosen, repository, tuple(mounts))
+        plan = load_plan(source, inventory or "nvml", engine_dir=engine_dir)
+    if plan.placement is None:
+        raise SpecError(problem(str(source), "is a plan made without --inventory, so it places no server groups",
+                                "make it with `tritongen plan SPEC --inventory nvml|FILE --json`"))
+    mounts = [Mount(plan.tokenizer.dir, TOKENIZER)]
+    if plan.runtime == "tensorrtllm":
+        assert plan.paths.engine is not None
+        mounts.append(Mount(plan.paths.engine, ENGINE))
+    else:
+        mounts.append(Mount(plan.paths.checkpoint, CHECKPOINT))
+    # Inside a container the files are under /models and each server sees its devices numbered from 0.
+    repository = render_for(plan, Locations(tokenizer=TOKENIZER, checkpoint=CHECKPOINT, engine=ENGINE))
+    chosen = image or (TRTLLM.container if plan.runtime in ("tensorrtllm", "trtllm") else HF_IMAGE)
+    return Deployment(plan, plan.placement.placed(), plan.placement.gpus(), plan.placement.memory_model(), chosen,
+                      repository, tuple(mounts))
 
 
 # ---------------------------------------------------------------------------------------------- templates
@@ -192,7 +188,7 @@ def templates() -> jinja2.Environment:
 
 
 def render_template(name: str, dep: Deployment, **context: object) -> bytes:
-    text = templates().get_template(name).render(dep=dep, header=HEADER.format(name=dep.spec.name), **context)
+    text = templates().get_template(name).render(dep=dep, header=HEADER.format(name=dep.plan.name), **context)
     return (text.rstrip() + "\n").encode()
 
 

@@ -32,7 +32,7 @@ def docker_run_kwargs(dep: Deployment, group: ServerGroup, out_dir: Path) -> dic
         "environment": {},
         "shm_size": "2g",
         "ulimits": [Ulimit(name="memlock", soft=-1, hard=-1), Ulimit(name="stack", soft=67108864, hard=67108864)],
-        "labels": {"tritongen.deployment": dep.spec.name, "tritongen.server-group": group.name},
+        "labels": {"tritongen.deployment": dep.plan.name, "tritongen.server-group": group.name},
     }
 
 

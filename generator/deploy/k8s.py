@@ -110,17 +110,19 @@ def kinds(dep: Deployment, mig_strategy: str = "mixed") -> list[K8sKind]:
 def _volume_layout(dep: Deployment) -> list[tuple[str, str]]:
     layout = [(REPOSITORY, "the model_repository folder written next to k8s/"),
               (TOKENIZER, f"the tokenizer files of {dep.plan.tokenizer.dir}")]
-    if dep.spec.runtime == "tensorrtllm":
+    if dep.plan.runtime == "tensorrtllm":
         engine = next(m.source for m in dep.mounts if m.target == ENGINE)
         layout.append((ENGINE, f"the engine folder {engine} (config.json + rank*.engine)"))
     else:
-        layout.append((CHECKPOINT, f"the checkpoint {dep.plan.hf.checkpoint_dir if dep.plan.hf else ''}"))
+        runtime = dep.plan.hf or dep.plan.llmapi
+        layout.append((CHECKPOINT, f"the checkpoint {runtime.checkpoint_dir if runtime else ''}"))
     return layout
 
 
-def _check_script(layout: list[tuple[str, str]]) -> str:
+def _check_script(dep: Deployment, layout: list[tuple[str, str]]) -> str:
     """Fail the pod early, naming what is missing, instead of letting tritonserver fail to load."""
-    checks = [f"{REPOSITORY}/ensemble/config.pbtxt", *(p for p, _ in layout[1:])]
+    first = "tensorrt_llm" if dep.plan.runtime == "trtllm" else "ensemble"  # trtllm: the llmapi model alone
+    checks = [f"{REPOSITORY}/{first}/config.pbtxt", *(p for p, _ in layout[1:])]
     if any(p == ENGINE for p, _ in layout):
         checks[-1] = f"{ENGINE}/config.json"
     lines = [f"test -e {shlex.quote(p)} || {{ echo {shlex.quote(f'missing {p}: fill the volume (docs/deploy.md)')}; "
@@ -143,7 +145,7 @@ def render_k8s(dep: Deployment, *, mig_strategy: str = "mixed") -> dict[str, byt
                                              models=MODELS, **common)}
     for kind in ks:
         files[f"k8s/deployment-{kind.component}.yaml"] = render_template(
-            "k8s-deployment.yaml.j2", dep, kind=kind, pvc=pvc, models=MODELS, check_script=_check_script(layout),
+            "k8s-deployment.yaml.j2", dep, kind=kind, pvc=pvc, models=MODELS, check_script=_check_script(dep, layout),
             startup_minutes=STARTUP_MINUTES)
         files[f"k8s/hpa-{kind.component}.yaml"] = render_template("k8s-hpa.yaml.j2", dep, kind=kind, **common)
     files["k8s/service.yaml"] = render_template("k8s-service.yaml.j2", dep, **common)

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tritongen.errors import EnvironmentMissing, SpecError, problem
 
 CONFIG_FILE = "frontend.json"
+TEMPLATE_FILE = "chat_template.jinja"
 
 
 class ModelRoute(BaseModel):
@@ -63,10 +64,45 @@ class FrontendPlan(BaseModel):
     def to_json(self) -> str:
         return self.model_dump_json(indent=2) + "\n"
 
+    def repository_files(self, tokenizer_dir: str) -> dict[str, bytes]:
+        """frontend.json (and chat_template.jinja) for a model repository whose server sees the tokenizer at
+        `tokenizer_dir`; the template is copied in, so the repository carries everything the frontend needs."""
+        files, routes = {}, []
+        for route in self.models:
+            template = None
+            if route.chat_template:
+                files[TEMPLATE_FILE] = Path(route.chat_template).read_bytes()
+                template = TEMPLATE_FILE  # relative: resolved against the repository when read
+            routes.append(route.model_copy(update={"tokenizer_dir": tokenizer_dir, "chat_template": template}))
+        files[CONFIG_FILE] = self.model_copy(update={"models": tuple(routes)}).to_json().encode()
+        return files
+
     @classmethod
     def read(cls, repo: str | Path) -> FrontendPlan:
+        """The settings rendered into a model repository, with the chat template's path made absolute."""
         path = Path(repo) / CONFIG_FILE
         if not path.is_file():
             raise SpecError(problem(str(path), "missing", "render the repository with `tritongen render`, which "
                                     "writes the frontend's settings next to the models"))
-        return cls.model_validate(json.loads(path.read_text()))
+        plan = cls.model_validate(json.loads(path.read_text()))
+        routes = tuple(r.model_copy(update={"chat_template": str((Path(repo) / r.chat_template).resolve())})
+                       if r.chat_template else r for r in plan.models)
+        return plan.model_copy(update={"models": routes})
+
+
+def make_frontend_plan(spec, spec_dir: Path, tokenizer_dir: Path) -> FrontendPlan:
+    """The frontend section of a spec, resolved: public name, template file (absolute), defaults filled in."""
+    f, o = spec.frontend, spec.frontend.openai
+    template = None
+    if f.chat_template:
+        path = Path(f.chat_template).expanduser()
+        path = (path if path.is_absolute() else spec_dir / path).resolve()
+        if not path.is_file():
+            raise SpecError(problem("frontend.chat_template", f"file {path} does not exist",
+                                    "point it at a Jinja chat template file, or remove it to use the tokenizer's"))
+        template = str(path)
+    route = ModelRoute(name=o.served_model_name or spec.name, triton_model=o.triton_model,
+                       tokenizer_dir=str(tokenizer_dir), chat_template=template,
+                       default_max_tokens=o.default_max_tokens or spec.serving.max_tokens_default)
+    return FrontendPlan(enabled=o.enabled, implementation=o.implementation, port=o.port, api_key_env=f.api_key_env,
+                        models=(route,))

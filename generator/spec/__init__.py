@@ -76,11 +76,51 @@ class EngineSection(_Section):
     gemm_plugin: Literal["auto", "float16", "bfloat16", "float32", "disable"] = "auto"
     """GEMM plugin dtype passed to trtllm-build (`auto` follows `dtype`)."""
 
+    calibration_dataset: str | None = None
+    """Local calibration dataset folder (a `datasets` folder with a text column) for the calibrated formats (fp8,
+    int4_awq, smoothquant, an fp8/int8 KV cache). Unset, quantize.py downloads cnn_dailymail from the Hugging Face
+    hub; a build without that network stops with exit 3."""
+
     engine_dir: str | None = None
     """Use an already built engine folder instead of building one (its config.json is checked against the spec)."""
 
     cache_dir: str = "~/.cache/tritongen/engines"
     """Content-addressed engine cache."""
+
+
+class LlmApiSection(_Section):
+    """LLM-API model settings (runtime `trtllm`: NVIDIA's llmapi Triton model, PyTorch backend, no engine build)."""
+
+    tp_size: int = Field(1, ge=1)
+    """Tensor-parallel degree (LlmArgs tensor_parallel_size)."""
+
+    pp_size: int = Field(1, ge=1)
+    """Pipeline-parallel degree (LlmArgs pipeline_parallel_size)."""
+
+    max_batch_size: int | None = Field(None, ge=1)
+    """Runtime batch (LlmArgs max_batch_size). None: sized from the workload and the KV budget as
+    trtllm-bench does (tensorrt_llm/bench/build/tuning.py)."""
+
+    max_num_tokens: int | None = Field(None, ge=1)
+    """Tokens per scheduler step (LlmArgs max_num_tokens). None: sized like max_batch_size."""
+
+    max_seq_len: int | None = Field(None, ge=2)
+    """Longest prompt + completion (LlmArgs max_seq_len). None: the load profile's longest request."""
+
+    kv_cache_dtype: Literal["auto", "fp8"] = "auto"
+    """KV-cache dtype (KvCacheConfig.dtype); `auto` follows the checkpoint."""
+
+    cuda_graphs: bool = True
+    """Capture CUDA graphs for decode batches up to max_batch_size (cuda_graph_config; off renders null)."""
+
+    cuda_graph_padding: bool = True
+    """Round a decode batch up to the next captured size (CudaGraphConfig.enable_padding)."""
+
+    enable_chunked_prefill: bool = False
+    """Split long prompts over several scheduler steps (LlmArgs enable_chunked_prefill)."""
+
+    trust_remote_code: bool = False
+    """Let the checkpoint run its own modelling code (LlmArgs trust_remote_code)."""
 
 
 class KVCacheSection(_Section):
@@ -270,15 +310,20 @@ class Spec(_Section):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,62}$")
     """Deployment name (lowercase letters, digits, `.`, `_`, `-`); used for server groups and deploy files."""
 
-    runtime: Literal["hf", "tensorrtllm"] = "hf"
-    """What serves the model named tensorrt_llm: `hf` (python backend, transformers continuous batching) or
-    `tensorrtllm` (the C++ TensorRT-LLM backend with built engines)."""
+    runtime: Literal["hf", "tensorrtllm", "trtllm"] = "hf"
+    """What serves the model named tensorrt_llm: `trtllm` (NVIDIA's LLM-API model, maintained upstream; no engine
+    build; pick it on GPUs with the TensorRT-LLM container), `tensorrtllm` (the TensorRT engine path: C++ backend
+    and built engines, in pinned containers up to 26.07; pick it for an existing engine workflow), or `hf`
+    (portable python model on transformers; pick it for CPUs, CI and GPUs without TensorRT-LLM)."""
 
     model: ModelSection
     """The checkpoint and tokenizer."""
 
     engine: EngineSection = EngineSection()
     """TensorRT-LLM engine build (runtime tensorrtllm)."""
+
+    llmapi: LlmApiSection = LlmApiSection()
+    """LLM-API model settings (runtime trtllm)."""
 
     serving: ServingSection = ServingSection()
     """Triton serving settings shared by all runtimes."""
@@ -298,8 +343,8 @@ class Spec(_Section):
         if self.placement.device == "cpu" and self.placement.gpu_ids:
             problems.append(problem("placement.gpu_ids", "is set but placement.device is cpu",
                                     "set placement.device: gpu or remove gpu_ids"))
-        if self.runtime == "tensorrtllm" and self.placement.device == "cpu":
-            problems.append(problem("placement.device", "cpu cannot run the tensorrtllm runtime",
+        if self.runtime in ("tensorrtllm", "trtllm") and self.placement.device == "cpu":
+            problems.append(problem("placement.device", f"cpu cannot run the {self.runtime} runtime",
                                     "set placement.device: gpu, or runtime: hf"))
         if self.engine.max_input_len >= self.engine.max_seq_len:
             problems.append(problem("engine.max_input_len", f"({self.engine.max_input_len}) must be below "

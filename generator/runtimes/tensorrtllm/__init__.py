@@ -8,48 +8,17 @@ generator/runtimes/tensorrtllm/checks.py.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Any, Literal, NamedTuple
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from tritongen.spec import Spec
 
-
-@dataclass(frozen=True)
-class TrtllmRelease:
-    """One TensorRT-LLM release and the Triton container that serves it; a new release is a new instance."""
-
-    container: str
-    """Serving (and building) image; engines must be built with the TensorRT-LLM inside it."""
-
-    version: str
-    """TensorRT-LLM version the container is expected to carry; the docker build checks it before building."""
-
-    source_tag: str
-    """NVIDIA/TensorRT-LLM git tag whose `examples/` folder provides the conversion scripts."""
-
-    convert_script: str
-    """Checkpoint conversion for the Llama family, relative to `examples/`."""
-
-    quantize_script: str
-    """ModelOpt quantisation (calibrated formats), relative to `examples/`."""
-
-    executor_worker_path: str
-    """trtllmExecutorWorker inside the container (orchestrator mode spawns it)."""
-
-    tritonserver: str
-    """tritonserver binary inside the container."""
+if TYPE_CHECKING:
+    from tritongen.plan import Plan
 
 
-TRTLLM = TrtllmRelease(
-    container="nvcr.io/nvidia/tritonserver:25.12-trtllm-python-py3",
-    version="1.2.1",
-    source_tag="v1.2.1",
-    convert_script="models/core/llama/convert_checkpoint.py",
-    quantize_script="quantization/quantize.py",
-    executor_worker_path="/opt/tritonserver/backends/tensorrtllm/trtllmExecutorWorker",
-    tritonserver="/opt/tritonserver/bin/tritonserver",
-)
+from tritongen.runtimes.tensorrtllm.release import TRTLLM, TrtllmRelease  # noqa: F401 (re-exported)
 
 # Where the docker build mounts the TensorRT-LLM checkout's examples folder (see trtllm_build).
 CONTAINER_EXAMPLES = "/tritongen/examples"
@@ -106,11 +75,12 @@ def needs_calibration(spec: Spec) -> bool:
 
 def build_commands(spec: Spec, checkpoint_dir: str | os.PathLike[str], output_dir: str | os.PathLike[str], *,
                    converted_dir: str | os.PathLike[str] | None = None, examples_dir: str = CONTAINER_EXAMPLES,
-                   python: str = "python3") -> list[list[str]]:
+                   python: str = "python3", calibration_dir: str | os.PathLike[str] | None = None) -> list[list[str]]:
     """argv of the checkpoint conversion and the trtllm-build that turn a HF checkpoint into an engine.
 
     Paths are used as given (container paths for the docker build, host paths for a local one). The converted
     TensorRT-LLM checkpoint goes to `converted_dir` (default: `tllm_checkpoint` next to `output_dir`).
+    `calibration_dir` is the local calibration dataset quantize.py reads (None: its hub default).
     """
     s = build_settings(spec)
     out = os.fspath(output_dir)
@@ -123,6 +93,8 @@ def build_commands(spec: Spec, checkpoint_dir: str | os.PathLike[str], output_di
                    "--qformat", _QFORMAT[s["quantization"]]]
         if s["kv_cache_dtype"] != "auto":
             convert += ["--kv_cache_dtype", s["kv_cache_dtype"]]
+        if calibration_dir is not None:
+            convert += ["--calib_dataset", os.fspath(calibration_dir)]
     else:
         convert = [python, f"{examples_dir}/{TRTLLM.convert_script}", *source]
         if s["quantization"] in _WEIGHT_ONLY_PRECISION:
@@ -140,6 +112,9 @@ def build_commands(spec: Spec, checkpoint_dir: str | os.PathLike[str], output_di
         "--remove_input_padding", "enable",
         "--use_paged_context_fmha", "enable" if s["use_paged_context_fmha"] else "disable",
     ]
+    if s["tp_size"] * s["pp_size"] > 1:
+        # One build process per rank engine instead of building the ranks one after another.
+        build += ["--workers", str(s["tp_size"] * s["pp_size"])]
     return [convert, build]
 
 
@@ -147,47 +122,50 @@ def _flag(value: bool) -> str:
     return "true" if value else "false"
 
 
-def _id_groups(groups: list[list[int]] | None) -> str:
+def id_groups(groups: Sequence[Sequence[int]] | None) -> str:
     # The backend splits instances on ';' and the ids of one instance on ','.
     return ";".join(",".join(str(i) for i in group) for group in groups) if groups else ""
 
 
-def tensorrt_llm_parameters(spec: Spec, engine_dir: str | os.PathLike[str], gpu_device_ids: list[list[int]] | None,
-                            participant_ids: list[list[int]] | None = None) -> dict[str, str]:
+def tensorrt_llm_parameters(plan: Plan, engine_dir: str | os.PathLike[str], gpu_device_ids: str,
+                            kv_tokens: int | None, participant_ids: str = "") -> dict[str, str]:
     """The `parameters` of the tensorrt_llm model (C++ backend), every key of the pinned release, as literals.
 
+    Everything comes from the Plan; `engine_dir` is where the server sees the engine (a host or container path),
+    `gpu_device_ids` and `kv_tokens` are the server group's (or the plan's defaults).
     An empty string means "not set": the backend then logs that the parameter is not specified and uses its
     own default, exactly as for a template placeholder left unfilled. Values the backend defaults are written
     out where the default is documented, so a rendered config does not depend on the backend version's defaults
     (enable_kv_cache_reuse flipped from false to true in v0.19).
     """
-    kv = spec.serving.kv_cache
-    beam = spec.engine.max_beam_width
+    trt = plan.tensorrtllm
+    assert trt is not None
+    beam = int(trt.build["max_beam_width"])
     return {
         "max_beam_width": str(beam),
         "FORCE_CPU_ONLY_INPUT_TENSORS": "no",
-        "gpt_model_type": spec.serving.batching_strategy,
+        "gpt_model_type": trt.batching_strategy,
         "gpt_model_path": os.fspath(engine_dir),
         "encoder_model_path": "",
-        "max_tokens_in_paged_kv_cache": str(kv.max_tokens) if kv.max_tokens is not None else "",
+        "max_tokens_in_paged_kv_cache": str(kv_tokens) if kv_tokens is not None else "",
         "max_attention_window_size": "",
         "sink_token_length": "",
-        "batch_scheduler_policy": spec.serving.batch_scheduler_policy,
-        "kv_cache_free_gpu_mem_fraction": str(kv.free_gpu_mem_fraction),
+        "batch_scheduler_policy": trt.batch_scheduler_policy,
+        "kv_cache_free_gpu_mem_fraction": str(trt.kv_cache_free_gpu_mem_fraction),
         "cross_kv_cache_fraction": "",
-        "kv_cache_host_memory_bytes": str(kv.host_memory_bytes),
+        "kv_cache_host_memory_bytes": str(trt.kv_cache_host_memory_bytes),
         "kv_cache_onboard_blocks": "true",
         "enable_trt_overlap": "false",
-        "exclude_input_in_output": _flag(spec.serving.exclude_input_in_output),
+        "exclude_input_in_output": _flag(plan.exclude_input_in_output),
         "cancellation_check_period_ms": "100",
         "stats_check_period_ms": "100",
         "iter_stats_max_iterations": "1000",
         "request_stats_max_iterations": "0",
-        "enable_kv_cache_reuse": _flag(kv.enable_reuse),
+        "enable_kv_cache_reuse": _flag(trt.enable_kv_cache_reuse),
         "normalize_log_probs": "true",
-        "enable_chunked_context": _flag(spec.serving.enable_chunked_context),
-        "gpu_device_ids": _id_groups(gpu_device_ids),
-        "participant_ids": _id_groups(participant_ids),
+        "enable_chunked_context": _flag(trt.enable_chunked_context),
+        "gpu_device_ids": gpu_device_ids,
+        "participant_ids": participant_ids,
         "num_nodes": "1",
         "lora_cache_optimal_adapter_size": "8",
         "lora_cache_max_adapter_size": "64",
@@ -214,11 +192,11 @@ def tensorrt_llm_parameters(spec: Spec, engine_dir: str | os.PathLike[str], gpu_
     }
 
 
-def bls_parameters(spec: Spec) -> dict[str, str]:
+def bls_parameters(accumulate_tokens: bool) -> dict[str, str]:
     """The `parameters` of tensorrt_llm_bls. Empty means "use the model's default" (get_valid_param_value)."""
     # accumulate_tokens re-decodes all tokens so far on every streamed response; it is only valid for beam 1.
     return {
-        "accumulate_tokens": _flag(spec.serving.bls_accumulate_tokens),
+        "accumulate_tokens": _flag(accumulate_tokens),
         "tensorrt_llm_model_name": "tensorrt_llm",
         "tensorrt_llm_draft_model_name": "",
         "multimodal_encoders_name": "",

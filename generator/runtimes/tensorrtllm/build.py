@@ -14,6 +14,7 @@ import json
 import os
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -39,12 +40,13 @@ CACHE_KEY_FIELDS = (
     "engine.tp_size", "engine.pp_size", "engine.dtype", "engine.quantization", "engine.kv_cache_dtype",
     "engine.max_batch_size", "serving.max_batch_size", "engine.max_input_len", "engine.max_seq_len",
     "engine.max_num_tokens", "engine.max_beam_width", "engine.use_paged_context_fmha", "engine.gemm_plugin",
+    "engine.calibration_dataset",  # enters through its content digest (calibration_digest), never its path
 )
 # Prefixes of fields that do not: runtime parameters, placement, load tests, where things live. The checkpoint
 # enters through its content digest, never through its path.
 CACHE_KEY_IGNORED = (
     "version", "name", "runtime", "model.checkpoint", "model.tokenizer", "model.dtype", "model.add_special_tokens",
-    "model.skip_special_tokens", "engine.engine_dir", "engine.cache_dir", "serving.", "placement.", "validation.",
+    "model.skip_special_tokens", "engine.engine_dir", "engine.cache_dir", "llmapi.", "serving.", "placement.", "validation.",
     "frontend.",
 )
 
@@ -54,6 +56,8 @@ _EDGE = 1 << 20  # bytes read from each end of a large weight file
 # Container paths of the docker build's mounts.
 _C_CHECKPOINT = "/tritongen/checkpoint"
 _C_WORK = "/tritongen/work"
+_C_CALIBRATION = "/tritongen/calibration"
+HUB = ("huggingface.co", 443)
 
 
 def checkpoint_digest(checkpoint_dir: str | os.PathLike[str], *, require_weights: bool = True) -> str:
@@ -88,10 +92,54 @@ def checkpoint_digest(checkpoint_dir: str | os.PathLike[str], *, require_weights
     return h.hexdigest()
 
 
-def cache_key(spec: Spec, checkpoint_digest: str, trtllm_version: str, gpu_arch: str) -> str:
-    """Key of the engine cache: a hash of the build-relevant settings only (see CACHE_KEY_FIELDS)."""
+def detect_gpu_arch(index: int = 0) -> str:
+    """`sm<major><minor>` of GPU `index` through NVML: engines run only on the architecture they were built for."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(pynvml.nvmlDeviceGetHandleByIndex(index))
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception as err:  # ImportError, NVMLError (no driver, no GPU): the same fix either way
+        raise EnvironmentMissing(problem(
+            "engine cache key", f"needs the GPU architecture and NVML cannot tell it here ({err})",
+            "run on the GPU machine, or pass --gpu-arch (e.g. sm90 for H100/H200), or set engine.engine_dir")) from None
+    return f"sm{major}{minor}"
+
+
+def calibration_digest(folder: str | os.PathLike[str]) -> str:
+    """A digest of every file of a local calibration dataset (calibration changes the quantised weights)."""
+    root = Path(folder)
+    h = hashlib.sha256(b"tritongen-calibration-digest-v1\0")
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        h.update(f"{path.relative_to(root).as_posix()}\0{path.stat().st_size}\0".encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def hub_reachable(address: tuple[str, int] = HUB, timeout: float = 3.0) -> bool:
+    """Whether quantize.py's default calibration download (Hugging Face hub) can connect from here."""
+    if os.environ.get("HF_HUB_OFFLINE") == "1":
+        return False
+    try:
+        socket.create_connection(address, timeout=timeout).close()
+    except OSError:
+        return False
+    return True
+
+
+def cache_key(spec: Spec, checkpoint_digest: str, trtllm_version: str, gpu_arch: str,
+              calibration: str | None = None) -> str:
+    """Key of the engine cache: a hash of the build-relevant settings only (see CACHE_KEY_FIELDS).
+
+    `calibration` is the local calibration dataset's digest, None when quantize.py uses its hub default.
+    """
     factors = {"schema": 1, "build": build_settings(spec), "checkpoint": checkpoint_digest,
                "tensorrt_llm": trtllm_version, "gpu_arch": gpu_arch}
+    if needs_calibration(spec):
+        factors["calibration"] = calibration or "hub:default"
     return hashlib.sha256(json.dumps(factors, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:32]
 
 
@@ -105,7 +153,8 @@ class EngineBuild:
     runner: Literal["cache", "local", "docker", "dry-run"]
 
 
-def container_run_kwargs(spec: Spec, checkpoint_dir: Path, work_dir: Path, examples_dir: Path) -> dict[str, Any]:
+def container_run_kwargs(spec: Spec, checkpoint_dir: Path, work_dir: Path, examples_dir: Path,
+                         calibration_dir: Path | None = None) -> dict[str, Any]:
     """Keyword arguments of docker's containers.run for a build (GPUs, bind mounts, user), without the command."""
     gpus = spec.placement.gpu_ids
     device = (DeviceRequest(device_ids=[str(i) for i in gpus], capabilities=[["gpu"]]) if gpus
@@ -116,6 +165,8 @@ def container_run_kwargs(spec: Spec, checkpoint_dir: Path, work_dir: Path, examp
             Mount(_C_CHECKPOINT, str(checkpoint_dir.resolve()), type="bind", read_only=True),
             Mount(CONTAINER_EXAMPLES, str(examples_dir.resolve()), type="bind", read_only=True),
             Mount(_C_WORK, str(work_dir.resolve()), type="bind"),
+            *([Mount(_C_CALIBRATION, str(calibration_dir.resolve()), type="bind", read_only=True)]
+              if calibration_dir is not None else []),
         ],
         # Run as the caller so the engine files can be renamed and deleted without root.
         "user": f"{os.getuid()}:{os.getgid()}",
@@ -200,7 +251,8 @@ def _architecture(checkpoint_dir: Path) -> str:
 
 def build_engine(spec: Spec, checkpoint_dir: str | os.PathLike[str], gpu_arch: str, *,
                  examples_dir: str | os.PathLike[str] | None = None, cache_dir: str | os.PathLike[str] | None = None,
-                 dry_run: bool = False, log: Callable[[str], None] = print) -> EngineBuild:
+                 calibration_dir: str | os.PathLike[str] | None = None, dry_run: bool = False,
+                 log: Callable[[str], None] = print) -> EngineBuild:
     """Return the cached engine for this spec and checkpoint, building it first on a miss.
 
     `examples_dir` is the `examples/` folder of a NVIDIA/TensorRT-LLM checkout at the pinned tag (the conversion
@@ -209,7 +261,11 @@ def build_engine(spec: Spec, checkpoint_dir: str | os.PathLike[str], gpu_arch: s
     """
     ckpt = Path(checkpoint_dir)
     digest = checkpoint_digest(ckpt, require_weights=not dry_run)
-    key = cache_key(spec, digest, TRTLLM.version, gpu_arch)
+    calib = Path(calibration_dir) if calibration_dir is not None and needs_calibration(spec) else None
+    if calib is not None and not calib.is_dir():
+        raise SpecError(problem("engine.calibration_dataset", f"folder {calib} does not exist",
+                                "point it at a local calibration dataset folder"))
+    key = cache_key(spec, digest, TRTLLM.version, gpu_arch, calibration_digest(calib) if calib else None)
     root = Path(os.path.expanduser(cache_dir if cache_dir is not None else spec.engine.cache_dir))
     target = root / key
     if _cache_hit(target, key):
@@ -221,8 +277,15 @@ def build_engine(spec: Spec, checkpoint_dir: str | os.PathLike[str], gpu_arch: s
                                 f"tritongen (supported: {', '.join(LLAMA_FAMILY)})",
                                 "build the engine yourself and set engine.engine_dir"))
     if dry_run:
-        commands = build_commands(spec, _C_CHECKPOINT, f"{_C_WORK}/engine", converted_dir=f"{_C_WORK}/tllm_checkpoint")
+        commands = build_commands(spec, _C_CHECKPOINT, f"{_C_WORK}/engine", converted_dir=f"{_C_WORK}/tllm_checkpoint",
+                                  calibration_dir=_C_CALIBRATION if calib else None)
         return EngineBuild(key, target, commands, "dry-run")
+    if needs_calibration(spec) and calib is None and not hub_reachable():
+        raise EnvironmentMissing(problem(
+            "engine.calibration_dataset", f"quantization {spec.engine.quantization} / kv_cache_dtype "
+            f"{spec.engine.kv_cache_dtype} needs calibration data and none is given, and quantize.py's default "
+            f"download (Hugging Face hub, {HUB[0]}) is unreachable from here",
+            "set engine.calibration_dataset to a local dataset folder (datasets save_to_disk / a folder of text)"))
 
     local_version = _local_trtllm_version()
     client = None
@@ -250,12 +313,14 @@ def build_engine(spec: Spec, checkpoint_dir: str | os.PathLike[str], gpu_arch: s
     try:
         if client is None:
             commands = build_commands(spec, ckpt, work / "engine", converted_dir=work / "tllm_checkpoint",
-                                      examples_dir=os.fspath(examples_dir), python=sys.executable)
+                                      examples_dir=os.fspath(examples_dir), python=sys.executable,
+                                      calibration_dir=calib)
             _run_local(commands, log)
         else:
             commands = build_commands(spec, _C_CHECKPOINT, f"{_C_WORK}/engine",
-                                      converted_dir=f"{_C_WORK}/tllm_checkpoint")
-            _run_docker(client, commands, container_run_kwargs(spec, ckpt, work, Path(examples_dir)), log)
+                                      converted_dir=f"{_C_WORK}/tllm_checkpoint",
+                                      calibration_dir=_C_CALIBRATION if calib else None)
+            _run_docker(client, commands, container_run_kwargs(spec, ckpt, work, Path(examples_dir), calib), log)
         built = work / "engine"
         if not (built / "config.json").is_file():
             raise CheckFailed("engine build: finished without writing config.json; see the log above")

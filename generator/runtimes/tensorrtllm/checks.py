@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tritongen.errors import SpecError, problem
-from tritongen.spec import Spec
+from tritongen.plan.model import Plan
 from tritongen.runtimes.tensorrtllm import TRTLLM
 
 # pretrained_config.quantization.quant_algo written by conversion, per spec quantisation.
@@ -35,6 +37,19 @@ def load_engine_config(engine_dir: str | os.PathLike[str]) -> dict[str, Any]:
                                 "rebuild the engine")) from None
 
 
+# pretrained_config.logits_dtype (trtllm-build --logits_dtype) -> the Triton data type of the logits outputs.
+LOGITS_DATATYPE = {"float32": "TYPE_FP32", "float16": "TYPE_FP16", "bfloat16": "TYPE_BF16"}
+
+
+def logits_datatype(engine_config: dict[str, Any]) -> str:
+    """The `logits_datatype` the tensorrt_llm model must declare for this engine (float32 when unrecorded)."""
+    dtype = engine_config.get("pretrained_config", {}).get("logits_dtype") or "float32"
+    if dtype not in LOGITS_DATATYPE:
+        raise SpecError(problem("engine.engine_dir", f"config.json has logits_dtype {dtype!r}, which tritongen does "
+                                f"not map (known: {', '.join(LOGITS_DATATYPE)})", "rebuild with --logits_dtype float32"))
+    return LOGITS_DATATYPE[dtype]
+
+
 def _json(value: Any) -> str:
     return json.dumps(value)
 
@@ -44,9 +59,34 @@ def _longest(mean: int, stddev: float) -> int:
     return math.ceil(mean + 3 * stddev)
 
 
-def check_engine(engine_config: dict[str, Any], spec: Spec, *, tokenizer_vocab_size: int | None = None,
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def check_plan_engine(plan: Plan, log: Callable[[str], None] = _stderr) -> None:
+    """Check the plan's engine against its config.json when the engine exists here (SpecError naming both
+    fields); a missing engine is for the build, or the serving machine, to provide, and is said."""
+    trt = plan.tensorrtllm
+    if trt is None:
+        return
+    if not (Path(trt.engine_dir) / "config.json").is_file():
+        log(f"engine.engine_dir: no built engine at {trt.engine_dir} yet, so the repository is not checked against "
+            "one; run `tritongen build` for this spec (or point engine.engine_dir at a built engine) before serving")
+        return
+    config = load_engine_config(trt.engine_dir)
+    problems = check_engine(config, plan, tokenizer_vocab_size=plan.tokenizer.vocab_size, world_size=trt.world_size)
+    if logits_datatype(config) != plan.logits_datatype:
+        problems.append(problem(f"engine {trt.engine_dir} (logits {logits_datatype(config)})",
+                                f"differs from the plan's logits_datatype ({plan.logits_datatype})",
+                                "plan again with this engine (engine.engine_dir or --engine-dir)"))
+    if problems:
+        raise SpecError(problems)
+
+
+def check_engine(engine_config: dict[str, Any], plan: Plan, *, tokenizer_vocab_size: int | None = None,
                  world_size: int | None = None) -> list[str]:
-    """Problems between an engine's config.json and the spec, one `field (value): what; fix` line each.
+    """Problems between an engine's config.json and the plan, one `field (value): what; fix` line each
+    (fields named as in the spec the plan came from).
 
     `world_size` is the MPI world of the planned launch (default: engine.tp_size x engine.pp_size);
     `tokenizer_vocab_size` is len(tokenizer) of the tokenizer preprocessing will load. Callers raise SpecError.
@@ -56,7 +96,9 @@ def check_engine(engine_config: dict[str, Any], spec: Spec, *, tokenizer_vocab_s
     pretrained = engine_config.get("pretrained_config", {})
     mapping = pretrained.get("mapping", {})
     quant = pretrained.get("quantization", {})
-    serving = spec.serving
+    trt = plan.tensorrtllm
+    assert trt is not None
+    wanted = trt.build
     problems = []
 
     version = engine_config.get("version")
@@ -66,7 +108,7 @@ def check_engine(engine_config: dict[str, Any], spec: Spec, *, tokenizer_vocab_s
                                 f"({TRTLLM.version}, {TRTLLM.container})",
                                 "rebuild the engine with the pinned release"))
 
-    strategy = f"serving.batching_strategy ({serving.batching_strategy})"
+    strategy = f"serving.batching_strategy ({trt.batching_strategy})"
     if "kv_cache_type" in build:
         if str(build["kv_cache_type"]).upper() != "PAGED":
             problems.append(problem(strategy, f"needs engine build_config.kv_cache_type PAGED "
@@ -79,25 +121,28 @@ def check_engine(engine_config: dict[str, Any], spec: Spec, *, tokenizer_vocab_s
                                 f"(got {_json(plugin.get('remove_input_padding'))})",
                                 "rebuild with --remove_input_padding enable"))
     fmha = plugin.get("use_paged_context_fmha")
-    for field, enabled in (("serving.kv_cache.enable_reuse", serving.kv_cache.enable_reuse),
-                           ("serving.enable_chunked_context", serving.enable_chunked_context)):
+    for field, enabled in (("serving.kv_cache.enable_reuse", trt.enable_kv_cache_reuse),
+                           ("serving.enable_chunked_context", trt.enable_chunked_context)):
         if enabled and fmha is not True:
             problems.append(problem(f"{field} (true)", f"needs engine build_config.plugin_config."
                                     f"use_paged_context_fmha true (got {_json(fmha)})",
                                     f"rebuild with engine.use_paged_context_fmha: true or set {field}: false"))
 
-    engine_batch = build.get("max_batch_size")
-    if engine_batch is not None and serving.max_batch_size > engine_batch:
-        problems.append(problem(f"serving.max_batch_size ({serving.max_batch_size})",
-                                f"must be <= engine build_config.max_batch_size ({engine_batch})",
-                                "rebuild or lower it"))
+    # Triton's max_batch_size and the engine's are independent (NVIDIA's model_config.md): the executor schedules
+    # up to the engine's batch whatever Triton batches, so the two are not compared.
+    for field in ("max_input_len", "max_seq_len"):
+        built = build.get(field)
+        if built is not None and built != wanted[field]:
+            problems.append(problem(f"engine.{field} ({wanted[field]})",
+                                    f"must equal engine build_config.{field} ({built})",
+                                    f"set engine.{field}: {built} or rebuild the engine"))
     engine_beam = build.get("max_beam_width")
-    if engine_beam is not None and spec.engine.max_beam_width > engine_beam:
-        problems.append(problem(f"engine.max_beam_width ({spec.engine.max_beam_width})",
+    if engine_beam is not None and wanted["max_beam_width"] > engine_beam:
+        problems.append(problem(f"engine.max_beam_width ({wanted['max_beam_width']})",
                                 f"must be <= engine build_config.max_beam_width ({engine_beam})",
-                                f"rebuild with --max_beam_width {spec.engine.max_beam_width} or lower it"))
+                                f"rebuild with --max_beam_width {wanted['max_beam_width']} or lower it"))
 
-    load = spec.validation.load
+    load = plan.load
     # A prompts file brings its own lengths; only the synthetic profile is known here.
     if load.prompts_file is None:
         inp, out = load.input_tokens, load.output_tokens
@@ -116,9 +161,9 @@ def check_engine(engine_config: dict[str, Any], spec: Spec, *, tokenizer_vocab_s
 
     tp, pp = mapping.get("tp_size", 1), mapping.get("pp_size", 1)
     engine_ranks = f"engine pretrained_config.mapping tp_size x pp_size ({tp} x {pp} = {tp * pp})"
-    if (spec.engine.tp_size, spec.engine.pp_size) != (tp, pp):
-        problems.append(problem(f"engine.tp_size x engine.pp_size ({spec.engine.tp_size} x {spec.engine.pp_size} "
-                                f"= {spec.engine.tp_size * spec.engine.pp_size})", f"must equal {engine_ranks}",
+    if (wanted["tp_size"], wanted["pp_size"]) != (tp, pp):
+        problems.append(problem(f"engine.tp_size x engine.pp_size ({wanted['tp_size']} x {wanted['pp_size']} "
+                                f"= {wanted['tp_size'] * wanted['pp_size']})", f"must equal {engine_ranks}",
                                 "set engine.tp_size/pp_size to the engine's or rebuild"))
     if world_size is not None and world_size != tp * pp:
         problems.append(problem(f"launch world size ({world_size})", f"must equal {engine_ranks}",
@@ -131,19 +176,19 @@ def check_engine(engine_config: dict[str, Any], spec: Spec, *, tokenizer_vocab_s
                                 "use the tokenizer of the checkpoint the engine was built from"))
 
     dtype = pretrained.get("dtype")
-    if dtype is not None and dtype != spec.engine.dtype:
-        problems.append(problem(f"engine.dtype ({spec.engine.dtype})",
+    if dtype is not None and dtype != wanted["dtype"]:
+        problems.append(problem(f"engine.dtype ({wanted['dtype']})",
                                 f"must equal engine pretrained_config.dtype ({dtype})",
                                 f"set engine.dtype: {dtype} or rebuild"))
     algo = quant.get("quant_algo")
-    expected = _QUANT_ALGO[spec.engine.quantization]
+    expected = _QUANT_ALGO[wanted["quantization"]]
     if not (algo == expected or (expected is not None and str(algo).startswith(expected))):
-        problems.append(problem(f"engine.quantization ({spec.engine.quantization})",
+        problems.append(problem(f"engine.quantization ({wanted['quantization']})",
                                 f"does not match engine pretrained_config.quantization.quant_algo ({_json(algo)})",
                                 "set engine.quantization to the engine's or rebuild"))
     kv_algo = quant.get("kv_cache_quant_algo")
-    if kv_algo != _KV_QUANT_ALGO[spec.engine.kv_cache_dtype]:
-        problems.append(problem(f"engine.kv_cache_dtype ({spec.engine.kv_cache_dtype})",
+    if kv_algo != _KV_QUANT_ALGO[wanted["kv_cache_dtype"]]:
+        problems.append(problem(f"engine.kv_cache_dtype ({wanted['kv_cache_dtype']})",
                                 f"does not match engine pretrained_config.quantization.kv_cache_quant_algo "
                                 f"({_json(kv_algo)})", "set engine.kv_cache_dtype to the engine's or rebuild"))
     return problems

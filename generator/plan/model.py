@@ -1,0 +1,179 @@
+"""The frozen Plan: every decision tritongen makes about a deployment, serialisable as a lock file.
+
+Later stages (build, render, deploy, load test) read only the Plan, never the spec: `tritongen plan --json`
+writes it, and `render`, `deploy` and `loadtest` accept that JSON in place of the spec, without the spec or the
+checkpoint being present. A runtime adds its own section (`hf`, `tensorrtllm`, ...) next to the shared ones.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from tritongen.plan.frontend import FrontendPlan
+from tritongen.plan.llmapi import LlmApiPlan
+from tritongen.spec import LoadSection, SLOSection
+
+PLAN_FORMAT = "tritongen-plan/1"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class PathsPlan(_Frozen):
+    """Every host path the deployment uses, absolute (`~` expanded, relative paths taken from the spec's folder)."""
+
+    checkpoint: str
+    engine: str | None = None
+    """tensorrtllm: the engine folder the tensorrt_llm model loads (given, or the engine cache entry)."""
+    prompts_file: str | None = None
+
+
+class TokenizerPlan(_Frozen):
+    dir: str
+    """The tokenizer folder (absolute): preprocessing, postprocessing and the load generator load it."""
+    end_id: int
+    pad_id: int
+    vocab_size: int
+    add_special_tokens: bool
+    skip_special_tokens: bool
+
+
+class InstanceGroup(_Frozen):
+    """One Triton instance_group entry."""
+
+    kind: Literal["KIND_CPU", "KIND_GPU"]
+    count: int
+    gpus: tuple[int, ...] = ()
+
+
+class HFRuntimePlan(_Frozen):
+    """Settings of the python-backend LLM model (runtime hf)."""
+
+    checkpoint_dir: str
+    dtype: str
+    block_size: int
+    num_blocks: int | None
+    max_batch_tokens: int | None
+    max_memory_percent: float
+
+
+class TensorrtllmPlan(_Frozen):
+    """The TensorRT engine path (runtime tensorrtllm): which engine, how it is built, how the backend runs it."""
+
+    engine_dir: str
+    """The engine folder the tensorrt_llm model loads (gpt_model_path)."""
+    engine_key: str | None
+    """The engine cache key when the engine is tritongen's cache entry; None for a given engine_dir."""
+    cache_dir: str
+    gpu_arch: str
+    build: dict[str, Any]
+    """Every value that reaches conversion and trtllm-build, defaults resolved (runtimes.tensorrtllm.build_settings)."""
+    batching_strategy: str
+    batch_scheduler_policy: str
+    kv_cache_free_gpu_mem_fraction: float
+    kv_cache_host_memory_bytes: int
+    enable_kv_cache_reuse: bool
+    enable_chunked_context: bool
+    gpu_device_ids: tuple[tuple[int, ...], ...] | None
+    """Without a placement: the GPUs of the one model instance (placement.gpu_ids); None means all visible."""
+
+    @property
+    def world_size(self) -> int:
+        return int(self.build["tp_size"]) * int(self.build["pp_size"])
+
+
+class ServerGroupPlan(_Frozen):
+    """What one server group (one tritonserver of the placement) serves with: its own KV budget and devices."""
+
+    name: str
+    kv_tokens: int
+    """KV-cache budget of each LLM instance in this group (tokens)."""
+    instances: int
+    gpu_device_ids: str
+    """tensorrt_llm gpu_device_ids as the group's process sees its devices (numbered from 0)."""
+
+
+class PlacementPlan(_Frozen):
+    """The placement over a GPU inventory, with what it was computed from (so deploy needs neither again)."""
+
+    inventory: dict[str, Any]
+    """The inventory as read (placement.inventory.Inventory as a mapping)."""
+    memory: dict[str, Any]
+    """The memory model placement sized with (placement.memory.MemoryModel as a mapping)."""
+    result: dict[str, Any]
+    """placement.Placement.to_dict(): every device's verdict and the server groups."""
+
+    def placed(self):
+        """The placement.Placement this section was written from."""
+        from tritongen.placement import DeviceFit, Placement, ServerGroup
+
+        r = dict(self.result)
+        devices = tuple(DeviceFit(**d) for d in r.pop("devices"))
+        groups = tuple(ServerGroup(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in g.items() if k != "env"})
+                       for g in r.pop("server_groups"))
+        return Placement(**r, devices=devices, server_groups=groups)
+
+    def gpus(self):
+        """The placement.inventory.Inventory placement ran on."""
+        from tritongen.placement.inventory import Gpu, Inventory, MigDevice
+
+        gpus = tuple(Gpu(**{**g, "mig_devices": tuple(MigDevice(**m) for m in g["mig_devices"])})
+                     for g in self.inventory["gpus"])
+        return Inventory(gpus=gpus, source=self.inventory["source"])
+
+    def memory_model(self):
+        """The placement.memory.MemoryModel placement sized with."""
+        from tritongen.placement.memory import MemoryModel, ModelShape
+
+        return MemoryModel(**{**self.memory, "shape": ModelShape(**self.memory["shape"])})
+
+
+class Plan(_Frozen):
+    format: Literal["tritongen-plan/1"] = PLAN_FORMAT
+    name: str
+    runtime: Literal["hf", "tensorrtllm", "trtllm"]
+    spec_dir: str
+    """The folder of the spec the plan was made from (information only: every path is resolved in `paths`)."""
+    paths: PathsPlan
+    tokenizer: TokenizerPlan
+    triton_max_batch_size: int
+    decoupled: bool
+    exclude_input_in_output: bool
+    max_tokens_default: int
+    preprocessing_instances: int
+    postprocessing_instances: int
+    max_queue_delay_us: int
+    max_queue_size: int
+    logits_datatype: str
+    llm_instance_group: InstanceGroup
+    hf: HFRuntimePlan | None
+    tensorrtllm: TensorrtllmPlan | None = None
+    llmapi: LlmApiPlan | None = None
+    """The LLM-API model's settings (runtime trtllm)."""
+    bls: bool
+    bls_instances: int
+    bls_parameters: dict[str, str]
+    load: LoadSection
+    slo: SLOSection
+    kv_tokens_per_instance: int | None = None
+    """KV-cache budget per LLM instance of the default config.pbtxt: the spec's, or with a placement the
+    smallest over the server groups (a server started without a group config can hold it anywhere)."""
+    placement: PlacementPlan | None = None
+    server_groups: tuple[ServerGroupPlan, ...] = ()
+    """One entry per server group of the placement, in the placement's order."""
+    frontend: FrontendPlan | None = None
+    """The OpenAI-compatible frontend: public model name, the Triton model behind it, tokenizer and template."""
+    group_configs: bool = False
+    """True when server groups differ (KV budget, instances): each then gets tensorrt_llm/configs/<group>.pbtxt
+    and its tritonserver runs with --model-config-name=<group>."""
+
+    def to_json(self) -> str:
+        # Key order is kept: parameter dicts render in the order they were decided.
+        return json.dumps(self.model_dump(mode="json"), indent=2) + "\n"
+
+    def server_group(self, name: str) -> ServerGroupPlan:
+        return next(g for g in self.server_groups if g.name == name)

@@ -1,0 +1,84 @@
+"""The LLM-API runtime (`trtllm`): NVIDIA's llmapi Triton model configured through `1/model.yaml`.
+
+Pure: a Plan in, the model.yaml mapping and the launch argv out. The model tokenizes and detokenizes itself, so
+the repository holds this one model (no preprocessing, postprocessing or ensemble), and no engine is built: the
+PyTorch backend loads the Hugging Face checkpoint named in model.yaml.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from tritongen.runtimes.llmapi import contract
+from tritongen.runtimes.tensorrtllm.release import TRTLLM
+
+if TYPE_CHECKING:  # the plan imports this runtime's sizing; import the Plan type only for annotations
+    from tritongen.plan import Plan
+
+
+def model_yaml(plan: Plan, checkpoint: str | None = None, tokenizer: str | None = None) -> dict[str, Any]:
+    """model.yaml as a mapping: LlmArgs fields of the pinned release plus the model's triton_config block.
+
+    `checkpoint`/`tokenizer` are the paths the server sees (default: the plan's host paths).
+    """
+    p = plan.llmapi
+    assert p is not None, "model_yaml needs a trtllm plan"
+    kv: dict[str, Any] = {"free_gpu_memory_fraction": p.kv_free_gpu_memory_fraction,
+                          "enable_block_reuse": p.enable_block_reuse, "dtype": p.kv_cache_dtype}
+    if p.kv_max_tokens is not None:
+        # With both set, the LLM API takes the smaller budget; the absolute one is what placement sized.
+        kv["max_tokens"] = p.kv_max_tokens
+    data: dict[str, Any] = {"model": checkpoint or p.checkpoint_dir}
+    if p.tokenizer_dir:
+        data["tokenizer"] = tokenizer or p.tokenizer_dir
+    data.update({
+        "backend": "pytorch",
+        "dtype": p.dtype,
+        "trust_remote_code": p.trust_remote_code,
+        "tensor_parallel_size": p.tp,
+        "pipeline_parallel_size": p.pp,
+        "max_batch_size": p.max_batch_size,
+        "max_num_tokens": p.max_num_tokens,
+        "max_seq_len": p.max_seq_len,
+        "enable_chunked_prefill": p.enable_chunked_prefill,
+        "kv_cache_config": kv,
+        "cuda_graph_config": ({"batch_sizes": list(p.cuda_graph_batch_sizes), "enable_padding": p.cuda_graph_padding}
+                              if p.cuda_graph_batch_sizes else None),
+        "triton_config": {"max_batch_size": contract.TRITON_MAX_BATCH_SIZE, "decoupled": plan.decoupled},
+    })
+    return data
+
+
+def model_yaml_text(plan: Plan, header: str, checkpoint: str | None = None, tokenizer: str | None = None) -> bytes:
+    body = yaml.safe_dump(model_yaml(plan, checkpoint, tokenizer), sort_keys=False, default_flow_style=None,
+                          width=120)
+    return f"{header}\n{body}".encode()
+
+
+def parameters(plan: Plan) -> dict[str, str]:
+    """config.pbtxt parameters: gpu_device_ids when a server runs several instances (the model requires it)."""
+    p = plan.llmapi
+    assert p is not None
+    return {"gpu_device_ids": p.gpu_device_ids} if p.instances > 1 else {}
+
+
+def launch_command(repo_dir: str, ports: tuple[int, int, int], *, tritonserver: str = TRTLLM.tritonserver,
+                   extra_args: tuple[str, ...] = ()) -> list[str]:
+    """argv of one tritonserver for a trtllm repository, inside the pinned container.
+
+    The repository is copied to a writable folder and NVIDIA's model.py/helpers.py are added from the container,
+    so the rendered repository stays the reviewable part and the model code is the release's own. No mpirun: a
+    tensor-parallel LLM spawns its workers itself, and several instances need the no-MPI launch. Auto-complete
+    stays on: the model takes decoupled and max_batch_size from model.yaml there.
+    """
+    http, grpc, metrics = ports
+    work = "/tmp/tritongen-repository"
+    server = [tritonserver, f"--model-repository={work}", f"--http-port={http}", f"--grpc-port={grpc}",
+              f"--metrics-port={metrics}", *extra_args]
+    script = (f"rm -rf {work} && cp -r {shlex.quote(repo_dir)} {work} && "
+              f"cp {TRTLLM.llmapi_model_dir}/model.py {TRTLLM.llmapi_model_dir}/helpers.py {work}/tensorrt_llm/1/ && "
+              f"exec {shlex.join(server)}")
+    return ["bash", "-c", script]

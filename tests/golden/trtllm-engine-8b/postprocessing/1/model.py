@@ -1,0 +1,43 @@
+# Shipped by tritongen. The postprocessing model of the TensorRT-LLM ensemble: token ids -> text.
+"""Detokenizer step of the ensemble, with the tensor contract of TensorRT-LLM's `postprocessing` model.
+
+TOKENS_BATCH is [batch, beams, tokens] and SEQUENCE_LENGTH [batch, beams]; OUTPUT is [batch, beams] text.
+In streaming mode each response carries only the new tokens, so each chunk is decoded on its own.
+"""
+
+import json
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+from transformers import AutoTokenizer
+
+
+def _param(config, key, default=None):
+    value = config.get("parameters", {}).get(key, {}).get("string_value", "")
+    return default if value in ("", None) or value.startswith("${") else value
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        self.tokenizer = AutoTokenizer.from_pretrained(_param(config, "tokenizer_dir"))
+        self.skip_special_tokens = _param(config, "skip_special_tokens", "true").lower() in ("true", "1", "yes")
+
+    def _one(self, request):
+        tokens = pb_utils.get_input_tensor_by_name(request, "TOKENS_BATCH").as_numpy()
+        lengths = pb_utils.get_input_tensor_by_name(request, "SEQUENCE_LENGTH").as_numpy()
+        tokens = tokens.reshape(tokens.shape[0], -1, tokens.shape[-1])
+        lengths = lengths.reshape(tokens.shape[0], -1)
+        texts = [[self.tokenizer.decode(beam[: int(n)], skip_special_tokens=self.skip_special_tokens).encode("utf-8")
+                  for beam, n in zip(batch_tokens, batch_lengths)]
+                 for batch_tokens, batch_lengths in zip(tokens, lengths)]
+        return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("OUTPUT", np.array(texts, dtype=np.object_))])
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            try:
+                responses.append(self._one(request))
+            except Exception as err:  # one bad request must not fail the others in the batch
+                responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(f"postprocessing: {err}")))
+        return responses
