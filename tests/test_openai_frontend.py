@@ -232,3 +232,15 @@ def test_api_key_is_required_when_configured(triton, tiny_repo, monkeypatch):
         good = openai.OpenAI(base_url=server.base_url, api_key="s3cret", max_retries=0)
         assert [m.id for m in good.models.list().data] == [MODEL]
     assert "s3cret" not in (tiny_repo / "frontend.json").read_text()
+
+
+def test_loadtest_through_the_openai_frontend(frontend, triton, tiny_spec_path, tmp_path):
+    from tritongen.cli import main
+
+    out = tmp_path / "lt"
+    code = main(["loadtest", str(tiny_spec_path), "--protocol", "openai", "--url", frontend.url, "-u", "2",
+                 "-r", "2", "-t", "4", "--metrics-url", triton.metrics_url, "--out", str(out)])
+    summary = json.loads((out / "loadtest.json").read_text())["overall"]
+    assert summary["request_count"] >= 2 and summary["error_count"] == 0
+    assert summary["ttft_ms"]["p50"] > 0
+    assert code == 0
