@@ -67,9 +67,9 @@ def main() -> None:
     p.add_argument("--max-tokens", type=int, default=16)
     p.add_argument("--out")
     args = p.parse_args()
-    spec, plan = plan_from_file(args.spec)
+    _, plan = plan_from_file(args.spec)
     work = Path(tempfile.mkdtemp(prefix="openai-cost-"))
-    write_repository(render_for(spec, plan), work / "repo")
+    write_repository(render_for(plan), work / "repo")
     model = plan.frontend.models[0].name
     with TritonServer(work / "repo", log_path=work / "triton.log") as server:
         frontend = FrontendProcess(work / "repo", server.grpc_url, port=0, log_path=work / "frontend.log").start()
