@@ -69,8 +69,11 @@ def cache_info(manager) -> dict:
 _ids = itertools.count()
 
 
-def run_level(manager, concurrency: int, prompt_fn, out_tokens: int, warmup: float, duration: float) -> dict:
-    """Closed loop at `concurrency`; returns the summary plus how the level ended."""
+def run_level(manager, concurrency: int, prompt_fn, out_tokens: int, warmup: float, duration: float,
+              submit_kwargs: dict | None = None, eos: int = -1) -> dict:
+    """Closed loop at `concurrency`; returns the summary plus how the level ended. `submit_kwargs` replace the
+    per-request sampling arguments (bench/rerun.py passes model.py's greedy-path arguments)."""
+    extra = dict(temperature=1.0, top_k=1, top_p=1.0) if submit_kwargs is None else submit_kwargs
     reqs: list[Req] = []
     active: dict[str, tuple[Req, list[int]]] = {}
 
@@ -80,7 +83,7 @@ def run_level(manager, concurrency: int, prompt_fn, out_tokens: int, warmup: flo
         reqs.append(r)
         active[rid] = (r, [0])
         manager.add_request(prompt_fn(), request_id=rid, max_new_tokens=out_tokens, streaming=True,
-                            eos_token_id=-1, temperature=1.0, top_k=1, top_p=1.0)
+                            eos_token_id=eos, **extra)
 
     t0 = time.perf_counter()
     for _ in range(concurrency):

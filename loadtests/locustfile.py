@@ -14,10 +14,13 @@ Only the chosen class is bound at module level, because Locust runs every concre
 from __future__ import annotations
 
 import gevent
+from locust import events
 
-from tritongen.loadtests import openai_user, users
+from tritongen.loadtests import distributed, openai_user, users
 
 TritonUser = {**users.USER_CLASSES, "openai": openai_user.OpenAIChatUser}[users.preload().protocol]
 # Loading the tokenizer blocked the gevent hub for seconds, and libev timers count from the loop's cached
 # clock: without a refresh Locust's `-t` timer, scheduled next, would fire that much too early.
 gevent.get_hub().loop.update_now()
+# Master/worker mode (`tritongen loadtest --workers/--master/--worker`): samples travel to the master.
+events.init.add_listener(distributed.on_init)

@@ -116,8 +116,37 @@ def _run_locust(cmd: list[str], config_path: Path, log_path: Path, timeout_s: fl
     return proc.returncode
 
 
-def run_loadtest(plan, endpoint: Endpoint, settings: RunSettings, out: Path) -> int:
-    """Run Locust (once, or once per sweep level), write the report into `out`, print the verdict; SLO exit code."""
+def resolve_prompts_file(plan) -> str | None:
+    """validation.load.prompts_file as an absolute path (relative paths are the spec folder's)."""
+    prompts_file = plan.load.prompts_file
+    if not prompts_file:
+        return None
+    path = Path(prompts_file).expanduser()
+    path = path if path.is_absolute() else Path(plan.spec_dir) / path
+    if not path.is_file():
+        raise SpecError(problem("validation.load.prompts_file", f"{path} does not exist",
+                                "point it at a JSONL file of {\"text_input\": ..., \"max_tokens\": ...} lines"))
+    return str(path)
+
+
+def locust_config(plan, url: str, protocol: str, samples_dir: Path, users: int, prompts_file: str | None) -> dict:
+    """The locustfile's configuration (`tritongen.loadtests.users.LoadConfig` keys) for one run."""
+    return {
+        "url": url, "protocol": protocol, "samples_dir": str(samples_dir),
+        "tokenizer_dir": plan.tokenizer.dir, "concurrency": users,
+        "input_tokens": plan.load.input_tokens.model_dump(),
+        "output_tokens": plan.load.output_tokens.model_dump(), "prompts_file": prompts_file,
+        "add_special_tokens": plan.tokenizer.add_special_tokens, "timeout_s": float(STOP_TIMEOUT_S),
+        # The trtllm runtime serves NVIDIA's llmapi model alone, with its own tensor names.
+        **({"dialect": "llmapi", "model": "tensorrt_llm"} if plan.runtime == "trtllm" else {}),
+    }
+
+
+def run_loadtest(plan, endpoint: Endpoint, settings: RunSettings, out: Path, distribution=None) -> int:
+    """Run Locust (once, or once per sweep level), write the report into `out`, print the verdict; SLO exit code.
+
+    `distribution` (tritongen.loadtests.distributed.Distribution) runs each level on Locust's master/worker mode.
+    """
     from tritongen.loadtests.prom import PromPoller, scrape, server_view
     from tritongen.loadtests.report import write_report
     from tritongen.loadtests.samples import read_samples, sample_files
@@ -127,14 +156,7 @@ def run_loadtest(plan, endpoint: Endpoint, settings: RunSettings, out: Path) -> 
     for stale in sample_files(samples_dir):  # a report must never mix in samples of an earlier run
         stale.unlink()
     url = endpoint.url_for(settings.protocol)
-    prompts_file = plan.load.prompts_file
-    if prompts_file:
-        path = Path(prompts_file).expanduser()
-        path = path if path.is_absolute() else Path(plan.spec_dir) / path
-        if not path.is_file():
-            raise SpecError(problem("validation.load.prompts_file", f"{path} does not exist",
-                                    "point it at a JSONL file of {\"text_input\": ..., \"max_tokens\": ...} lines"))
-        prompts_file = str(path)
+    prompts_file = resolve_prompts_file(plan)
 
     before, poller = None, None
     if endpoint.metrics_url:
@@ -151,15 +173,7 @@ def run_loadtest(plan, endpoint: Endpoint, settings: RunSettings, out: Path) -> 
     try:
         for users in levels:
             stem = f"locust_u{users}" if settings.sweep else "locust"
-            config = {
-                "url": url, "protocol": settings.protocol, "samples_dir": str(samples_dir),
-                "tokenizer_dir": plan.tokenizer.dir, "concurrency": users,
-                "input_tokens": plan.load.input_tokens.model_dump(),
-                "output_tokens": plan.load.output_tokens.model_dump(), "prompts_file": prompts_file,
-                "add_special_tokens": plan.tokenizer.add_special_tokens, "timeout_s": float(STOP_TIMEOUT_S),
-                # The trtllm runtime serves NVIDIA's llmapi model alone, with its own tensor names.
-                **({"dialect": "llmapi", "model": "tensorrt_llm"} if plan.runtime == "trtllm" else {}),
-            }
+            config = locust_config(plan, url, settings.protocol, samples_dir, users, prompts_file)
             if settings.protocol == "openai" and plan.frontend is not None:
                 config["model"] = plan.frontend.models[0].name
                 config["api_key_env"] = plan.frontend.api_key_env
@@ -169,7 +183,14 @@ def run_loadtest(plan, endpoint: Endpoint, settings: RunSettings, out: Path) -> 
             cmd = _locust_command(out, users, spawn_rate, settings.duration_s, settings.processes, stem)
             say(f"locust: {users} users, {settings.protocol} -> {url}, {max(1, round(settings.duration_s))} s"
                  + (f", {settings.processes} processes" if settings.processes > 1 else ""))
-            _run_locust(cmd, config_path, log_path, timeout_s=settings.duration_s + STOP_TIMEOUT_S + 120)
+            timeout_s = settings.duration_s + STOP_TIMEOUT_S + 120
+            if distribution is None:
+                _run_locust(cmd, config_path, log_path, timeout_s=timeout_s)
+            else:  # Locust master here, workers here (--workers) or on other hosts (--master)
+                from tritongen.loadtests.distributed import run_master
+
+                run_master(cmd, config, out, distribution, lambda argv, t: _run_locust(argv, config_path, log_path, t),
+                           timeout_s=timeout_s)
             csv_files += sorted(out.glob(f"{stem}_*.csv"))
     finally:
         during = poller.stop() if poller else []

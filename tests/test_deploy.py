@@ -19,7 +19,6 @@ from tritongen.errors import SpecError
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GOLDEN = Path(__file__).parent / "golden" / "deploy"
-K8S_VERSION = "1.30"
 MIG_UUIDS = {"3g.71gb": "MIG-5a9c1e3b-7d2f-5e8a-9c4b-1f6d3a8e2c70", "2g.35gb": "MIG-8e2d4f6a-1c3b-5a7e-9d8c-4b2f6e1a3d95"}
 CASES = {  # spec, inventory, engine
     "llama3-8b-mig": ("llama3-8b-mig", "h200-all-balanced.yaml", "llama3-8b-bf16-tp1"),
@@ -68,27 +67,23 @@ def _compose_config(out: Path) -> dict:
 
 
 def _k8s_docs(out: Path) -> dict[str, dict]:
-    return {p.name: yaml.safe_load(p.read_text()) for p in sorted((out / "k8s").glob("*.yaml"))}
+    """The single-document files of k8s/base and k8s/monitoring by file name (models-job.yaml holds two)."""
+    return {p.name: yaml.safe_load(p.read_text()) for d in ("base", "monitoring")
+            for p in sorted((out / "k8s" / d).glob("*.yaml")) if p.name != "models-job.yaml"}
 
 
 def _validate_k8s(docs: dict[str, dict]) -> None:
-    """Built-in kinds against kubernetes-validate's strict schemas; the PodMonitor CRD (not shipped) by structure."""
-    import kubernetes_validate
+    """Built-in kinds against kubernetes-validate's strict schemas, PodMonitor against the vendored CRD schema."""
+    from k8s_schemas import validate
 
     for name, doc in docs.items():
-        if doc["kind"] == "Kustomization":
-            assert sorted(doc["resources"]) == sorted(n for n in docs if n not in (
-                "kustomization.yaml", "prometheus-adapter-rules.yaml"))
-        elif doc["kind"] == "PodMonitor":
-            assert doc["apiVersion"] == "monitoring.coreos.com/v1"
-            assert set(doc["spec"]) == {"selector", "podMetricsEndpoints"}
-            assert doc["spec"]["podMetricsEndpoints"] == [{"port": "metrics", "path": "/metrics", "interval": "15s"}]
-            pods = [d for d in docs.values() if d["kind"] == "Deployment"]
-            for pod in pods:
-                labels = pod["spec"]["template"]["metadata"]["labels"]
-                assert doc["spec"]["selector"]["matchLabels"].items() <= labels.items()
-        else:
-            assert kubernetes_validate.validate(doc, K8S_VERSION, strict=True) == K8S_VERSION, name
+        if doc["kind"] in ("Kustomization", "Component"):
+            continue
+        validate(doc)
+    monitor = docs["podmonitor.yaml"]
+    for pod in (d for d in docs.values() if d["kind"] == "Deployment"):
+        labels = pod["spec"]["template"]["metadata"]["labels"]
+        assert monitor["spec"]["selector"]["matchLabels"].items() <= labels.items()
 
 
 # ---------------------------------------------------------------------------------------------- compose
@@ -171,7 +166,8 @@ def test_k8s_mig_mixed_resources_and_validation(workdir, tmp_path):
         assert d["spec"]["replicas"] == 1
         pod = d["spec"]["template"]["spec"]
         c = pod["containers"][0]
-        assert c["resources"]["limits"] == {f"nvidia.com/mig-{profile}": 1}
+        assert c["resources"]["limits"][f"nvidia.com/mig-{profile}"] == 1
+        assert c["resources"]["requests"] == c["resources"]["limits"]
         assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H200"}
         assert c["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
         assert c["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
@@ -179,10 +175,11 @@ def test_k8s_mig_mixed_resources_and_validation(workdir, tmp_path):
         assert "--allow-gpu-metrics=false" in c["command"]
     assert "deployment-mig-1g-18gb.yaml" not in docs
     hpa = docs["hpa-mig-3g-71gb.yaml"]
-    assert hpa["spec"]["metrics"][0]["pods"]["metric"]["name"] == "triton_queue_compute_ratio"
-    rules = yaml.safe_load(docs["prometheus-adapter-rules.yaml"]["data"]["config.yaml"])["rules"][0]
-    assert rules["name"]["as"] == "triton_queue_compute_ratio"
-    assert "nv_inference_compute_infer_duration_us" in rules["metricsQuery"]
+    assert [m["pods"]["metric"]["name"] for m in hpa["spec"]["metrics"]] == [
+        "tritongen_waiting_requests", "tritongen_kv_cache_utilization"]
+    rules = yaml.safe_load(docs["prometheus-adapter-rules.yaml"]["data"]["config.yaml"])["rules"]
+    assert [r["name"]["as"] for r in rules] == ["tritongen_waiting_requests", "tritongen_kv_cache_utilization"]
+    assert 'request_type="waiting"' in rules[0]["metricsQuery"]
     assert [p["name"] for p in docs["service.yaml"]["spec"]["ports"]] == ["http", "grpc", "metrics"]
 
 
@@ -193,7 +190,7 @@ def test_k8s_tp4_is_one_four_gpu_pod(workdir, tmp_path):
     d = docs["deployment-gpu-x4.yaml"]
     assert d["spec"]["replicas"] == 2  # two groups of four on the 8-GPU node
     c = d["spec"]["template"]["spec"]["containers"][0]
-    assert c["resources"]["limits"] == {"nvidia.com/gpu": 4}
+    assert c["resources"]["limits"]["nvidia.com/gpu"] == 4
     assert c["command"][0] == "mpirun" and c["command"].count("-n") == 4
     assert d["spec"]["template"]["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}
 
@@ -207,7 +204,7 @@ def test_k8s_single_strategy(workdir, tmp_path):
     _validate_k8s(docs)
     pod = docs["deployment-mig-1g-18gb.yaml"]["spec"]["template"]["spec"]
     assert data["name"] == "tiny-hf"
-    assert pod["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": 1}
+    assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 1
     assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H200-MIG-1g.18gb"}
     assert docs["deployment-mig-1g-18gb.yaml"]["spec"]["replicas"] == 7
 
@@ -293,6 +290,8 @@ def test_cli_deploy_compose_and_refusals(workdir, tmp_path, capsys):
     assert _run_cli(argv) == 0
     printed = capsys.readouterr().out
     assert "   create  docker-compose.yaml" in printed and "2 server group(s)" in printed
+    assert "endpoint  gpu0-mig1: http 127.0.0.1:8000  grpc 127.0.0.1:8001  metrics 127.0.0.1:8002" in printed
+    assert "endpoint  load balancer (nginx, least_conn): http 127.0.0.1:8020  grpc 127.0.0.1:8021" in printed
     assert (out / "model_repository" / "ensemble" / "config.pbtxt").is_file()
     assert _run_cli(argv) == 2  # exists, no --force
     assert _run_cli([*argv, "--force"]) == 0
@@ -303,3 +302,20 @@ def test_cli_deploy_compose_and_refusals(workdir, tmp_path, capsys):
     assert bad == 2  # a tp 4 engine against a tp 1 spec is bad input (checked while planning: checks.check_plan_engine)
     assert capsys.readouterr().err.startswith("error: engine.tp_size x engine.pp_size (1 x 1 = 1): must equal")
     assert not (tmp_path / "x").exists()
+
+
+def test_readiness_is_checked_on_the_engines_host(workdir, tmp_path, monkeypatch):
+    from tritongen.deploy.docker import engine_host
+
+    assert engine_host("ssh://ops@gpu-node-7") == "gpu-node-7"
+    assert engine_host("tcp://10.1.2.3:2376") == "10.1.2.3"
+    assert engine_host("unix:///var/run/docker.sock") == engine_host("") == "127.0.0.1"
+    monkeypatch.setenv("DOCKER_HOST", "tcp://gpu-node-7:2376")
+    dep = _prepare(workdir, "llama3-70b-tp4")
+    client = mock.MagicMock()
+    client.containers.run.return_value.status = "running"
+    asked = []
+    endpoints = run_docker(dep, tmp_path, client=client, ready=lambda url: asked.append(url) or True,
+                           log=lambda _: None)
+    assert asked == ["http://gpu-node-7:8000/v2/health/ready", "http://gpu-node-7:8010/v2/health/ready"]
+    assert endpoints[0].startswith("gpu0-1-2-3: http gpu-node-7:8000  grpc gpu-node-7:8001")

@@ -233,7 +233,7 @@ def test_deploy_llmapi_to_compose_and_k8s_passes_the_validators(tmp_path, tiny_m
                 assert "--disable-auto-complete-config" not in script and "mpirun" not in script
                 assert ("--allow-gpu-metrics=false" in script) == (groups == 2)
         else:
-            done = subprocess.run(["kubectl", "kustomize", str(out / "k8s")], capture_output=True, text=True,
+            done = subprocess.run(["kubectl", "kustomize", str(out / "k8s" / "base")], capture_output=True, text=True,
                                   timeout=60)
             assert done.returncode == 0, done.stderr
             for doc in yaml.safe_load_all(done.stdout):
@@ -241,8 +241,9 @@ def test_deploy_llmapi_to_compose_and_k8s_passes_the_validators(tmp_path, tiny_m
                     assert kubernetes_validate.validate(doc, "1.30", strict=True) == "1.30", doc["kind"]
             pods = [d for d in yaml.safe_load_all(done.stdout) if d["kind"] == "Deployment"]
             assert sum(d["spec"]["replicas"] for d in pods) == groups
-            init = pods[0]["spec"]["template"]["spec"]
-            assert "tensorrt_llm/config.pbtxt" in json.dumps(init)
+            # The models Job puts the llmapi model into the volume (its ConfigMap maps the files back to paths).
+            (job,) = [d for d in yaml.safe_load_all(done.stdout) if d["kind"] == "Job"]
+            assert "tensorrt_llm/config.pbtxt" in json.dumps(job)
 
 
 # ---------------------------------------------------------------------------------------------- clients

@@ -109,8 +109,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         if args.openai is not None:
             frontend = _start_openai(args, grpc_url)
         while not stop["now"]:
-            if server is not None and server.process.poll() is not None:
-                print(f"tritonserver exited with code {server.process.returncode}:\n{server.log_tail()}")
+            if server is not None and (server.failure or server.process.poll() is not None):
+                # A dead stub or a server that stopped on its own: exit non-zero so an orchestrator restarts us.
+                reason = server.failure or f"tritonserver exited with code {server.process.returncode}"
+                print(f"serve: {reason}\n{server.log_tail()}", flush=True)
                 return 1
             time.sleep(0.5)
     except KeyboardInterrupt:

@@ -27,6 +27,12 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
     groups = dep.placement.server_groups
     print(f"{len(groups)} server group(s), image {dep.image}: {', '.join(g.name for g in groups)}")
     if client is None:
+        if args.target == "compose":
+            from tritongen.deploy.compose import compose_endpoints
+            from tritongen.deploy.docker import engine_host
+
+            for endpoint in compose_endpoints(dep, engine_host()):
+                print(f"endpoint  {endpoint}")
         print(f"deployment files: {out.resolve()}")
         return 0
     for endpoint in run_docker(dep, out.resolve(), client=client, replace=args.force, timeout=args.timeout):

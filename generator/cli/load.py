@@ -27,7 +27,48 @@ def _cmd_loadtest(args: argparse.Namespace) -> int:
     plan = load_plan(args.spec)
     settings = settings_from_args(args, plan)
     endpoint = _endpoint_from_args(args, settings.protocol)
-    return run_loadtest(plan, endpoint, settings, Path(args.out or f"loadtest-{plan.name}"))
+    if args.worker:
+        return _run_worker(args, plan, settings, endpoint)
+    return run_loadtest(plan, endpoint, settings, Path(args.out or f"loadtest-{plan.name}"),
+                        distribution=_distribution_from_args(args, settings))
+
+
+def _distribution_from_args(args: argparse.Namespace, settings):
+    """--workers N (local worker processes) or --master --workers N (workers on other hosts); None: one process."""
+    from tritongen.loadtests.distributed import DEFAULT_MASTER_PORT, Distribution, free_port
+
+    if args.workers is None:
+        if args.master:
+            raise SpecError(problem("--master", "needs --workers N (the workers to wait for)",
+                                    "pass e.g. --master --workers 4, then start 4 `tritongen loadtest SPEC --worker "
+                                    "--master-host THIS_HOST`"))
+        return None
+    if args.workers < 1:
+        raise SpecError(problem("--workers", f"must be >= 1 (got {args.workers})", "pass a positive count"))
+    if settings.processes > 1:
+        raise SpecError(problem("--processes", "cannot be combined with --workers",
+                                "use --workers N alone (each worker is its own process)"))
+    if args.master:
+        return Distribution(args.workers, local=False, bind_host=args.master_bind_host,
+                            port=args.master_port or DEFAULT_MASTER_PORT, wait_s=args.worker_wait)
+    return Distribution(args.workers, local=True, bind_host="127.0.0.1", port=args.master_port or free_port(),
+                        wait_s=args.worker_wait)
+
+
+def _run_worker(args: argparse.Namespace, plan, settings, endpoint: Endpoint) -> int:
+    from tritongen.loadtests.distributed import DEFAULT_MASTER_PORT, run_worker
+    from tritongen.loadtests.runner import locust_config, resolve_prompts_file
+
+    if not args.master_host:
+        raise SpecError(problem("--worker", "needs --master-host", "pass the host running `tritongen loadtest "
+                                "--master`, e.g. --worker --master-host 10.0.0.5"))
+    if args.master or args.workers is not None or settings.sweep:
+        raise SpecError(problem("--worker", "cannot be combined with --master, --workers or --sweep",
+                                "the master decides users, duration and levels; pass only --master-host"))
+    out = Path(args.out or f"loadtest-{plan.name}-worker")
+    config = locust_config(plan, endpoint.url_for(settings.protocol), settings.protocol, out / "samples",
+                           settings.users, resolve_prompts_file(plan))
+    return run_worker(config, out, args.master_host, args.master_port or DEFAULT_MASTER_PORT, settings.processes)
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
@@ -55,6 +96,14 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--out", help="report folder (default ./loadtest-<name>)")
     s.add_argument("--metrics-url", help="Triton /metrics URL (default http://<url host>:8002/metrics)")
     s.add_argument("--no-metrics", action="store_true", help="do not scrape Triton's /metrics")
+    g = s.add_argument_group("distributed load generation (Locust master/worker)")
+    g.add_argument("--workers", type=int, help="Locust workers: started here, or with --master the workers to wait for")
+    g.add_argument("--master", action="store_true", help="be the master of --workers N started on other hosts")
+    g.add_argument("--worker", action="store_true", help="be a worker of the master at --master-host")
+    g.add_argument("--master-host", help="--worker: host of the master")
+    g.add_argument("--master-port", type=int, help="master port (default 5557; a free port for local --workers)")
+    g.add_argument("--master-bind-host", default="*", help="--master: interface to listen on (default all)")
+    g.add_argument("--worker-wait", type=float, default=120, help="seconds the master waits for its workers")
     s.set_defaults(func=_cmd_loadtest)
 
     s = subparsers.add_parser("up", help="validate, render, verify, serve, load-test and report in one step")

@@ -14,6 +14,7 @@ on; the placement's ports are the host ports.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import re
 import shlex
@@ -75,7 +76,8 @@ class Deployment:
 
     @property
     def name(self) -> str:
-        """The deployment's name as a DNS-1123 label (Kubernetes names, compose services)."""
+        """The deployment's name as a DNS-1035 label (Kubernetes names, compose services): the spec's name rule (a
+        letter first, a letter or digit last, at most 40 characters) makes it valid; `_` and `.` become `-`."""
         return self.plan.name.replace("_", "-").replace(".", "-")
 
     @property
@@ -205,6 +207,16 @@ def device_ids(group: ServerGroup) -> list[str]:
                                 "so docker cannot select the instance", "use --inventory nvml on the node, or save "
                                 "`nvidia-smi -L` there and pass that file"))
     return [group.cuda_visible_devices]
+
+
+def k8s_name(*parts: str, limit: int = 63) -> str:
+    """A DNS-1123 label from name parts: lowercase, [a-z0-9-], at most `limit` characters, no '-' at either end;
+    shortened names keep a hash of the full one, so two long names never collide."""
+    full = re.sub(r"[^a-z0-9-]+", "-", "-".join(parts).lower()).strip("-")
+    if len(full) <= limit:
+        return full
+    digest = hashlib.sha256(full.encode()).hexdigest()[:6]
+    return f"{full[:limit - 7].rstrip('-')}-{digest}"
 
 
 def container_name(dep: Deployment, group: ServerGroup) -> str:

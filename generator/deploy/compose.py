@@ -61,3 +61,13 @@ def render_compose(dep: Deployment) -> dict[str, bytes]:
     if dep.builds_hf_image:
         files[HF_DOCKERFILE] = hf_dockerfile(dep)
     return files
+
+
+def compose_endpoints(dep: Deployment, host: str = "127.0.0.1") -> list[str]:
+    """Every published endpoint: each server group's three ports, and the load balancer's when there is one."""
+    lines = [f"{g.name}: http {host}:{g.http_port}  grpc {host}:{g.grpc_port}  metrics {host}:{g.metrics_port}"
+             for g in dep.placement.server_groups]
+    lb = load_balancer(dep)
+    if lb:
+        lines.append(f"load balancer (nginx, least_conn): http {host}:{lb.http_port}  grpc {host}:{lb.grpc_port}")
+    return lines

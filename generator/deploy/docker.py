@@ -54,6 +54,19 @@ def docker_client() -> Any:
     return client
 
 
+def engine_host(docker_host: str | None = None) -> str:
+    """The host whose ports the containers publish: DOCKER_HOST's host for tcp:// and ssh:// engines, else
+    127.0.0.1 (a local socket)."""
+    import os
+    from urllib.parse import urlsplit
+
+    value = docker_host if docker_host is not None else os.environ.get("DOCKER_HOST", "")
+    parts = urlsplit(value) if "://" in value else None
+    if parts and parts.scheme in ("tcp", "ssh", "http", "https") and parts.hostname:
+        return parts.hostname
+    return "127.0.0.1"
+
+
 def _ready(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=2) as response:
@@ -87,8 +100,9 @@ def run_docker(dep: Deployment, out_dir: Path, *, client: Any, replace: bool = F
         log(f"started  {kwargs['name']}  ({', '.join(device_ids(group))})")
     deadline = time.monotonic() + timeout
     endpoints = []
+    host = engine_host()  # published ports live on the engine's machine, which DOCKER_HOST may put elsewhere
     for group, container in containers:
-        url = f"http://127.0.0.1:{group.http_port}/v2/health/ready"
+        url = f"http://{host}:{group.http_port}/v2/health/ready"
         while not ready(url):
             container.reload()
             if container.status in ("exited", "dead"):
@@ -99,6 +113,6 @@ def run_docker(dep: Deployment, out_dir: Path, *, client: Any, replace: bool = F
                 raise CheckFailed(problem(f"server group {group.name}", f"not ready after {timeout:.0f} s",
                                           f"see `docker logs {container.name}`"))
             time.sleep(2)
-        endpoints.append(f"{group.name}: http 127.0.0.1:{group.http_port}  grpc 127.0.0.1:{group.grpc_port}  "
-                         f"metrics 127.0.0.1:{group.metrics_port}")
+        endpoints.append(f"{group.name}: http {host}:{group.http_port}  grpc {host}:{group.grpc_port}  "
+                         f"metrics {host}:{group.metrics_port}")
     return endpoints

@@ -6,6 +6,16 @@ plugin: with `--mig-strategy mixed` a MIG slice is the resource `nvidia.com/mig-
 with `single` every slice of a node is `nvidia.com/gpu` and the node's product label names the profile; full
 GPUs are always `nvidia.com/gpu`. A server group spanning several GPUs is a single pod asking for all of them
 (tensor/pipeline parallel within one node; the inventory describes one node, so no group spans nodes).
+
+Layout (`kubectl apply -k k8s/base` applies on a plain cluster; nothing needs a CRD):
+  k8s/base/             models volume and the Job that fills it, Deployments, PDBs, Service
+  k8s/monitoring/       kustomize Component: PodMonitor, HPAs on LLM saturation (needs the Prometheus Operator
+                        CRDs and prometheus-adapter with the rules in prometheus-adapter-rules.yaml)
+  k8s/with-monitoring/  the base plus that component: `kubectl apply -k k8s/with-monitoring`
+
+Resources: every container sets CPU and memory requests equal to its limits, so the pods are Guaranteed QoS:
+under node memory pressure the kubelet evicts BestEffort and Burstable pods first, and a tritonserver that took
+minutes to load its engine is the most expensive pod to lose. The sizes come from the plan (`pod_resources`).
 """
 
 from __future__ import annotations
@@ -15,14 +25,16 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from tritongen.deploy.common import ENGINE, MODELS, REPOSITORY, TOKENIZER, CHECKPOINT, Deployment, render_template
+from tritongen.deploy.artifacts import ModelsJob, models_job
+from tritongen.deploy.common import HF_DOCKERFILE, MODELS, Deployment, hf_dockerfile, k8s_name, render_template
+from tritongen.deploy.signals import saturation_signals
 from tritongen.errors import SpecError, problem
 from tritongen.placement.inventory import GIB
 from tritongen.placement import ServerGroup
 
-HPA_METRIC = "triton_queue_compute_ratio"
-HPA_TARGET = "500m"  # scale out once requests queue half as long as they compute
 STARTUP_MINUTES = 30
+SERVES_LABEL = "tritongen.io/serves"
+SHM_GIB = 2
 MIG_STRATEGIES = ("mixed", "single")
 
 
@@ -38,6 +50,16 @@ class K8sKind:
     node_selector: dict[str, str]
     command: list[str]
     base_labels: dict[str, str]
+    nodes: int = 1
+    """Pods per replica: 1 (a Deployment) or a LeaderWorkerSet group spanning this many nodes."""
+
+    @property
+    def gpus_per_pod(self) -> int:
+        return self.count // self.nodes
+
+    @property
+    def workload_file(self) -> str:
+        return f"{'leaderworkerset' if self.nodes > 1 else 'deployment'}-{self.component}.yaml"
 
     @property
     def replicas(self) -> int:
@@ -91,6 +113,8 @@ def kinds(dep: Deployment, mig_strategy: str = "mixed") -> list[K8sKind]:
         product = _label_value(gpu)
         if profile is None:
             component = "gpu" if world == 1 else f"gpu-x{world}"
+            if dep.plan.deploy.nodes > 1:
+                component += f"-{dep.plan.deploy.nodes}nodes"
             resource, selector = "nvidia.com/gpu", product
         elif mig_strategy == "mixed":
             component = "mig-" + re.sub(r"[^a-z0-9]+", "-", profile.lower()).strip("-")
@@ -100,57 +124,130 @@ def kinds(dep: Deployment, mig_strategy: str = "mixed") -> list[K8sKind]:
             resource, selector = "nvidia.com/gpu", _label_value(f"{gpu}-MIG-{profile}")
         if sum(1 for p, w, _ in by_kind if (p, w) == (profile, world)) > 1:  # same kind on two products
             component += "-" + product.lower()
-        out.append(K8sKind(name=f"{dep.name}-{component}"[:63].rstrip("-"), component=component,
+        # LeaderWorkerSet pods are named <name>-<group>-<worker>: leave room for both indices.
+        nodes = dep.plan.deploy.nodes
+        out.append(K8sKind(name=k8s_name(dep.name, component, limit=63 if nodes == 1 else 50), component=component,
                            groups=tuple(groups), resource=resource, count=world,
                            node_selector={"nvidia.com/gpu.product": selector}, command=dep.command(groups[0]),
-                           base_labels=base))
+                           base_labels=base, nodes=nodes))
     return out
 
 
-def _volume_layout(dep: Deployment) -> list[tuple[str, str]]:
-    layout = [(REPOSITORY, "the model_repository folder written next to k8s/"),
-              (TOKENIZER, f"the tokenizer files of {dep.plan.tokenizer.dir}")]
-    if dep.plan.runtime == "tensorrtllm":
-        engine = next(m.source for m in dep.mounts if m.target == ENGINE)
-        layout.append((ENGINE, f"the engine folder {engine} (config.json + rank*.engine)"))
-    else:
-        runtime = dep.plan.hf or dep.plan.llmapi
-        layout.append((CHECKPOINT, f"the checkpoint {runtime.checkpoint_dir if runtime else ''}"))
-    return layout
+@dataclass(frozen=True)
+class PodResources:
+    """CPU and memory of one tritonserver container (requests = limits: Guaranteed QoS)."""
+
+    cpu: int
+    memory_gib: int
+    why: str
 
 
-def _check_script(dep: Deployment, layout: list[tuple[str, str]]) -> str:
-    """Fail the pod early, naming what is missing, instead of letting tritonserver fail to load."""
-    first = "tensorrt_llm" if dep.plan.runtime == "trtllm" else "ensemble"  # trtllm: the llmapi model alone
-    checks = [f"{REPOSITORY}/{first}/config.pbtxt", *(p for p, _ in layout[1:])]
-    if any(p == ENGINE for p, _ in layout):
-        checks[-1] = f"{ENGINE}/config.json"
-    lines = [f"test -e {shlex.quote(p)} || {{ echo {shlex.quote(f'missing {p}: fill the volume (docs/deploy.md)')}; "
-             "exit 1; }" for p in checks]
-    return "\n".join(lines)
+def pod_resources(dep: Deployment, kind: K8sKind) -> PodResources:
+    """Host resources of one server pod, from the plan.
+
+    CPU: two cores for tritonserver's HTTP/gRPC front and the LLM model's scheduling loop, plus one per two
+    python-backend instances (tokenizing pre/postprocessing, BLS). Memory: the pod's share of the weights once
+    (TensorRT-LLM reads each rank's engine into host memory before copying it to the GPU; transformers
+    materialises a checkpoint shard on the host), 2 GiB for the server and its backends, 0.5 GiB per python
+    instance (a tokenizer each), and the shared-memory volume, which counts against the container's memory.
+    """
+    plan = dep.plan
+    python = plan.preprocessing_instances + plan.postprocessing_instances + (plan.bls_instances if plan.bls else 0)
+    if dep.plan.runtime in ("hf", "trtllm"):  # the LLM model is a python model too
+        python += plan.llm_instance_group.count
+    cpu = 2 + math.ceil(python / 2)
+    ranks = kind.world_size // kind.nodes
+    weights = dep.memory.weight_bytes_per_rank * ranks
+    memory = math.ceil(weights / GIB + 2 + 0.5 * python + SHM_GIB)
+    why = (f"{ranks} rank(s) x {dep.memory.weight_bytes_per_rank / GIB:.1f} GiB weights + 2 GiB server + "
+           f"{python} python instance(s) x 0.5 GiB + {SHM_GIB} GiB /dev/shm; CPU 2 + {python}/2")
+    return PodResources(cpu, memory, why)
+
+
+def fill_memory_gib(dep: Deployment) -> int:
+    """The models Job: checkpoint conversion holds the whole checkpoint in host memory (tensorrtllm); a download
+    needs little."""
+    weights = dep.memory.weight_bytes_per_rank * dep.memory.world_size if dep.plan.runtime == "tensorrtllm" else 0
+    return math.ceil(weights * 1.2 / GIB) + 4
+
+
+def volume_gib(dep: Deployment) -> int:
+    """deploy.volume_gib, else all weights x 2.5 (checkpoint, converted checkpoint or engine) + 10 GiB."""
+    if dep.plan.deploy.volume_gib:
+        return dep.plan.deploy.volume_gib
+    weights = dep.memory.weight_bytes_per_rank * dep.memory.world_size
+    return math.ceil(weights * 2.5 / GIB) + 10
+
+
+KUBESSH = "/tools/kubessh"
+
+
+def kubessh_setup() -> str:
+    """Init container script: kubectl and Open MPI's rsh agent (`agent POD command...` -> kubectl exec) in /tools."""
+    agent = '#!/bin/sh\npod=$1; shift\nexec /tools/kubectl exec -i "$pod" -c tritonserver -- sh -c "$*"\n'
+    return (f"cp \"$(command -v kubectl)\" /tools/kubectl && printf %s {shlex.quote(agent)} > {KUBESSH} && "
+            f"chmod +x {KUBESSH}")
+
+
+def leader_script(kind: K8sKind) -> str:
+    """The LeaderWorkerSet leader: wait for the group's workers, then mpirun over them (rank 0 here)."""
+    workers = " ".join(f'"$POD_NAME-{i}"' for i in range(1, kind.nodes))
+    argv = kind.command
+    assert argv[:2] == ["mpirun", "--allow-run-as-root"], argv
+    ranks = shlex.join(argv[2:])
+    return "\n".join([
+        "set -eu",
+        f'hosts="$POD_NAME:{kind.gpus_per_pod}"',
+        f"for pod in {workers}; do",
+        '  /tools/kubectl wait --for=condition=Ready "pod/$pod" --timeout=1800s',
+        f'  hosts="$hosts,$pod:{kind.gpus_per_pod}"',
+        "done",
+        f'exec mpirun --allow-run-as-root --mca plm_rsh_agent {KUBESSH} --host "$hosts" {ranks}',
+    ])
 
 
 def render_k8s(dep: Deployment, *, mig_strategy: str = "mixed") -> dict[str, bytes]:
-    """k8s/*.yaml (listed in k8s/kustomization.yaml) and k8s/prometheus-adapter-rules.yaml."""
+    """The base kustomization (k8s/base), the monitoring component, and an overlay that applies both."""
     ks = kinds(dep, mig_strategy)
     labels = {"app.kubernetes.io/name": "tritonserver", "app.kubernetes.io/instance": dep.name,
               "app.kubernetes.io/managed-by": "tritongen"}
     selector = {k: v for k, v in labels.items() if k != "app.kubernetes.io/managed-by"}
-    pvc = f"{dep.name}-models"
-    layout = _volume_layout(dep)
-    weights = dep.memory.weight_bytes_per_rank * dep.memory.world_size
-    size_gib = math.ceil(weights * 1.25 / GIB) + 10
-    common = {"labels": labels, "selector": selector, "metric": HPA_METRIC, "target": HPA_TARGET}
-    files = {"k8s/pvc.yaml": render_template("k8s-pvc.yaml.j2", dep, pvc=pvc, layout=layout, size_gib=size_gib,
-                                             models=MODELS, **common)}
+    # Service and PodMonitor reach the pods that serve: every Deployment pod, only the leader of a LeaderWorkerSet.
+    serving = {**selector, SERVES_LABEL: "true"}
+    pvc = k8s_name(dep.name, "models")
+    job = models_job(dep)
+    deploy = dep.plan.deploy
+    common = {"labels": labels, "selector": serving, "pvc": pvc, "job": job, "serves_label": SERVES_LABEL}
+    files = {"k8s/base/pvc.yaml": render_template("k8s-pvc.yaml.j2", dep, size_gib=volume_gib(dep), models=MODELS,
+                                             storage_class=deploy.storage_class, access_mode=deploy.access_mode,
+                                             **common),
+             "k8s/base/models-job.yaml": render_template("k8s-models-job.yaml.j2", dep, models=MODELS, kind0=ks[0],
+                                                    fill_memory_gib=fill_memory_gib(dep), **common)}
     for kind in ks:
-        files[f"k8s/deployment-{kind.component}.yaml"] = render_template(
-            "k8s-deployment.yaml.j2", dep, kind=kind, pvc=pvc, models=MODELS, check_script=_check_script(dep, layout),
-            startup_minutes=STARTUP_MINUTES)
-        files[f"k8s/hpa-{kind.component}.yaml"] = render_template("k8s-hpa.yaml.j2", dep, kind=kind, **common)
-    files["k8s/service.yaml"] = render_template("k8s-service.yaml.j2", dep, **common)
-    files["k8s/podmonitor.yaml"] = render_template("k8s-podmonitor.yaml.j2", dep, **common)
-    resources = sorted(p.removeprefix("k8s/") for p in files)
-    files["k8s/kustomization.yaml"] = render_template("k8s-kustomization.yaml.j2", dep, resources=resources)
-    files["k8s/prometheus-adapter-rules.yaml"] = render_template("k8s-adapter-rules.yaml.j2", dep, **common)
+        files[f"k8s/base/{kind.workload_file}"] = render_template(
+            "k8s-lws.yaml.j2" if kind.nodes > 1 else "k8s-deployment.yaml.j2", dep, kind=kind, models=MODELS,
+            startup_minutes=STARTUP_MINUTES, resources=pod_resources(dep, kind), shm_gib=SHM_GIB,
+            kubessh_setup=kubessh_setup(), leader_script=leader_script(kind) if kind.nodes > 1 else "", **common)
+        files[f"k8s/base/pdb-{kind.component}.yaml"] = render_template("k8s-pdb.yaml.j2", dep, kind=kind)
+    if any(k.nodes > 1 for k in ks):
+        files["k8s/base/rbac.yaml"] = render_template("k8s-rbac.yaml.j2", dep, **common)
+    files["k8s/base/service.yaml"] = render_template("k8s-service.yaml.j2", dep, **common)
+    resources = sorted(p.removeprefix("k8s/base/") for p in files)
+    files["k8s/base/kustomization.yaml"] = render_template("k8s-kustomization.yaml.j2", dep, resources=resources,
+                                                      hf_image=dep.builds_hf_image, lws=any(k.nodes > 1 for k in ks))
+    if dep.builds_hf_image:
+        files[HF_DOCKERFILE] = hf_dockerfile(dep)
+
+    signals = saturation_signals(dep)
+    component = {"k8s/monitoring/podmonitor.yaml": render_template("k8s-podmonitor.yaml.j2", dep, **common)}
+    for kind in ks:
+        component[f"k8s/monitoring/hpa-{kind.component}.yaml"] = render_template(
+            "k8s-hpa.yaml.j2", dep, kind=kind, signals=signals, **common)
+    files.update(component)
+    files["k8s/monitoring/kustomization.yaml"] = render_template(
+        "k8s-monitoring-component.yaml.j2", dep, resources=sorted(p.removeprefix("k8s/monitoring/") for p in component),
+        kinds=ks)
+    files["k8s/monitoring/prometheus-adapter-rules.yaml"] = render_template(
+        "k8s-adapter-rules.yaml.j2", dep, signals=signals, **common)
+    files["k8s/with-monitoring/kustomization.yaml"] = render_template("k8s-with-monitoring.yaml.j2", dep)
     return files

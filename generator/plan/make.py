@@ -108,12 +108,37 @@ def _place(spec: Spec, checkpoint: Path, engine_dir: Path | None, inventory_sour
                                 "set placement.device: gpu, or drop --inventory"))
     inventory = load_inventory(inventory_source)
     memory = _memory_model(spec, checkpoint, engine_dir)
+    if spec.deploy.nodes > 1:
+        inventory = _multi_node(spec, inventory, memory.world_size)
     instances = {"tensorrtllm": 1, "trtllm": llmapi_instances(spec)}.get(spec.runtime,
                                                                         spec.placement.instances_per_gpu)
     placed = place(inventory, memory, max_seq_len=max_sequence_length(spec),
                    kv_fraction=spec.serving.kv_cache.free_gpu_mem_fraction, instances_per_device=instances,
                    gpu_ids=spec.placement.gpu_ids or None)
     return PlacementPlan(inventory=asdict(inventory), memory=asdict(memory), result=placed.to_dict())
+
+
+def _multi_node(spec: Spec, node, world: int):
+    """`deploy.nodes` copies of the inventory's node, GPUs numbered on (node k: index + k x GPUs per node), so the
+    placement checks a server group spanning nodes with the model's real per-rank memory."""
+    import dataclasses
+
+    from tritongen.placement.inventory import Inventory
+
+    nodes = spec.deploy.nodes
+    full = [g for g in node.gpus if not g.mig_enabled]
+    if spec.runtime != "tensorrtllm" or world % nodes or world // nodes > len(full):
+        raise SpecError(problem("deploy.nodes", f"{nodes} nodes cannot split tp_size x pp_size = {world} of runtime "
+                                f"{spec.runtime} over nodes with {len(full)} full GPU(s)",
+                                "use runtime tensorrtllm with tp x pp a multiple of nodes, at most the node's GPUs "
+                                "per node, or set deploy.nodes: 1"))
+    if spec.deploy.access_mode != "ReadWriteMany":
+        raise SpecError(problem("deploy.access_mode", f"{spec.deploy.access_mode} mounts the models volume on one "
+                                f"node; deploy.nodes {nodes} needs it on every node of a replica",
+                                "set deploy.access_mode: ReadWriteMany and a storage_class that provides it"))
+    per_node = world // nodes
+    gpus = [dataclasses.replace(g, index=k * per_node + i) for k in range(nodes) for i, g in enumerate(full[:per_node])]
+    return Inventory(tuple(gpus), f"{node.source} x {nodes} nodes")
 
 
 def _engine(spec: Spec, spec_dir: Path, checkpoint: Path, engine_dir: str | None, gpu_arch: str | None,
@@ -218,6 +243,8 @@ def _plan(spec: Spec, spec_dir: Path, checkpoint: Path, tokenizer_dir: Path, loa
             max_batch_tokens=spec.serving.max_batch_tokens or (CPU_MAX_BATCH_TOKENS if spec.placement.device == "cpu"
                                                                else None),
             max_memory_percent=kv.free_gpu_mem_fraction,
+            cancellation_check_period_ms=spec.serving.cancellation_check_period_ms, sampling=spec.serving.sampling,
+            cuda_graphs=spec.serving.cuda_graphs, attention=spec.serving.attention, log_probs=spec.serving.log_probs,
         )
     llmapi = None
     if spec.runtime == "trtllm":
@@ -242,7 +269,7 @@ def _plan(spec: Spec, spec_dir: Path, checkpoint: Path, tokenizer_dir: Path, loa
         max_queue_delay_us=s.dynamic_batching.max_queue_delay_us, max_queue_size=s.dynamic_batching.max_queue_size,
         logits_datatype=logits, llm_instance_group=_llm_instance_group(spec, placed), hf=hf, llmapi=llmapi,
         tensorrtllm=trt, bls=s.bls, bls_instances=s.bls_instances or s.max_batch_size,
-        bls_parameters=bls_parameters(s.bls_accumulate_tokens), load=load, slo=spec.validation.slo,
+        bls_parameters=bls_parameters(s.bls_accumulate_tokens), load=load, slo=spec.validation.slo, deploy=spec.deploy,
         kv_tokens_per_instance=kv_tokens, **placement,
         # The LLM-API model speaks its own tensor names (no ensemble), which the frontend does not convert to.
         frontend=None if spec.runtime == "trtllm" else make_frontend_plan(spec, spec_dir, tokenizer_dir),

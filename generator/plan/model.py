@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 from tritongen.plan.frontend import FrontendPlan
 from tritongen.plan.llmapi import LlmApiPlan
-from tritongen.spec import LoadSection, SLOSection
+from tritongen.spec import DeploySection, LoadSection, SLOSection
 
 PLAN_FORMAT = "tritongen-plan/1"
 
@@ -59,6 +59,11 @@ class HFRuntimePlan(_Frozen):
     num_blocks: int | None
     max_batch_tokens: int | None
     max_memory_percent: float
+    cancellation_check_period_ms: int = 100
+    sampling: str = "per_request"
+    cuda_graphs: bool | None = None
+    attention: str | None = None
+    log_probs: bool = True
 
 
 class TensorrtllmPlan(_Frozen):
@@ -159,6 +164,8 @@ class Plan(_Frozen):
     bls_parameters: dict[str, str]
     load: LoadSection
     slo: SLOSection
+    deploy: DeploySection = DeploySection()
+    """Settings of the generated deployment files (spec `deploy`)."""
     kv_tokens_per_instance: int | None = None
     """KV-cache budget per LLM instance of the default config.pbtxt: the spec's, or with a placement the
     smallest over the server groups (a server started without a group config can hold it anywhere)."""

@@ -145,7 +145,8 @@ def render_repository(plan: Plan, where: Locations | None = None) -> dict[str, b
         files[f"{model}/1/model.py"] = (TEMPLATES / model / "1" / "model.py").read_bytes()
 
     if plan.runtime == "hf":
-        files["tensorrt_llm/1/model.py"] = (TEMPLATES / "tensorrt_llm" / "1" / "model.py").read_bytes()
+        for name in ("model.py", "hf_requests.py"):
+            files[f"tensorrt_llm/1/{name}"] = (TEMPLATES / "tensorrt_llm" / "1" / name).read_bytes()
     else:
         files["tensorrt_llm/1/.keep"] = b""
     files["tensorrt_llm/config.pbtxt"] = _llm_config(plan, where, None)

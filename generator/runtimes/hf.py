@@ -22,4 +22,9 @@ def hf_parameters(plan: Plan, checkpoint_dir: str, kv_tokens: int | None) -> dic
         "exclude_input_in_output": str(plan.exclude_input_in_output).lower(),
         "end_id": str(plan.tokenizer.end_id),
         "pad_id": str(plan.tokenizer.pad_id),
+        "cancellation_check_period_ms": str(hf.cancellation_check_period_ms),
+        "sampling": hf.sampling,
+        "cuda_graphs": "auto" if hf.cuda_graphs is None else str(hf.cuda_graphs).lower(),
+        "attention": hf.attention or "",
+        "log_probs": str(hf.log_probs).lower(),
     }

@@ -8,6 +8,7 @@ and honours the virtual environment it belongs to, and it loads the libpython th
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 import signal
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -26,12 +28,19 @@ from tritongen.errors import CheckFailed, EnvironmentMissing
 
 
 def _die_with_parent() -> None:
-    """Runs in the child before exec: SIGTERM the server when the process that started it dies, so a killed
-    test run or CLI never leaves a tritonserver holding ports and cores."""
+    """Runs in the child before exec: SIGTERM the server when the process that started it dies (even by SIGKILL),
+    so a killed test run or CLI never leaves a tritonserver holding ports and cores. SIGTERM rather than SIGKILL:
+    only tritonserver's own shutdown stops its python stubs (a SIGKILLed server leaves them running, observed), and
+    `--exit-timeout-secs` (EXIT_TIMEOUT_S) bounds how long it waits for requests in flight; the LLM model then ends
+    every active request with an error in its finalize, and its stub exits by itself if the server dies."""
     import ctypes
 
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+# Seconds tritonserver waits for requests in flight when asked to stop (Triton's default is 30).
+EXIT_TIMEOUT_S = 5
 
 
 def free_port() -> int:
@@ -76,19 +85,60 @@ def backend_dir() -> Path:
     return root / "backends"
 
 
+def libpython_dir() -> Path | None:
+    """A folder holding only a link to this interpreter's libpython, for the stub's loader.
+
+    Putting the interpreter's LIBDIR itself on LD_LIBRARY_PATH is wrong on GPU machines: there it is a system
+    library folder (/usr/lib/x86_64-linux-gnu) whose cuDNN shadowed the one torch ships (measured on an H200:
+    cuDNN 9.14 loaded under a torch built for 9.19). None when the interpreter has no shared libpython.
+    """
+    libdir, soname = sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("INSTSONAME")
+    if not libdir or not soname or not (Path(libdir) / soname).is_file():
+        return None
+    target = (Path(libdir) / soname).resolve()
+    folder = Path(tempfile.gettempdir()) / f"tritongen-libpython-{os.getuid()}-{hashlib.sha1(str(target).encode()).hexdigest()[:12]}"
+    link = folder / soname
+    if not (link.is_symlink() and link.resolve() == target):
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".{soname}.{os.getpid()}"
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        tmp.symlink_to(target)
+        tmp.replace(link)
+    return folder
+
+
 def server_env(base: dict[str, str] | None = None) -> dict[str, str]:
-    """Environment under which the python backend's stub sees this interpreter's packages."""
+    """Environment under which the python backend's stub sees this interpreter's packages and its libpython."""
     env = dict(os.environ if base is None else base)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    libdir = sysconfig.get_config_var("LIBDIR") or ""
-    env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (libdir, env.get("LD_LIBRARY_PATH", "")) if p)
+    folder = libpython_dir()
+    parts = [str(folder) if folder else "", env.get("LD_LIBRARY_PATH", "")]
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in parts if p)
+    if not env["LD_LIBRARY_PATH"]:
+        del env["LD_LIBRARY_PATH"]
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
     return env
 
 
+def port_in_use(port: int) -> bool:
+    """True when something already listens on `port` (tritonserver binds every interface)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            return True
+    return False
+
+
 @dataclass
 class TritonServer:
-    """One tritonserver process on free (or given) ports. Use as a context manager."""
+    """One tritonserver process on free (or given) ports. Use as a context manager.
+
+    Supervised while it runs (`supervise`): if the server exits on its own or one of its python stubs dies (a
+    killed or crashed model instance, which Triton keeps reporting READY while its requests hang), the server is
+    stopped and `failure` says why; `tritongen serve` then exits non-zero so an orchestrator restarts it.
+    """
 
     repository: Path
     http_port: int = 0
@@ -97,12 +147,19 @@ class TritonServer:
     log_path: Path | None = None
     extra_args: list[str] = field(default_factory=list)
     env: dict[str, str] | None = None
+    supervise: bool = True
     process: subprocess.Popen | None = None
+    failure: str | None = None
+    stubs: dict[int, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self._explicit_ports = [(name, port) for name, port in (("http", self.http_port), ("grpc", self.grpc_port),
+                                                                 ("metrics", self.metrics_port)) if port]
         self.http_port = self.http_port or free_port()
         self.grpc_port = self.grpc_port or free_port()
         self.metrics_port = self.metrics_port or free_port()
+        self._stopping = threading.Event()
+        self._watcher: threading.Thread | None = None
 
     @property
     def http_url(self) -> str:
@@ -123,10 +180,16 @@ class TritonServer:
             f"--backend-directory={backend_dir()}",
             f"--http-port={self.http_port}", f"--grpc-port={self.grpc_port}",
             f"--metrics-port={self.metrics_port}", "--allow-metrics=true", "--allow-gpu-metrics=false",
-            "--disable-auto-complete-config", *self.extra_args,
+            "--disable-auto-complete-config", f"--exit-timeout-secs={EXIT_TIMEOUT_S}", *self.extra_args,
         ]
 
     def start(self, timeout: float = 180.0) -> TritonServer:
+        # A server already on a port would answer the readiness probe for us: refuse before starting.
+        for name, port in (("http", self.http_port), ("grpc", self.grpc_port), ("metrics", self.metrics_port)):
+            if port_in_use(port):
+                flag = f"--{name}-port"
+                raise EnvironmentMissing(f"serve.{name}_port: port {port} is already in use by another process; "
+                                         f"stop that process or pick another port with {flag}")
         if self.log_path is None:
             self.log_path = Path(tempfile.mkstemp(prefix="tritonserver-", suffix=".log")[1])
         log = open(self.log_path, "wb")
@@ -139,11 +202,78 @@ class TritonServer:
             if self.process.poll() is not None:
                 raise CheckFailed(f"tritonserver exited with code {self.process.returncode} before it was ready:\n"
                                   + self.failure_reasons())
+            if self._load_failed():
+                reasons = self.failure_reasons()
+                self.stop(grace=5)
+                raise CheckFailed("a model failed to load; tritonserver stopped:\n" + reasons)
             if self.ready():
+                if not self._listens_on(self.http_port):
+                    self.stop(grace=5)
+                    raise EnvironmentMissing(f"serve.http_port: another process answers on port {self.http_port}; "
+                                             "stop it or pick another port with --http-port")
+                self.stubs = self._stub_processes()
+                if self.supervise:
+                    self._watcher = threading.Thread(target=self._watch, name="tritongen-supervisor", daemon=True)
+                    self._watcher.start()
                 return self
             time.sleep(0.5)
         self.stop()
         raise CheckFailed(f"tritonserver was not ready after {timeout:.0f}s:\n" + self.log_tail())
+
+    def _load_failed(self) -> bool:
+        if self.log_path is None or not Path(self.log_path).exists():
+            return False
+        text = Path(self.log_path).read_text(errors="replace")
+        return "Failed to initialize Python stub" in text or '"failed to load' in text
+
+    def _listens_on(self, port: int) -> bool:
+        import psutil
+
+        try:
+            procs = [psutil.Process(self.process.pid)]
+            for proc in procs:
+                for conn in proc.net_connections(kind="tcp"):
+                    if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port:
+                        return True
+        except psutil.Error:
+            return False
+        return False
+
+    def _stub_processes(self) -> dict[int, str]:
+        """{pid: model instance} of the python stubs under the server."""
+        import psutil
+
+        out = {}
+        try:
+            for child in psutil.Process(self.process.pid).children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    cmd = child.cmdline()
+                    if cmd and cmd[0].endswith("triton_python_backend_stub"):
+                        out[child.pid] = _instance_name(cmd)
+        except psutil.NoSuchProcess:
+            pass
+        return out
+
+    def _watch(self) -> None:
+        import psutil
+
+        while not self._stopping.wait(0.5):
+            code = self.process.poll()
+            if code is not None:
+                self.failure = f"tritonserver exited on its own with code {code}"
+                self._kill_stubs()
+                return
+            for pid, name in list(self.stubs.items()):
+                try:
+                    proc = psutil.Process(pid)
+                    alive = proc.status() != psutil.STATUS_ZOMBIE
+                except psutil.NoSuchProcess:
+                    alive = False
+                if not alive and not self._stopping.is_set():
+                    self.failure = (f"the python stub of {name} (pid {pid}) died; Triton would keep reporting it "
+                                    "ready while its requests hang, so the server was stopped")
+                    self.stop(grace=5)
+                    return
 
     def ready(self) -> bool:
         try:
@@ -175,31 +305,65 @@ class TritonServer:
         """
         import psutil
 
+        self._stopping.set()
         p = self.process
-        if p is None or p.poll() is not None:
+        if p is None:
             return
         try:
             stubs = psutil.Process(p.pid).children(recursive=True)
         except psutil.NoSuchProcess:
             stubs = []
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(p.pid, signal.SIGTERM)
-        try:
-            p.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
+        stubs += [proc for pid in self.stubs if (proc := _process(pid)) is not None]
+        if p.poll() is None:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGKILL)
-            p.wait(timeout=10)
+                os.killpg(p.pid, signal.SIGTERM)
+            try:
+                p.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGKILL)
+                p.wait(timeout=10)
         _, alive = psutil.wait_procs(stubs, timeout=5)
         for stub in alive:
             with contextlib.suppress(psutil.NoSuchProcess):
                 stub.kill()
+        psutil.wait_procs(alive, timeout=5)
+        if self._watcher is not None and self._watcher is not threading.current_thread():
+            self._watcher.join(timeout=5)
+
+    def _kill_stubs(self) -> None:
+        import psutil
+
+        procs = [proc for pid in self.stubs if (proc := _process(pid)) is not None]
+        for proc in procs:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.kill()
+        psutil.wait_procs(procs, timeout=5)
 
     def __enter__(self) -> TritonServer:
         return self.start() if self.process is None else self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _process(pid: int):
+    import psutil
+
+    try:
+        return psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return None
+
+
+def _instance_name(cmd: list[str]) -> str:
+    """The model instance a stub serves, from its command line (model.py path and instance name)."""
+    for arg in cmd[1:]:
+        if arg.endswith("/model.py"):
+            parts = Path(arg).parts
+            if len(parts) >= 3:
+                return f"model {parts[-3]!r}"
+    return "a model"
 
 
 def model_states(http_url: str) -> dict[str, tuple[str, str]]:

@@ -7,11 +7,13 @@ from them. Paths are kept as written here; the Plan resolves them against the sp
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from tritongen.errors import SpecError, problem
 
@@ -195,6 +197,25 @@ class ServingSection(_Section):
     """hf runtime: tokens per continuous-batching step (prefill chunking budget). None: 512 on CPU, and on GPU
     transformers sizes it from free memory."""
 
+    cancellation_check_period_ms: int = Field(100, ge=1, le=10000)
+    """hf runtime: how often the model asks Triton whether a client cancelled; a cancelled request stops
+    generating within this period plus one step (TensorRT-LLM's parameter of the same name)."""
+
+    sampling: Literal["per_request", "greedy"] = "per_request"
+    """hf runtime: `per_request` honours temperature/top_k/top_p per request (sampling processors run for every
+    request of a step, greedy ones as top_k=1); `greedy` runs no sampling processors (the fast path) and rejects
+    requests that ask for sampling."""
+
+    cuda_graphs: bool | None = None
+    """hf runtime: CUDA graphs for the continuous-batching steps. None: on for GPU placement, off on CPU."""
+
+    attention: Literal["sdpa_mem_efficient", "sdpa", "eager"] | None = None
+    """hf runtime attention kernels. None: `sdpa_mem_efficient` on GPU (cuDNN and flash SDPA off: cuDNN attention
+    builds a plan per new shape), `sdpa` on CPU."""
+
+    log_probs: bool = True
+    """hf runtime: compute log probs so requests may ask for them (return_log_probs); false rejects those requests."""
+
 
 class PlacementSection(_Section):
     device: Literal["cpu", "gpu"] = "cpu"
@@ -259,6 +280,41 @@ class SLOSection(_Section):
     """Highest acceptable fraction of failed requests."""
 
 
+class DeploySection(_Section):
+    """Settings of the generated deployment files (`tritongen deploy`)."""
+
+    storage_class: str | None = Field(None, pattern=r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+    """Kubernetes: storageClassName of the models volume; unset uses the cluster's default class."""
+
+    access_mode: Literal["ReadWriteOnce", "ReadWriteMany", "ReadWriteOncePod"] = "ReadWriteOnce"
+    """Kubernetes: access mode of the models volume. ReadWriteOnce works with every default class but mounts on one
+    node only; pods on several nodes (more replicas than a node holds, LeaderWorkerSet) need ReadWriteMany and a
+    class that provides it (NFS, CephFS, EFS, Filestore, ...)."""
+
+    volume_gib: int | None = Field(None, ge=1)
+    """Kubernetes: size of the models volume; unset: the weights x 2.5 (checkpoint + engine) + 10 GiB."""
+
+    checkpoint_uri: str | None = Field(None, pattern=r"^(hf://[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?|https?://\S+)$")
+    """Kubernetes: where the models Job fetches the checkpoint into the volume: `hf://org/name[@revision]`
+    (Hugging Face Hub; token from the optional Secret `<name>-hf-token`, key HF_TOKEN) or an http(s) URL of a
+    .tar/.tar.gz archive of the checkpoint folder. Unset: the Job expects the checkpoint already in the volume at
+    /models/checkpoint and fails naming this field otherwise."""
+
+    tokenizer_uri: str | None = Field(None, pattern=r"^(hf://[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?|https?://\S+)$")
+    """Kubernetes: like checkpoint_uri, for a tokenizer kept apart from the checkpoint (model.tokenizer)."""
+
+    nodes: int = Field(1, ge=1, le=64)
+    """Kubernetes: nodes one model replica spans (multi-node tensor/pipeline parallelism). Above 1 the replica is a
+    LeaderWorkerSet of this many pods, one per node, each taking engine.tp_size x engine.pp_size / nodes full GPUs
+    of a node like the inventory's; mpirun on the leader starts the ranks in the worker pods."""
+
+    hpa_waiting_requests: float = Field(2, gt=0)
+    """Kubernetes HPA: scale out when requests waiting for a batch slot exceed this per pod (average)."""
+
+    hpa_kv_cache_utilization: float = Field(0.85, gt=0, le=1)
+    """Kubernetes HPA (tensorrtllm): scale out when the paged KV cache's used-block fraction exceeds this."""
+
+
 class ValidationSection(_Section):
     load: LoadSection = LoadSection()
     """Load profile for `tritongen loadtest` / `up`."""
@@ -301,14 +357,27 @@ class FrontendSection(_Section):
     Only the name is stored in rendered files, never the key."""
 
 
+_NAME = re.compile(r"[a-z]([a-z0-9._-]{0,38}[a-z0-9])?")
+_NAME_RULE = ("must start with a lowercase letter, end with a letter or digit and hold at most 40 lowercase "
+              "letters, digits, '.', '_', '-' (Kubernetes object names)")
+
+
+def _name_example(value: str) -> str:
+    core = re.sub(r"[^a-z0-9._-]", "-", value.lower()).strip("._-")[:38].strip("._-") or "model"
+    return core if core[0].isalpha() else f"m-{core}"[:40]
+
+
 class Spec(_Section):
     """A tritongen deployment spec."""
 
     version: Literal[1] = 1
     """Spec format version."""
 
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,62}$")
-    """Deployment name (lowercase letters, digits, `.`, `_`, `-`); used for server groups and deploy files."""
+    name: str
+    """Deployment name: a lowercase letter first, then lowercase letters, digits, `.`, `_`, `-`, ending in a letter
+    or digit, at most 40 characters. Used for server groups and deploy files; Kubernetes objects and compose
+    services use it with `.` and `_` mapped to `-` (a DNS-1035 label, so Service names are valid by construction,
+    with room for suffixes such as `-mig-3g-71gb`)."""
 
     runtime: Literal["hf", "tensorrtllm", "trtllm"] = "hf"
     """What serves the model named tensorrt_llm: `trtllm` (NVIDIA's LLM-API model, maintained upstream; no engine
@@ -336,6 +405,19 @@ class Spec(_Section):
 
     frontend: FrontendSection = FrontendSection()
     """The OpenAI-compatible frontend."""
+
+    deploy: DeploySection = DeploySection()
+    """Generated deployment files (compose, Kubernetes)."""
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        # Rejected rather than mapped: a name that changed on the way into Kubernetes would not match the one in
+        # reports, labels and server groups.
+        if not _NAME.fullmatch(value):
+            raise PydanticCustomError("spec_name", _NAME_RULE + " (got '{value}'); rename it, e.g. '{example}'",
+                                      {"value": value, "example": _name_example(value)})
+        return value
 
     @model_validator(mode="after")
     def _cross_field(self) -> Spec:
@@ -380,6 +462,8 @@ def _format_errors(err: ValidationError) -> list[str]:
             lines.append(problem(path, "unknown field", fix))
         elif e["type"] == "missing":
             lines.append(problem(path, "is required", "add it to the spec"))
+        elif e["type"] == "spec_name":
+            lines.append(f"{path}: {e['msg']}")
         elif e["type"] == "value_error" and not loc:
             # Cross-field problems are already formatted, one per line.
             lines.extend(str(e["ctx"]["error"]).splitlines())

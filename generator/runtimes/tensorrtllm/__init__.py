@@ -82,13 +82,21 @@ def build_commands(spec: Spec, checkpoint_dir: str | os.PathLike[str], output_di
     TensorRT-LLM checkpoint goes to `converted_dir` (default: `tllm_checkpoint` next to `output_dir`).
     `calibration_dir` is the local calibration dataset quantize.py reads (None: its hub default).
     """
-    s = build_settings(spec)
+    return commands_for_settings(build_settings(spec), checkpoint_dir, output_dir, converted_dir=converted_dir,
+                                 examples_dir=examples_dir, python=python, calibration_dir=calibration_dir)
+
+
+def commands_for_settings(s: dict, checkpoint_dir: str | os.PathLike[str], output_dir: str | os.PathLike[str], *,
+                          converted_dir: str | os.PathLike[str] | None = None, examples_dir: str = CONTAINER_EXAMPLES,
+                          python: str = "python3",
+                          calibration_dir: str | os.PathLike[str] | None = None) -> list[list[str]]:
+    """build_commands from resolved build settings (a Plan's `tensorrtllm.build`)."""
     out = os.fspath(output_dir)
     converted = (os.fspath(converted_dir) if converted_dir is not None
                  else str(PurePosixPath(out).parent / "tllm_checkpoint"))
     source = ["--model_dir", os.fspath(checkpoint_dir), "--output_dir", converted, "--dtype", s["dtype"],
               "--tp_size", str(s["tp_size"]), "--pp_size", str(s["pp_size"])]
-    if needs_calibration(spec):
+    if s["quantization"] in ("fp8", "int4_awq", "smoothquant") or s["kv_cache_dtype"] != "auto":  # needs_calibration
         convert = [python, f"{examples_dir}/{TRTLLM.quantize_script}", *source,
                    "--qformat", _QFORMAT[s["quantization"]]]
         if s["kv_cache_dtype"] != "auto":

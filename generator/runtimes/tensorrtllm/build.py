@@ -46,7 +46,8 @@ CACHE_KEY_FIELDS = (
 # enters through its content digest, never through its path.
 CACHE_KEY_IGNORED = (
     "version", "name", "runtime", "model.checkpoint", "model.tokenizer", "model.dtype", "model.add_special_tokens",
-    "model.skip_special_tokens", "engine.engine_dir", "engine.cache_dir", "llmapi.", "serving.", "placement.", "validation.",
+    "model.skip_special_tokens", "engine.engine_dir", "engine.cache_dir", "llmapi.", "serving.", "placement.",
+    "validation.", "deploy.",
     "frontend.",
 )
 

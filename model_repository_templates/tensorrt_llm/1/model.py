@@ -1,35 +1,37 @@
 # Shipped by tritongen. The `tensorrt_llm` model of the hf runtime (python backend).
 """An LLM model with the tensor contract of TensorRT-LLM's `tensorrt_llm` model, on transformers.
 
-Generation runs on transformers' continuous batching (a paged KV cache and one background loop that admits
-new requests at every step), so concurrent requests share decode steps: in-flight batching. The model is
-decoupled: streamed requests get one response per step with the new tokens only, as the TensorRT-LLM backend
-sends them; other requests get one response with the whole sequence.
+Generation runs on transformers' continuous batching (a paged KV cache and one background loop that admits new
+requests at every step), so concurrent requests share decode steps: in-flight batching. Responses are sent with the
+request's response sender in both transaction policies: decoupled (streamed requests get one response per step with
+the new tokens) and not decoupled (one response, then FINAL); `execute` only admits requests and returns at once.
 
-Honoured per request: request_output_len, end_id, pad_id, exclude_input_in_output, streaming, temperature,
-runtime_top_k, runtime_top_p, min_tokens, stop_words_list (token sequences of any length), return_num_input_tokens,
-return_num_output_tokens, return_perf_metrics (arrival/first/last token times). Rejected with an error when not
-neutral: beam_width > 1, num_return_sequences > 1, repetition/presence/frequency penalties. `seed` is not
-supported by transformers' continuous batching and is ignored.
-
-Metrics (Triton's /metrics): tritongen_llm_steps_total, tritongen_llm_step_requests_total and
-tritongen_llm_step_requests_max count generation steps and how many requests received a token in each; a
-step with more than one request is in-flight batching at work.
+Serving rules (DESIGN.md "Serving behaviour"): every request is checked before it enters the batch and a bad one
+gets one error naming the input and the limit; every request ends with exactly one FINAL response; at most
+`max_batch_size` requests are in flight, further ones wait in Triton's queue, whose `max_queue_size` rejects the
+excess; a cancelled request is dropped within `cancellation_check_period_ms` plus one step; if the generation loop
+dies, every active and later request gets an error at once and (`exit_on_fatal_error`) the server is told to shut
+down so that an orchestrator restarts it. Request checks and responses live in hf_requests.py next to this file.
 """
 
-import itertools
 import json
+import os
+import signal
+import sys
 import threading
 import time
 
-import numpy as np
 import torch
 import triton_python_backend_utils as pb_utils
 from transformers import AutoModelForCausalLM, GenerationConfig
 from transformers.generation.configuration_utils import ContinuousBatchingConfig
 
-FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # hf_requests.py is rendered next to this file
+from hf_requests import (  # noqa: E402
+    FINAL, Limits, MinTokensProcessor, RequestError, error_response, install_processor, parse_request, response_for)
+
 DTYPES = {"auto": "auto", "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+ATTENTION = ("sdpa_mem_efficient", "sdpa", "eager")
 
 
 def _param(config, key, default=None):
@@ -37,92 +39,144 @@ def _param(config, key, default=None):
     return default if value in ("", None) or value.startswith("${") else value
 
 
-def _scalar(request, name, default=None, cast=float):
-    tensor = pb_utils.get_input_tensor_by_name(request, name)
-    if tensor is None:
-        return default
-    values = tensor.as_numpy().reshape(-1)
-    return default if values.size == 0 else cast(values[0])
+def _flag(config, key, default):
+    value = _param(config, key, None)
+    return default if value is None else value.lower() in ("1", "true", "yes", "on")
 
 
-def _word_sequences(request, name):
-    """Decode TensorRT-LLM's [2, N] word-list layout into token sequences."""
-    tensor = pb_utils.get_input_tensor_by_name(request, name)
-    if tensor is None:
-        return []
-    flat = tensor.as_numpy().reshape(-1, 2, tensor.as_numpy().shape[-1])[0]
-    ids, offsets = flat[0].tolist(), [o for o in flat[1].tolist() if o >= 0]
-    return [ids[start:end] for start, end in zip([0] + offsets[:-1], offsets) if end > start]
-
-
-class _Generation:
-    """One Triton request in flight."""
-
-    def __init__(self, request, sender, prompt, max_new, streaming, exclude_input, end_id, min_tokens, stops,
-                 want_counts, want_perf):
-        self.request, self.sender, self.prompt, self.max_new = request, sender, prompt, max_new
-        self.streaming, self.exclude_input, self.end_id, self.min_tokens = streaming, exclude_input, end_id, min_tokens
-        self.stops, self.want_counts, self.want_perf = stops, want_counts, want_perf
-        self.tokens = []  # accepted completion tokens
-        self.sent = 0  # completion tokens already streamed
-        self.seen = 0  # tokens consumed from the manager's cumulative output
-        self.arrival_ns = time.time_ns()
-        self.first_token_ns = 0
-        self.last_token_ns = 0
-        self.done = threading.Event()
-        self.response = None  # for the non-decoupled path
+def _cache_size(cache, cb_config):
+    """(tokens per block, blocks, tokens of KV one request can use) across transformers 5.17 (block_size) and later
+    releases (page_size, max_tokens_read)."""
+    block = getattr(cache, "block_size", None) or getattr(cb_config, "page_size", None) or cb_config.block_size
+    blocks = int(cache.num_blocks)
+    return int(block), blocks, int(getattr(cache, "max_tokens_read", 0) or block * blocks)
 
 
 class TritonPythonModel:
+    # ------------------------------------------------------------------ start
     def initialize(self, args):
         config = json.loads(args["model_config"])
         self.model_name = args["model_name"]
         self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
-        self.exclude_default = _param(config, "exclude_input_in_output", "false").lower() == "true"
-        device = "cpu"
-        if args.get("model_instance_kind") == "GPU":
-            device = f"cuda:{args['model_instance_device_id']}"
+        self.exclude_default = _flag(config, "exclude_input_in_output", False)
+        gpu = args.get("model_instance_kind") == "GPU"
+        device = f"cuda:{args['model_instance_device_id']}" if gpu else "cpu"
+        self.max_in_flight = max(1, int(config.get("max_batch_size", 0) or 1))
+        self.cancel_period = int(_param(config, "cancellation_check_period_ms", 100)) / 1000.0
+        self.exit_on_fatal = _flag(config, "exit_on_fatal_error", True)
+        self.sampling = _param(config, "sampling", "per_request")
+        if self.sampling not in ("per_request", "greedy"):
+            raise ValueError(f"parameter sampling: {self.sampling!r} is not per_request or greedy")
+        attention = _param(config, "attention", "sdpa_mem_efficient" if gpu else "sdpa")
+        if attention not in ATTENTION:
+            raise ValueError(f"parameter attention: {attention!r} is not one of {', '.join(ATTENTION)}")
+        self.attention = self._choose_attention(attention)
+        graphs = _param(config, "cuda_graphs", "auto")
+        use_graphs = gpu if graphs == "auto" else graphs.lower() == "true"
+        self.log_probs = _flag(config, "log_probs", True)
+
         path = _param(config, "hf_model_path")
         dtype = DTYPES[_param(config, "dtype", "auto")]
-        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation="sdpa").to(device)
-        self.vocab_size = self.model.config.vocab_size
-        self.end_id = int(_param(config, "end_id", self.model.config.eos_token_id))
-        self.pad_id = int(_param(config, "pad_id", self.end_id))
+        self.model = AutoModelForCausalLM.from_pretrained(
+            path, dtype=dtype, attn_implementation="eager" if attention == "eager" else "sdpa").to(device)
+        vocab = self.model.get_input_embeddings().num_embeddings
+        end_id = int(_param(config, "end_id", self.model.config.eos_token_id))
+        pad_id = int(_param(config, "pad_id", end_id))
         num_blocks = _param(config, "kv_cache_num_blocks")
         max_batch_tokens = _param(config, "max_batch_tokens")
         cb_config = ContinuousBatchingConfig(
-            per_request_processors=True,
+            per_request_processors=self.sampling == "per_request",
             block_size=int(_param(config, "kv_cache_block_size", 32)),
             num_blocks=int(num_blocks) if num_blocks else None,
             max_batch_tokens=int(max_batch_tokens) if max_batch_tokens else None,
             max_memory_percent=float(_param(config, "kv_cache_free_gpu_mem_fraction", 0.9)),
-            # CUDA graphs and async batching hung on first use in tests on an H200; keep the plain loop.
-            use_cuda_graph=False,
+            use_cuda_graph=use_graphs,
+            # transformers 5.17 hung with async batching on an H200 (DESIGN.md); the plain loop is kept.
             use_async_batching=False,
+            return_logprobs=self.log_probs,
         )
-        # Sampling processors exist only when the generation config enables them; every request then passes its
-        # own temperature/top_k/top_p, so these values are placeholders, never defaults.
-        generation_config = GenerationConfig(do_sample=True, temperature=0.5, top_k=50, top_p=0.9,
-                                             eos_token_id=self.end_id, pad_token_id=self.pad_id, max_new_tokens=16)
+        if self.sampling == "per_request":
+            # Sampling processors exist only when the generation config enables them; every request then passes
+            # its own temperature/top_k/top_p, so these values are placeholders, never defaults.
+            generation_config = GenerationConfig(do_sample=True, temperature=0.5, top_k=50, top_p=0.9,
+                                                 eos_token_id=end_id, pad_token_id=pad_id, max_new_tokens=16)
+        else:
+            # Greedy only: no sampling processors and an argmax, the fastest path (no per-request processing).
+            generation_config = GenerationConfig(do_sample=False, eos_token_id=end_id, pad_token_id=pad_id,
+                                                 max_new_tokens=16)
         self.manager = self.model.init_continuous_batching(generation_config=generation_config,
                                                            continuous_batching_config=cb_config)
-        self._init_metrics()
-        self._hook_steps()
+        # min_tokens: TensorRT-LLM masks end_id until min_tokens tokens exist; one small processor does the same.
+        install_processor(self.manager, MinTokensProcessor())
+
         self.active = {}
         self.lock = threading.Lock()
-        self.ids = itertools.count()
-        self.running = True
+        self.room = threading.Condition(self.lock)
+        self.stopping = False
+        self.fatal = None
+        self.next_id = 0
+        self._init_metrics()
+        self._hook_steps()
+        try:
+            self._start_manager()
+        except BaseException:
+            # A started loop is a non-daemon thread: without this the stub never exits and the load hangs.
+            self.manager.stop(block=True, timeout=10, hard_stop=True)
+            raise
+        processor = self.manager.batch_processor
+        block_size, num_blocks, kv_tokens = _cache_size(processor.cache, self.manager.continuous_batching_config)
+        max_len = int(getattr(self.model.config, "max_position_embeddings", 0) or 0) or None
+        self.limits = Limits(vocab=vocab, end_id=end_id, pad_id=pad_id, block_size=block_size,
+                             num_blocks=num_blocks, kv_tokens=kv_tokens, max_position_embeddings=max_len,
+                             sampling=self.sampling == "per_request", log_probs=self.log_probs,
+                             decoupled=self.decoupled, exclude_default=self.exclude_default)
+        self.settings = self._effective_settings(device, path, processor.cache)
+        pb_utils.Logger.log_info(f"{self.model_name}: continuous batching started: "
+                                 + ", ".join(f"{k}={v}" for k, v in self.settings.items()))
+        self._export_settings()
+        self.dispatcher = threading.Thread(target=self._dispatch, name="tritongen-dispatch", daemon=True)
+        self.watcher = threading.Thread(target=self._watch_cancellation, name="tritongen-cancel", daemon=True)
+        self.dispatcher.start()
+        self.watcher.start()
+
+    def _start_manager(self):
         self.manager.start()
-        # The manager builds its batch processor (cache, static tensors) on its own thread; wait for it so
-        # READY means ready and the first request does not pay for the setup.
+        # The manager builds its batch processor (cache, static tensors, CUDA graphs) on its own thread; wait for
+        # it so READY means ready and the first request does not pay for the setup.
         deadline = time.monotonic() + 600
         while self.manager.batch_processor is None and self.manager.is_running() and time.monotonic() < deadline:
             time.sleep(0.05)
         if self.manager.batch_processor is None:
             raise RuntimeError("continuous batching did not start; see the log above")
-        self.dispatcher = threading.Thread(target=self._dispatch, name="tritongen-dispatch", daemon=True)
-        self.dispatcher.start()
-        pb_utils.Logger.log_info(f"{self.model_name}: {path} on {device}, continuous batching started")
+
+    def _choose_attention(self, attention):
+        """Pick the attention kernels on purpose. torch's bundled cuDNN attention builds a plan per new shape
+        (60-75 ms per token until shapes repeat, measured on an H200); the memory-efficient kernel needs none."""
+        if attention == "sdpa_mem_efficient" and torch.cuda.is_available():
+            torch.backends.cuda.enable_cudnn_sdp(False)
+            torch.backends.cuda.enable_flash_sdp(False)
+            torch.backends.cuda.enable_mem_efficient_sdp(True)
+            torch.backends.cuda.enable_math_sdp(True)  # the fallback for shapes the kernel refuses
+        return attention
+
+    def _effective_settings(self, device, path, cache):
+        cb = self.manager.continuous_batching_config
+        graphs = cb.use_cuda_graph if isinstance(cb.use_cuda_graph, tuple) else (cb.use_cuda_graph,) * 2
+        try:
+            cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+        except Exception as err:  # a cuDNN shadowed by another library folder raises here
+            cudnn = f"unusable ({err})"
+        return {
+            "model": path, "device": device, "dtype": str(self.model.dtype).replace("torch.", ""),
+            "attention": self.attention, "attn_implementation": self.model.config._attn_implementation,
+            "cudnn": cudnn, "cuda_graph_varlen": bool(graphs[0]), "cuda_graph_decode": bool(graphs[1]),
+            "async_batching": bool(cb.use_async_batching), "sampling": self.sampling, "log_probs": self.log_probs,
+            "block_size": self.limits.block_size, "num_blocks": self.limits.num_blocks,
+            "kv_cache_tokens": self.limits.kv_tokens, "max_batch_tokens": cache.max_batch_tokens,
+            "max_requests_per_batch": getattr(cb, "max_requests_per_batch", None),
+            "max_in_flight": self.max_in_flight, "cancellation_check_period_ms": int(self.cancel_period * 1000),
+            "max_input_plus_output": self.limits.max_total,
+        }
 
     # ------------------------------------------------------------------ metrics
     def _init_metrics(self):
@@ -138,12 +192,38 @@ class TritonPythonModel:
             "step_max": pb_utils.MetricFamily("tritongen_llm_step_requests_max",
                                               "Most requests that received a token in one step", gauge),
             "active": pb_utils.MetricFamily("tritongen_llm_active_requests", "Requests in flight", gauge),
+            "rejected": pb_utils.MetricFamily("tritongen_llm_rejected_requests_total",
+                                              "Requests answered with an error before entering the batch", counter),
+            "loop": pb_utils.MetricFamily("tritongen_llm_generation_loop_up",
+                                          "1 while the generation loop runs, 0 once it died", gauge),
+            "setting": pb_utils.MetricFamily("tritongen_llm_setting",
+                                             "Effective continuous-batching settings (numeric, booleans as 0/1)",
+                                             gauge),
         }
+        self.labels = labels
         self.m_steps = self.metric_families["steps"].Metric(labels=labels)
         self.m_step_requests = self.metric_families["step_requests"].Metric(labels=labels)
         self.m_step_max = self.metric_families["step_max"].Metric(labels=labels)
         self.m_active = self.metric_families["active"].Metric(labels=labels)
+        self.m_rejected = self.metric_families["rejected"].Metric(labels=labels)
+        self.m_loop = self.metric_families["loop"].Metric(labels=labels)
+        self.m_loop.set(1)
         self.step_max = 0
+
+    def _export_settings(self):
+        self.m_settings = []
+        for key, value in self.settings.items():
+            if isinstance(value, bool):
+                value = int(value)
+            if isinstance(value, (int, float)) and value is not None:
+                metric = self.metric_families["setting"].Metric(labels={**self.labels, "setting": key})
+                metric.set(value)
+                self.m_settings.append(metric)
+        for key in ("attention", "attn_implementation", "sampling"):
+            metric = self.metric_families["setting"].Metric(
+                labels={**self.labels, "setting": key, "value": str(self.settings[key])})
+            metric.set(1)
+            self.m_settings.append(metric)
 
     def _hook_steps(self):
         """Count requests per step where the manager hands a step's outputs over (one call per step)."""
@@ -161,191 +241,218 @@ class TritonPythonModel:
 
         router.deliver_batch = counting_deliver_batch
 
-    # ------------------------------------------------------------------ requests
-    def _parse(self, request, sender):
-        ids = pb_utils.get_input_tensor_by_name(request, "input_ids")
-        if ids is None:
-            raise ValueError("input_ids is required")
-        ids = ids.as_numpy()
-        if ids.ndim > 1 and ids.shape[0] != 1:
-            raise ValueError(f"batch size per request must be 1, got {ids.shape[0]}")
-        length = _scalar(request, "input_lengths", ids.shape[-1], int)
-        prompt = ids.reshape(-1)[:length].astype(int).tolist()
-        for name, neutral in (("beam_width", 1), ("num_return_sequences", 1)):
-            if _scalar(request, name, neutral, int) != neutral:
-                raise ValueError(f"{name} > 1 is not supported by the hf runtime")
-        for name, neutral in (("repetition_penalty", 1.0), ("presence_penalty", 0.0), ("frequency_penalty", 0.0)):
-            if _scalar(request, name, neutral) != neutral:
-                raise ValueError(f"{name} is not supported by the hf runtime; leave it unset")
-        max_new = _scalar(request, "request_output_len", None, int)
-        if max_new is None or max_new < 1:
-            raise ValueError("request_output_len must be >= 1")
-        return _Generation(
-            request, sender, prompt, max_new,
-            streaming=_scalar(request, "streaming", False, bool) and self.decoupled,
-            exclude_input=_scalar(request, "exclude_input_in_output", self.exclude_default, bool),
-            end_id=_scalar(request, "end_id", self.end_id, int),
-            min_tokens=min(_scalar(request, "min_tokens", 0, int), max_new),
-            stops=_word_sequences(request, "stop_words_list"),
-            want_counts=(_scalar(request, "return_num_input_tokens", False, bool),
-                         _scalar(request, "return_num_output_tokens", False, bool)),
-            want_perf=_scalar(request, "return_perf_metrics", False, bool),
-        )
-
-    def _sampling(self, request):
-        """TensorRT-LLM semantics: no top_k/top_p means greedy; top_k 0 means no top-k filter."""
-        top_k = _scalar(request, "runtime_top_k", 0, int)
-        top_p = _scalar(request, "runtime_top_p", 0.0)
-        temperature = _scalar(request, "temperature", 1.0)
-        if (top_k <= 0 and top_p <= 0) or temperature <= 0:
-            top_k, top_p, temperature = 1, 1.0, 1.0
-        return {"temperature": float(temperature), "top_k": int(top_k if top_k > 0 else self.vocab_size),
-                "top_p": float(top_p if 0 < top_p <= 1 else 1.0)}
-
-    def _submit(self, request, sender):
-        gen = self._parse(request, sender)
-        rid = f"r{next(self.ids)}"
-        with self.lock:
-            self.active[rid] = gen
-            self.m_active.set(len(self.active))
-        # With min_tokens the end id must not stop the manager early; this model stops the request itself.
-        eos = -1 if gen.min_tokens > 0 else gen.end_id
-        self.manager.add_request(gen.prompt, request_id=rid, max_new_tokens=gen.max_new, streaming=True,
-                                 eos_token_id=eos, **self._sampling(request))
-        return gen
-
+    # ------------------------------------------------------------------ admission
     def execute(self, requests):
-        if self.decoupled:
-            for request in requests:
-                sender = request.get_response_sender()
-                try:
-                    self._submit(request, sender)
-                except Exception as err:
-                    sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(err))), flags=FINAL)
-            return None
-        pending = []
         for request in requests:
             try:
-                pending.append(self._submit(request, None))
-            except Exception as err:
-                pending.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(err))))
-        responses = []
-        for item in pending:
-            if isinstance(item, _Generation):
-                item.done.wait()
-                item = item.response
-            responses.append(item)
-        return responses
+                sender = request.get_response_sender()
+            except Exception as err:  # nothing can be sent without a sender; Triton then reports the request
+                pb_utils.Logger.log_error(f"{self.model_name}: no response sender: {err}")
+                continue
+            try:
+                self._admit(request, sender)
+            except RequestError as err:
+                self.m_rejected.increment(1)
+                self._send_error(sender, str(err))
+            except Exception as err:  # anything else still ends the request with one error
+                self.m_rejected.increment(1)
+                self._send_error(sender, f"internal error while admitting the request: {err!r}")
+        return None
+
+    def _admit(self, request, sender):
+        gen = parse_request(request, sender, self.limits)
+        with self.room:
+            # Back-pressure: at most max_batch_size requests in flight. Waiting here keeps the rest in Triton's
+            # queue, where max_queue_size rejects the excess as Triton's own rejection.
+            while len(self.active) >= self.max_in_flight and self.fatal is None and not self.stopping:
+                self.room.wait(0.1)
+            if self.fatal is not None:
+                raise RequestError(f"the generation loop died ({self.fatal}); the server is restarting")
+            if self.stopping:
+                raise RequestError("the model is shutting down")
+            rid = f"r{self.next_id}"
+            self.next_id += 1
+            gen.rid = rid
+            self.active[rid] = gen  # before add_request: the first output may arrive before it returns
+        try:
+            accepted = self.manager.add_request(gen.prompt, request_id=rid, max_new_tokens=gen.max_new,
+                                                streaming=True, eos_token_id=gen.stop_id, **gen.kwargs)
+        except Exception as err:
+            accepted = None
+            reason = repr(err)
+        else:
+            reason = "the generation loop refused it"
+        if accepted is None:
+            with self.room:
+                self.active.pop(rid, None)
+                self.room.notify()
+            raise RequestError(f"not accepted by continuous batching: {reason}")
+        self.m_active.set(len(self.active))
+
+    def _send_error(self, sender, message):
+        try:
+            sender.send(error_response(message), flags=FINAL)
+        except Exception as err:
+            pb_utils.Logger.log_error(f"{self.model_name}: could not send an error response: {err}")
 
     # ------------------------------------------------------------------ results
     def _dispatch(self):
-        while self.running:
-            out = self.manager.get_result(timeout=0.1)
-            if out is None:
-                self._sweep_cancelled()
-                continue
-            with self.lock:
-                gen = self.active.get(out.request_id)
-            if gen is not None:
-                try:
-                    self._on_output(out.request_id, gen, out)
-                except Exception as err:  # report to the client rather than kill the dispatcher
-                    self._finish(out.request_id, gen, error=str(err))
-
-    @staticmethod
-    def _cancelled(gen):
+        """Turn the manager's outputs into responses. Guarded: whatever goes wrong, requests get their FINAL."""
         try:
-            return gen.sender.is_cancelled()
-        except Exception:  # a request whose client is gone can fail to answer; treat it as cancelled
-            return True
+            while not self.stopping:
+                out = self.manager.get_result(timeout=0.1)
+                if out is None:
+                    if not self.stopping and not self._loop_alive():
+                        self._loop_died(self._loop_error())
+                        return
+                    continue
+                with self.lock:
+                    gen = self.active.get(out.request_id)
+                if gen is None:
+                    continue
+                try:
+                    self._on_output(gen, out)
+                except Exception as err:  # one request's failure must not touch the others
+                    self._finish(gen, error=f"internal error: {err!r}")
+        except BaseException as err:  # the dispatcher itself failed: nothing would answer any more
+            self._loop_died(f"dispatcher failed: {err!r}")
 
-    def _sweep_cancelled(self):
-        with self.lock:
-            items = list(self.active.items())
-        for rid, gen in items:
-            if gen.sender is not None and self._cancelled(gen):
-                self._finish(rid, gen, cancelled=True)
+    def _loop_alive(self):
+        status = self.manager.background_thread_status
+        return self.manager.is_running() and status.fatal_error is None
 
-    def _on_output(self, rid, gen, out):
-        if gen.sender is not None and self._cancelled(gen):
-            self._finish(rid, gen, cancelled=True)
-            return
+    def _loop_error(self):
+        error = self.manager.background_thread_status.fatal_error
+        return repr(error) if error is not None else "the generation thread exited"
+
+    def _on_output(self, gen, out):
         if out.error:
-            self._finish(rid, gen, error=out.error)
+            self._finish(gen, error=out.error)
             return
         now = time.time_ns()
         stop = False
-        for token in out.generated_tokens[gen.seen:]:
+        new = out.generated_tokens[gen.seen:]
+        logprobs = list(out.logprobs[gen.seen:]) if gen.want_log_probs else []
+        for i, token in enumerate(new):
             gen.seen += 1
-            if token == gen.end_id and len(gen.tokens) >= gen.min_tokens:
+            token = int(token)
+            if token == gen.end_id:  # min_tokens masks it until enough tokens exist
                 stop = True
                 break
-            gen.tokens.append(int(token))
+            gen.tokens.append(token)
+            if gen.want_log_probs:
+                gen.logprobs.append(float(logprobs[i]))
             gen.first_token_ns = gen.first_token_ns or now
             gen.last_token_ns = now
             if len(gen.tokens) >= gen.max_new or any(gen.tokens[-len(s):] == s for s in gen.stops):
                 stop = True
                 break
         stop = stop or out.is_finished()
-        if gen.streaming and (len(gen.tokens) > gen.sent or stop):
-            chunk = gen.tokens[gen.sent:]
-            gen.sent = len(gen.tokens)
-            if chunk:
-                gen.sender.send(self._response(gen, chunk), flags=FINAL if stop else 0)
-            elif stop:
-                gen.sender.send(flags=FINAL)
         if stop:
-            self._finish(rid, gen, sent=gen.streaming)
+            self._finish(gen)
+        elif gen.streaming and len(gen.tokens) > gen.sent:
+            chunk_start, gen.sent = gen.sent, len(gen.tokens)
+            with gen.lock:
+                if not gen.closed:
+                    gen.sender.send(response_for(gen, chunk_start), flags=0)
 
-    def _response(self, gen, tokens):
-        output = tokens if gen.streaming or gen.exclude_input else gen.prompt + tokens
-        n = len(output)
-        tensors = [
-            pb_utils.Tensor("output_ids", np.array(output, dtype=np.int32).reshape(1, 1, n)),
-            pb_utils.Tensor("sequence_length", np.array([[n]], dtype=np.int32)),
-            pb_utils.Tensor("cum_log_probs", np.zeros((1, 1), dtype=np.float32)),
-            pb_utils.Tensor("output_log_probs", np.zeros((1, 1, n), dtype=np.float32)),
-            pb_utils.Tensor("context_logits", np.zeros((1, 1, 1), dtype=np.float32)),
-            pb_utils.Tensor("generation_logits", np.zeros((1, 1, 1, 1), dtype=np.float32)),
-            pb_utils.Tensor("batch_index", np.zeros((1, 1), dtype=np.int32)),
-            pb_utils.Tensor("sequence_index", np.zeros((1, 1), dtype=np.int32)),
-        ]
-        if gen.want_counts[0]:
-            tensors.append(pb_utils.Tensor("num_input_tokens", np.array([[len(gen.prompt)]], dtype=np.int32)))
-        if gen.want_counts[1]:
-            # Tokens in this response, as the TensorRT-LLM backend counts them: a stream's counts add up.
-            tensors.append(pb_utils.Tensor("num_output_tokens", np.array([[len(tokens)]], dtype=np.int32)))
-        if gen.want_perf:
-            for name, value in (("arrival_time_ns", gen.arrival_ns), ("first_token_time_ns", gen.first_token_ns),
-                                ("last_token_time_ns", gen.last_token_ns)):
-                tensors.append(pb_utils.Tensor(name, np.array([[value]], dtype=np.int64)))
-        return pb_utils.InferenceResponse(output_tensors=tensors)
-
-    def _finish(self, rid, gen, *, sent=False, error=None, cancelled=False):
-        with self.lock:
-            if self.active.pop(rid, None) is None:
+    def _finish(self, gen, *, error=None, cancelled=False):
+        """End a request exactly once: the first caller wins, later ones return."""
+        with self.room:
+            if self.active.pop(gen.rid, None) is None:
                 return
-            self.m_active.set(len(self.active))
-        self.manager.cancel_request(rid)  # frees the KV blocks at once when we stopped before the manager did
-        if cancelled:
-            response = None
-        elif error is not None:
-            response = pb_utils.InferenceResponse(error=pb_utils.TritonError(f"tensorrt_llm (hf): {error}"))
-        elif not sent:
-            response = self._response(gen, gen.tokens)
-        else:
-            response = None
-        if gen.sender is not None:
-            if response is not None:
-                gen.sender.send(response, flags=FINAL)
-            elif not sent:
-                gen.sender.send(flags=FINAL)
-        else:
-            gen.response = response or pb_utils.InferenceResponse(
-                error=pb_utils.TritonError("tensorrt_llm (hf): request cancelled"))
-            gen.done.set()
+            self.room.notify()
+        self.m_active.set(len(self.active))
+        try:
+            self.manager.cancel_request(gen.rid)  # frees the KV blocks at once when we stopped before the manager
+        except Exception:
+            pass
+        with gen.lock:
+            if gen.closed:
+                return
+            gen.closed = True
+            try:
+                if error is not None:
+                    gen.sender.send(error_response(error), flags=FINAL)
+                elif cancelled:
+                    gen.sender.send(flags=FINAL)
+                elif gen.streaming:
+                    if len(gen.tokens) > gen.sent:
+                        start, gen.sent = gen.sent, len(gen.tokens)
+                        gen.sender.send(response_for(gen, start), flags=FINAL)
+                    else:
+                        gen.sender.send(flags=FINAL)
+                else:
+                    gen.sender.send(response_for(gen, 0), flags=FINAL)
+            except Exception as err:
+                pb_utils.Logger.log_error(f"{self.model_name}: could not send the final response of {gen.rid}: {err}")
+
+    # ------------------------------------------------------------------ cancellation
+    def _watch_cancellation(self):
+        """Ask Triton every period whether a client gave up (an IPC round trip per request), off the response path;
+        and exit when tritonserver is gone, so an orphaned stub never keeps the GPU."""
+        parent = os.getppid()
+        while not self.stopping and self.fatal is None:
+            time.sleep(self.cancel_period)
+            if os.getppid() != parent:  # tritonserver died (e.g. SIGKILL): nothing can answer; free the device
+                os._exit(1)
+            with self.lock:
+                items = list(self.active.values())
+            for gen in items:
+                try:
+                    cancelled = gen.sender.is_cancelled()
+                except Exception:  # a request whose client is gone can fail to answer; treat it as cancelled
+                    cancelled = True
+                if cancelled:
+                    self._finish(gen, cancelled=True)
+
+    # ------------------------------------------------------------------ failure and shutdown
+    def _loop_died(self, reason):
+        with self.room:
+            if self.fatal is not None:
+                return
+            self.fatal = reason
+            items = list(self.active.values())
+            self.room.notify_all()
+        self.m_loop.set(0)
+        pb_utils.Logger.log_error(f"{self.model_name}: the generation loop died: {reason}; failing "
+                                  f"{len(items)} active request(s)")
+        for gen in items:
+            self._finish(gen, error=f"the generation loop died ({reason})")
+        if self.exit_on_fatal and not self.stopping:
+            self._stop_server()
+
+    def _stop_server(self):
+        """Make the failure visible: SIGTERM the tritonserver that started this stub, so readiness goes away and an
+        orchestrator (or `tritongen serve`, which then exits non-zero) restarts it."""
+        parent = os.getppid()
+        try:
+            with open(f"/proc/{parent}/comm") as f:
+                name = f.read().strip()
+        except OSError:
+            name = ""
+        if name != "tritonserver":
+            pb_utils.Logger.log_error(f"{self.model_name}: parent process {parent} is {name!r}, not tritonserver; "
+                                      "not stopping it")
+            return
+        pb_utils.Logger.log_error(f"{self.model_name}: asking tritonserver (pid {parent}) to shut down")
+
+        def later():
+            time.sleep(0.5)  # let the error responses leave first
+            os.kill(parent, signal.SIGTERM)
+
+        threading.Thread(target=later, daemon=True).start()
 
     def finalize(self):
-        self.running = False
-        self.manager.stop(block=True, timeout=10)
+        with self.room:
+            self.stopping = True
+            items = list(self.active.values())
+            self.room.notify_all()
+        for gen in items:
+            self._finish(gen, error="the model is shutting down")
+        try:
+            self.manager.stop(block=True, timeout=10, hard_stop=True)
+        except Exception as err:
+            pb_utils.Logger.log_error(f"{self.model_name}: stopping continuous batching: {err!r}")
         self.dispatcher.join(timeout=5)
+        self.watcher.join(timeout=5)
