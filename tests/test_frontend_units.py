@@ -78,7 +78,7 @@ def test_stop_matcher_holds_back_a_possible_start_and_cuts_at_the_stop():
 @pytest.mark.parametrize("message, status", [
     ("in ensemble 'ensemble', Exceeds maximum queue size", 429),
     ("Request for unknown model: 'ensemble' is not found", 503),
-    ("tensorrt_llm (hf): presence_penalty is not supported by the hf runtime; leave it unset", 400),
+    ("tensorrt_llm (hf): presence_penalty: not supported by the hf runtime (only 0.0); leave it unset", 400),
     ("unexpected shape for input 'max_tokens' for model 'ensemble'", 400),
     ("CUDA error: an illegal memory access was encountered", 500),
 ])

@@ -38,7 +38,7 @@ class EngineError(Exception):
 # Triton reports errors inside a stream as text only (no status code); these markers are its wording.
 _OVERLOAD = ("exceeds maximum queue size", "queue is full", "resource exhausted", "too many requests")
 _UNAVAILABLE = ("not ready", "unavailable", "is not found", "unknown model", "failed to connect", "shutting down")
-_BAD_INPUT = ("is not supported", "must be", "unexpected shape", "invalid argument", "expected", "exceeds the",
+_BAD_INPUT = ("not supported", "must be", "unexpected shape", "invalid argument", "expected", "exceeds the",
               "too long", "out of range")
 
 
