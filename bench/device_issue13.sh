@@ -4,7 +4,7 @@
 # `tritongen loadtest`) at 1/4/16/64/256 in flight, 128 in / 256 out, Llama-3.2-1B shape. Results under $OUT.
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-/tmp/venv/bin/python3 -c 'import pytriton' 2>/dev/null || { echo "pytriton missing in /tmp/venv: run bench/device_issue13_setup.sh first"; exit 3; }
+ls -d /tmp/venv/lib/python3*/site-packages/pytriton >/dev/null 2>&1 || { echo "pytriton missing in /tmp/venv: run bench/device_issue13_setup.sh first"; exit 3; }
 # numpy 1.26 (the stub needs numpy < 2) breaks a scipy built for numpy 2, which transformers imports when present.
 python3 -m pip uninstall -y -q scikit-learn scipy 2>&1 | tail -1
 bash bench/device_setup.sh .whl/b/*.whl .whl/t/*.whl > "$OUT/setup2.log" 2>&1 || { cat "$OUT/setup2.log"; exit 3; }

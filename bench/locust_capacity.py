@@ -95,7 +95,7 @@ def run_level(users: int, args: argparse.Namespace, url: str, tokenizer: str, wo
 
     level_dir = work / f"u{users}"
     config = {"url": url, "protocol": "grpc", "samples_dir": str(level_dir / "samples"), "tokenizer_dir": tokenizer,
-              "concurrency": users, "input_tokens": {"mean": 32, "stddev": 0},
+              "level": users, "input_tokens": {"mean": 32, "stddev": 0},
               "output_tokens": {"mean": args.tokens, "stddev": 0}, "timeout_s": 30.0}
     level_dir.mkdir(parents=True)
     (level_dir / "config.json").write_text(json.dumps(config))

@@ -191,7 +191,7 @@ def served(args, work: Path, spec_path: Path, repo: Path) -> dict:
             "loadtest_exit_code": loadtest_rc, "server_exit_code": server.process.returncode,
             "server_failure": failure, "server_log_crash_lines": [
                 line for line in text.splitlines() if "ASSERTION FAILED" in line or "Signal (11)" in line][:5],
-            "sweep": summary.get("summary", summary).get("sweep", [])}
+            "levels": summary.get("levels", []), "capacity": summary.get("capacity")}
 
 
 def main(argv=None) -> int:
@@ -243,16 +243,19 @@ def main(argv=None) -> int:
     data["served"] = served(args, work, spec_path, repo)
     base = {lv["concurrency"]: lv for lv in data["inprocess"]["levels"]}
     rows = []
-    for level in data["served"]["sweep"]:
-        m, b = level["metrics"], base.get(level["concurrency"], {})
+    for level in data["served"]["levels"]:
+        concurrency = int(level["level"])
+        m, b = level["metrics"], base.get(concurrency, {})
         tok, ttft = m.get("output_token_throughput"), (m.get("ttft_ms") or {}).get("p50")
-        rows.append({"concurrency": level["concurrency"], "served_tok_per_s": tok,
+        rows.append({"concurrency": concurrency, "served_tok_per_s": tok,
                      "inprocess_tok_per_s": b.get("output_tok_per_s"),
                      "ratio": round(tok / b["output_tok_per_s"], 3) if tok and b.get("output_tok_per_s") else None,
                      "served_ttft_p50_ms": ttft, "inprocess_ttft_p50_ms": b.get("ttft_ms_p50"),
                      "added_ttft_p50_ms": round(ttft - b["ttft_ms_p50"], 2)
                      if ttft is not None and b.get("ttft_ms_p50") is not None else None,
-                     "served_errors": m.get("error_count")})
+                     "served_errors": m.get("error_count"),
+                     "tokens_client_eq_server": level.get("tokens", {}).get("equal"),
+                     "locust_max_cpu": level.get("load_generator", {}).get("max_cpu_fraction")})
     data["comparison"] = rows
     write_json(Path(args.out) / "rerun.json", data)
     print(table(data["inprocess"]["levels"], LEVEL_COLS))

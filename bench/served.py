@@ -207,8 +207,7 @@ def run_level(url: str, metrics_url: str, server_pid: int, concurrency: int, pro
                         return
                     n = result.as_numpy("num_output_tokens")
                     if n is not None and n.size:
-                        # Per-response counts (the TensorRT-LLM backend's semantics) add up over the stream.
-                        cum = got + int(n.reshape(-1)[0])
+                        cum = int(n.reshape(-1)[0])
                     else:
                         cum = got + (1 if result.as_numpy("text_output") is not None else 0)
                     if cum > got:

@@ -9,7 +9,7 @@ import json
 import queue
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -79,6 +79,23 @@ def grpc_inputs(prompt: str, max_tokens: int, *, stream: bool, stop_words: list[
     return inputs
 
 
+class StreamError(CheckFailed):
+    """An error event inside a generate_stream response (the HTTP status came from the first response)."""
+
+
+def sse_events(lines: Iterable[bytes]) -> Iterator[dict]:
+    """The JSON events of a generate_stream (server-sent events) body, given its lines; raises StreamError on an
+    error event. The one SSE reader: `stream_http` and the Locust users both read through it."""
+    for raw in lines:
+        line = raw.strip()
+        if not line.startswith(b"data:"):
+            continue
+        event = json.loads(line[5:])
+        if "error" in event:
+            raise StreamError(f"HTTP generate_stream: {event['error']}")
+        yield event
+
+
 def _text(result) -> str:
     out = result.as_numpy("text_output")
     if out is None:
@@ -136,14 +153,7 @@ def stream_http(url: str, prompt: str, max_tokens: int, *, model: str = "ensembl
                                  headers={"Content-Type": "application/json", "Accept": "text/event-stream"})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
-            for raw in r:
-                line = raw.decode("utf-8", errors="replace").strip()
-                if not line.startswith("data:"):
-                    continue
-                event = json.loads(line[5:])
-                if "error" in event:
-                    # The HTTP status comes from the first response, so later errors arrive inside the stream.
-                    raise CheckFailed(f"HTTP generate_stream: {event['error']}")
+            for event in sse_events(r):
                 yield event.get("text_output", "")
     except urllib.error.HTTPError as err:
         raise CheckFailed(f"HTTP generate_stream: {err.code} {err.read().decode(errors='replace')}") from None

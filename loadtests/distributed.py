@@ -8,7 +8,7 @@ master stops them after the run time.
 Samples travel to the master inside Locust's own protocol: each worker forwards the sample lines its users wrote
 (its private samples folder) in a custom message (`SAMPLES_MESSAGE`) once a second and, synchronously, when it
 stops, so the last lines are on the wire before Locust's own `client_stopped` reaches the master. The master
-appends them to `samples-worker-<worker id>.jsonl` in the report's samples folder, stamping the run's concurrency
+appends them to `samples-worker-<worker id>.jsonl` in the report's samples folder, stamping the run's load level
 (a worker only knows its own share of the users). The report is then built from the merged files exactly as for
 one process. A worker forwards only when `FORWARD_ENV` is set, so Locust's `--processes` (whose forked workers
 write into the shared samples folder directly) never counts a sample twice.
@@ -87,7 +87,7 @@ class _SampleSink:
     def __init__(self) -> None:
         config = _config()
         self.dir = Path(config.samples_dir)
-        self.concurrency = config.concurrency
+        self.level = config.level
         self.files: dict[str, object] = {}
 
     def receive(self, environment, msg, **_kwargs) -> None:
@@ -98,7 +98,7 @@ class _SampleSink:
             f = self.files[worker] = open(self.dir / f"samples-worker-{worker}.jsonl", "a", encoding="utf-8")
         for line in msg.data["lines"]:
             record = json.loads(line)
-            record["concurrency"] = self.concurrency
+            record["level"] = self.level
             f.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
         f.flush()
 

@@ -4,13 +4,11 @@ Triton's nv_inference_* duration and count metrics are cumulative counters per (
 a load test is the difference between a snapshot taken before it and one taken after. Snapshots taken during
 the run (`PromPoller`) add the range a gauge went through (pending requests, KV-cache blocks, GPU utilisation).
 Every series that is not one of the per-model counters below is passed through by name, custom metrics included.
-
-The text format is parsed here rather than with prometheus_client, which Locust does not install.
+The text format is parsed by prometheus_client's `text_string_to_metric_families`.
 """
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 import urllib.error
@@ -37,62 +35,10 @@ MODEL_COUNTERS = {
 REQUEST_FAILURE = "nv_inference_request_failure"
 PENDING_REQUESTS = "nv_inference_pending_request_count"
 
-_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
-_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
-_UNESCAPE = {"\\": "\\", '"': '"', "n": "\n"}
 
 
 class MetricsParseError(ValueError):
     """The scraped text is not Prometheus exposition format."""
-
-
-def _parse_labels(line: str, pos: int, number: int) -> tuple[Labels, int]:
-    """Labels starting after the `{` at `pos`; returns them and the position after the closing `}`."""
-    labels = []
-    while True:
-        while pos < len(line) and line[pos] in " \t,":
-            pos += 1
-        if pos < len(line) and line[pos] == "}":
-            return tuple(sorted(labels)), pos + 1
-        m = _LABEL_NAME.match(line, pos)
-        if not m or line[m.end():m.end() + 2] != '="':
-            raise MetricsParseError(f"line {number}: bad label at column {pos + 1}: {line!r}")
-        pos = m.end() + 2
-        value = []
-        while True:
-            if pos >= len(line):
-                raise MetricsParseError(f"line {number}: unterminated label value: {line!r}")
-            ch = line[pos]
-            if ch == "\\" and pos + 1 < len(line):
-                # Only \\, \" and \n are escapes; Prometheus keeps any other backslash as written.
-                nxt = line[pos + 1]
-                value.append(_UNESCAPE.get(nxt, "\\" + nxt))
-                pos += 2
-            elif ch == '"':
-                pos += 1
-                break
-            else:
-                value.append(ch)
-                pos += 1
-        labels.append((m.group(), "".join(value)))
-
-
-def _parse_sample(line: str, number: int) -> tuple[SeriesKey, float]:
-    m = _NAME.match(line)
-    if not m:
-        raise MetricsParseError(f"line {number}: no metric name: {line!r}")
-    labels: Labels = ()
-    pos = m.end()
-    if pos < len(line) and line[pos] == "{":
-        labels, pos = _parse_labels(line, pos + 1, number)
-    fields = line[pos:].split()
-    if not fields or len(fields) > 2:
-        raise MetricsParseError(f"line {number}: expected `value [timestamp]`: {line!r}")
-    try:
-        value = float(fields[0])  # float() reads NaN, +Inf and -Inf as Prometheus writes them
-    except ValueError:
-        raise MetricsParseError(f"line {number}: bad value {fields[0]!r}") from None
-    return (m.group(), labels), value
 
 
 @dataclass(frozen=True)
@@ -117,20 +63,28 @@ class Snapshot:
 
 
 def parse_metrics(text: str, taken_at: float | None = None) -> Snapshot:
-    """Parse Prometheus text exposition format (as Triton's :8002/metrics serves it)."""
+    """Parse Prometheus text exposition format (as Triton's :8002/metrics serves it) with prometheus_client."""
+    from prometheus_client.parser import text_string_to_metric_families
+
     values: dict[SeriesKey, float] = {}
     types: dict[str, str] = {}
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line:
-            continue
-        if line.startswith("#"):
-            parts = line.split(None, 3)
-            if len(parts) == 4 and parts[1] == "TYPE":
-                types[parts[2]] = parts[3].strip()
-            continue
-        key, value = _parse_sample(line, number)
-        values[key] = value
+    # prometheus_client names counter samples `<family>_total` even where the server wrote `<family>` (as
+    # Triton's nv_inference_* counters are); series keep the names the server wrote.
+    served = {line.split("{", 1)[0].strip().split(" ", 1)[0] for line in text.splitlines()
+              if line.strip() and not line.lstrip().startswith("#")}
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                name = sample.name
+                if name not in served and name.endswith("_total") and name[:-6] in served:
+                    name = name[:-6]
+                values[(name, tuple(sorted(sample.labels.items())))] = sample.value
+                if family.type != "unknown":
+                    types.setdefault(family.name, family.type)
+                    if family.type == "counter":
+                        types.setdefault(name, "counter")
+    except (ValueError, IndexError) as err:  # prometheus_client's parser raises both on malformed text
+        raise MetricsParseError(f"not Prometheus text format: {str(err) or 'a sample line without a metric name'}") from None
     return Snapshot(values, types, time.time() if taken_at is None else taken_at)
 
 

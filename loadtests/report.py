@@ -1,129 +1,257 @@
 """The load-test report: a JSON summary with a stable schema and a single-file HTML report with plots.
 
-JSON summary, schema_version 1 (also in docs/loadtest-report.md; a test keeps both lists equal to the output).
-Latencies are milliseconds, throughputs per second, server durations microseconds. A value that the run cannot
-give (no successful request, zero duration) is null, never 0. `<stats>` is an object with the keys count, avg,
-min, max, std, p50, p90, p95, p99, or null when there are no values.
+JSON summary, schema_version 2 (also in docs/loadtest-report.md; a test keeps both lists equal to the output).
+Latencies are milliseconds, throughputs per second, server durations microseconds, times in seconds after the
+level's first request. A value the run cannot give is null, never 0. `<stats>` is an object with the keys
+count, avg, min, max, std, p50, p90, p95, p99, or null when there are no values. `<server view>` is the object
+documented under `levels[].server`.
 
-- `schema_version` (int): 1; bumped when a key is removed or changes meaning.
+- `schema_version` (int): 2; bumped when a key is removed or changes meaning.
 - `generated_at` (str): UTC time the summary was built, ISO 8601.
 - `deployment` (str|null): the spec's `name`.
 - `protocols` (list[str]): protocols seen in the samples (grpc, http_stream, http).
+- `metadata` (object|null): what was measured on what.
+- `metadata.spec_digest` (str|null): sha256 of the file the run was given (a spec or a plan lock file).
+- `metadata.plan_digest` (str): sha256 of the Plan's JSON (the resolved spec the run used).
+- `metadata.runtime` (str): what served the tensorrt_llm model (hf, tensorrtllm, synthetic).
+- `metadata.model` (str|null): the checkpoint folder.
+- `metadata.tokenizer` (str): the tokenizer folder.
+- `metadata.server` (object): the server's own metadata (Triton's /v2 or gRPC ServerMetadata).
+- `metadata.server.name` (str|null): e.g. triton.
+- `metadata.server.version` (str|null): tritonserver's version.
+- `metadata.versions` (object): package versions on the load-generator host.
+- `metadata.versions.tritongen` (str|null): tritongen.
+- `metadata.versions.transformers` (str|null): transformers.
+- `metadata.versions.torch` (str|null): torch.
+- `metadata.versions.locust` (str|null): locust.
+- `metadata.versions.tritonclient` (str|null): tritonclient.
+- `metadata.versions.python` (str): the Python version.
+- `metadata.hardware` (object): the load-generator host.
+- `metadata.hardware.host` (str): host name.
+- `metadata.hardware.gpus` (list): GPUs found through NVML (empty without NVML or GPUs).
+- `metadata.hardware.gpus[].index` (int): NVML index.
+- `metadata.hardware.gpus[].name` (str): e.g. NVIDIA H200.
+- `metadata.hardware.gpus[].memory_total_bytes` (int): device memory.
+- `metadata.hardware.gpu_driver` (str|null): NVIDIA driver version.
+- `metadata.hardware.cpu_model` (str|null): CPU model name.
+- `metadata.hardware.cpu_count` (int|null): logical CPUs.
+- `metadata.workload` (object): the load definition the Locust processes ran (LoadConfig fields).
+- `load` (object): how the load was applied.
+- `load.mode` (str): closed (users), open (request rate) or trace (replayed arrival times).
+- `load.level_unit` (str): users or requests/s.
+- `load.warmup_s` (float): unmeasured seconds at the start of each level.
+- `load.duration_s` (float|null): seconds of load per level (requests are sent for this long, then drain).
 - `files` (object): files of this run.
 - `files.samples` (list[str]): the JSONL sample files the metrics were computed from.
 - `files.locust_csv` (list[str]): Locust's CSV files (`--csv PREFIX`), for Locust's own view.
 - `files.html` (str|null): the HTML report.
-- `overall` (metrics): metrics over every sample; the same object as `sweep[].metrics`.
-- `overall.request_count` (int): requests sent, failed ones included.
-- `overall.error_count` (int): failed requests.
-- `overall.error_rate` (float|null): error_count / request_count.
-- `overall.good_count` (int): successful requests within every goodput limit.
-- `overall.duration_s` (float): last response - first request.
-- `overall.request_throughput` (float|null): successful requests per second.
-- `overall.output_token_throughput` (float|null): output tokens of successful requests per second.
-- `overall.goodput` (float|null): good requests per second.
-- `overall.ttft_ms` (<stats>): time to first token (streaming protocols).
-- `overall.itl_ms` (<stats>): inter-token latency, requests with more than one output token.
-- `overall.e2e_ms` (<stats>): end-to-end request latency.
-- `overall.input_tokens` (<stats>): prompt lengths of successful requests.
-- `overall.output_tokens` (<stats>): output lengths (tokenizer count of the text) of successful requests.
-- `overall.errors` (list): failed requests grouped by message, most frequent first.
-- `overall.errors[].message` (str): the error message (first 200 characters).
-- `overall.errors[].count` (int): how many requests failed with it.
-- `overall.timeline` (list): throughput over time in 1 s bins, by completion time.
-- `overall.timeline[].t_s` (float): bin start, seconds after the first request.
-- `overall.timeline[].requests_per_s` (float): successful requests completed in the bin, per second.
-- `overall.timeline[].output_tokens_per_s` (float): their output tokens, per second.
-- `overall.timeline[].errors` (int): failed requests in the bin.
-- `sweep` (list): one entry per concurrency level, ascending.
-- `sweep[].concurrency` (int): concurrent users of the level.
-- `sweep[].metrics` (metrics): the `overall` object, over that level's samples.
-- `slo` (object): the SLO gate, evaluated on `overall`.
-- `slo.passed` (bool): every objective holds.
+- `levels` (list): one entry per load level, ascending (one entry without a sweep).
+- `levels[].level` (float): users (closed loop) or requests/s (open loop).
+- `levels[].metrics` (object): the level's metrics over its measurement window.
+- `levels[].metrics.request_count` (int): requests sent inside the window, failed ones included, cancelled not.
+- `levels[].metrics.error_count` (int): failed requests among them.
+- `levels[].metrics.cancelled_count` (int): requests sent inside the window that the client cancelled on purpose.
+- `levels[].metrics.error_rate` (float|null): error_count / request_count.
+- `levels[].metrics.good_count` (int): successful requests completed inside the window within every goodput limit.
+- `levels[].metrics.completed_count` (int): successful requests completed inside the window.
+- `levels[].metrics.in_flight_at_window_end` (int): requests sent before the window's end, finished after it.
+- `levels[].metrics.warmup_s` (float): the unmeasured start.
+- `levels[].metrics.window_start_s` (float): start of the measurement window.
+- `levels[].metrics.window_end_s` (float): end of the measurement window (end of the load).
+- `levels[].metrics.window_s` (float): window length, the denominator of every rate.
+- `levels[].metrics.run_s` (float): first request to last response (warm-up, window and drain).
+- `levels[].metrics.request_throughput` (float|null): successful requests completed inside the window per second.
+- `levels[].metrics.output_token_throughput` (float|null): output tokens that arrived inside the window per second.
+- `levels[].metrics.goodput` (float|null): good requests completed inside the window per second.
+- `levels[].metrics.ttft_ms` (<stats>): time to first token, requests sent inside the window (streaming).
+- `levels[].metrics.itl_ms` (<stats>): inter-token latency, such requests with more than one output token.
+- `levels[].metrics.e2e_ms` (<stats>): end-to-end request latency, requests sent inside the window.
+- `levels[].metrics.input_tokens` (<stats>): prompt lengths (server's num_input_tokens) of those requests.
+- `levels[].metrics.output_tokens` (<stats>): output lengths (server's num_output_tokens) of those requests.
+- `levels[].metrics.output_tokens_total` (int): server-counted output tokens of every request of the level.
+- `levels[].metrics.input_tokens_total` (int): prompt tokens of every request of the level.
+- `levels[].metrics.requests_without_token_count` (int): successful requests the server reported no count for.
+- `levels[].metrics.schedule_lag_ms` (<stats>): open loop: send time - scheduled arrival.
+- `levels[].metrics.errors` (list): failed requests grouped by message, most frequent first.
+- `levels[].metrics.errors[].message` (str): the error message (first 200 characters).
+- `levels[].metrics.errors[].count` (int): how many requests failed with it.
+- `levels[].metrics.timeline` (list): throughput over time in 1 s bins over the whole level.
+- `levels[].metrics.timeline[].t_s` (float): bin start.
+- `levels[].metrics.timeline[].requests_per_s` (float): successful requests completed in the bin, per second.
+- `levels[].metrics.timeline[].output_tokens_per_s` (float): output tokens that arrived in the bin, per second.
+- `levels[].metrics.timeline[].errors` (int): failed requests in the bin.
+- `levels[].metrics.timeline[].in_window` (bool): the bin starts inside the measurement window.
+- `levels[].slo` (object): the SLO verdict of this level.
+- `levels[].slo.passed` (bool): every objective holds at this level.
+- `levels[].slo.results` (list): one entry per objective set in the spec.
+- `levels[].slo.results[].name` (str): the spec field, e.g. ttft_p95_ms.
+- `levels[].slo.results[].measured` (float|null): null when the run gives no value (then it fails).
+- `levels[].slo.results[].limit` (float): the spec's value.
+- `levels[].slo.results[].unit` (str): ms, tok/s, or empty for a fraction.
+- `levels[].slo.results[].comparison` (str): `<=` or `>=`: what must hold between measured and limit.
+- `levels[].slo.results[].passed` (bool): whether it holds.
+- `levels[].slo.results[].note` (str): why nothing was measured, else empty.
+- `levels[].slo.results[].line` (str): the verdict line, e.g. `FAIL ttft_p95_ms: measured 812.4 ms > limit 500 ms`.
+- `levels[].tokens` (object): client token totals against the server's counter over the whole level.
+- `levels[].tokens.client_output_tokens` (int): sum of the server-reported counts the client received.
+- `levels[].tokens.server_output_tokens` (float|null): delta of tritongen_llm_output_tokens_total; null without it.
+- `levels[].tokens.equal` (bool|null): the two agree; null without the counter, when a request was cancelled
+  or failed (the server may have sent tokens the client never read), or when a request came without a count.
+- `levels[].server` (<server view>|null): Triton's /metrics difference over the window; null when not scraped.
+- `levels[].server.window_s` (float): seconds between the two scrapes the difference is taken from.
+- `levels[].server.models` (list): one entry per model (versions summed), sorted by name.
+- `levels[].server.models[].model` (str): model name.
+- `levels[].server.models[].request_success` (float): successful requests.
+- `levels[].server.models[].request_failure` (list): failed requests by reason.
+- `levels[].server.models[].request_failure[].reason` (str): REJECTED, CANCELED, BACKEND, OTHER.
+- `levels[].server.models[].request_failure[].count` (float): failed requests with that reason.
+- `levels[].server.models[].inference_count` (float): inferences (batch elements).
+- `levels[].server.models[].exec_count` (float): model executions (batches).
+- `levels[].server.models[].request_duration_us` (float): summed request time.
+- `levels[].server.models[].queue_duration_us` (float): summed queue time.
+- `levels[].server.models[].compute_input_duration_us` (float): summed input-copy time.
+- `levels[].server.models[].compute_infer_duration_us` (float): summed model execution time.
+- `levels[].server.models[].compute_output_duration_us` (float): summed output-copy time.
+- `levels[].server.models[].pending_request_count_max` (float|null): most requests pending at once in any scrape.
+- `levels[].server.models[].avg_queue_us` (float|null): queue time per successful request.
+- `levels[].server.models[].avg_compute_us` (float|null): input + infer + output time per successful request.
+- `levels[].server.models[].avg_request_us` (float|null): request time per successful request.
+- `levels[].server.other` (list): every other series (GPU, TensorRT-LLM, tritongen_llm_*), by name.
+- `levels[].server.other[].name` (str): metric name.
+- `levels[].server.other[].labels` (object): label name -> value.
+- `levels[].server.other[].type` (str): counter, gauge, histogram, summary or untyped.
+- `levels[].server.other[].before` (float|null): value at the first scrape; null when the series appeared later.
+- `levels[].server.other[].after` (float): value at the second scrape.
+- `levels[].server.other[].delta` (float|null): after - before for counters (restart-aware), else null.
+- `levels[].server.other[].min` (float): lowest value seen in between.
+- `levels[].server.other[].max` (float): highest value seen.
+- `levels[].server_run` (<server view>|null): the same difference over the whole level, drain included.
+- `levels[].server_active_after` (float|null): requests the server still worked on after the drain (must be 0).
+- `levels[].load_generator` (object|null): CPU use of the Locust processes during the level.
+- `levels[].load_generator.processes` (list): one entry per Locust process.
+- `levels[].load_generator.processes[].pid` (int): process id.
+- `levels[].load_generator.processes[].role` (str): worker (sends requests) or master.
+- `levels[].load_generator.processes[].wall_s` (float): seconds from test start to stop.
+- `levels[].load_generator.processes[].cpu_s` (float): CPU seconds (user + system) in that time.
+- `levels[].load_generator.processes[].cpu_fraction` (float|null): cpu_s / wall_s (1.0 = one core).
+- `levels[].load_generator.max_cpu_fraction` (float|null): the busiest process.
+- `levels[].load_generator.warning` (str|null): set when a process passed 80% of a core.
+- `capacity` (object): the capacity line.
+- `capacity.level` (float|null): highest level at which every SLO holds, every lower level passing too.
+- `capacity.unit` (str): users or requests/s.
+- `capacity.passing_above` (list[float]): levels above the first failing one that passed (not trusted).
+- `capacity.rule` (str): min_capacity (capacity >= slo.min_capacity) or all_levels (every level passes).
+- `capacity.min_capacity` (float|null): slo.min_capacity.
+- `capacity.passed` (bool): the gate under that rule.
+- `capacity.line` (str): the printed capacity line.
+- `slo` (object): the gate.
+- `slo.passed` (bool): capacity.passed.
 - `slo.exit_code` (int): 0 when passed, 1 otherwise.
 - `slo.goodput_limits` (object): per-request limits used for goodput.
 - `slo.goodput_limits.ttft_ms` (float|null): from slo.ttft_p95_ms.
 - `slo.goodput_limits.itl_ms` (float|null): from slo.itl_p95_ms.
 - `slo.goodput_limits.e2e_ms` (float|null): from slo.e2e_p99_ms.
-- `slo.results` (list): one entry per objective set in the spec.
-- `slo.results[].name` (str): the spec field, e.g. ttft_p95_ms.
-- `slo.results[].measured` (float|null): null when the run gives no value (then it fails).
-- `slo.results[].limit` (float): the spec's value.
-- `slo.results[].unit` (str): ms, tok/s, or empty for a fraction.
-- `slo.results[].comparison` (str): `<=` or `>=`: what must hold between measured and limit.
-- `slo.results[].passed` (bool): whether it holds.
-- `slo.results[].note` (str): why nothing was measured, else empty.
-- `slo.results[].line` (str): the human verdict line, e.g. `FAIL ttft_p95_ms: measured 812.4 ms > limit 500 ms`.
-- `server` (object|null): Triton's /metrics difference over the run; null when not scraped.
-- `server.window_s` (float): seconds between the before and after scrapes.
-- `server.models` (list): one entry per model (versions summed), sorted by name.
-- `server.models[].model` (str): model name.
-- `server.models[].request_success` (float): successful requests.
-- `server.models[].request_failure` (list): failed requests by reason.
-- `server.models[].request_failure[].reason` (str): REJECTED, CANCELED, BACKEND, OTHER.
-- `server.models[].request_failure[].count` (float): failed requests with that reason.
-- `server.models[].inference_count` (float): inferences (batch elements).
-- `server.models[].exec_count` (float): model executions (batches).
-- `server.models[].request_duration_us` (float): summed request time.
-- `server.models[].queue_duration_us` (float): summed queue time.
-- `server.models[].compute_input_duration_us` (float): summed input-copy time.
-- `server.models[].compute_infer_duration_us` (float): summed model execution time.
-- `server.models[].compute_output_duration_us` (float): summed output-copy time.
-- `server.models[].pending_request_count_max` (float|null): most requests pending at once in any scrape.
-- `server.models[].avg_queue_us` (float|null): queue time per successful request.
-- `server.models[].avg_compute_us` (float|null): input + infer + output time per successful request.
-- `server.models[].avg_request_us` (float|null): request time per successful request.
-- `server.other` (list): every other series (GPU, TensorRT-LLM, custom metrics), by name.
-- `server.other[].name` (str): metric name.
-- `server.other[].labels` (object): label name -> value.
-- `server.other[].type` (str): counter, gauge, histogram, summary or untyped.
-- `server.other[].before` (float|null): value before the run; null when the series appeared during it.
-- `server.other[].after` (float): value after the run.
-- `server.other[].delta` (float|null): after - before for counters (restart-aware), else null.
-- `server.other[].min` (float): lowest value seen before, during or after the run.
-- `server.other[].max` (float): highest value seen.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tritongen.spec import SLOSection
-from tritongen.loadtests.metrics import compute_metrics, compute_sweep
 from tritongen.loadtests.html_report import render_html
+from tritongen.loadtests.metrics import compute_sweep
 from tritongen.loadtests.prom import ServerView
 from tritongen.loadtests.samples import Sample
-from tritongen.loadtests.slo import evaluate, exit_code, goodput_limits
+from tritongen.loadtests.slo import LevelVerdict, capacity, evaluate, goodput_limits
+from tritongen.spec import SLOSection
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+OUTPUT_TOKEN_COUNTER = "tritongen_llm_output_tokens_total"
 
 
-def build_summary(samples: Sequence[Sample], slo: SLOSection, *, deployment: str | None = None,
-                  server: ServerView | None = None, sample_files: Sequence[str | Path] = (),
-                  locust_csv: Sequence[str | Path] = (), html_path: str | Path | None = None) -> dict:
+@dataclass(frozen=True)
+class LoadInfo:
+    mode: str = "closed"
+    level_unit: str = "users"
+    warmup_s: float = 0.0
+    duration_s: float | None = None
+
+
+@dataclass
+class LevelServer:
+    """What the server side saw during one level."""
+
+    window: ServerView | None = None
+    run: ServerView | None = None
+    active_after: float | None = None
+
+
+@dataclass
+class RunInputs:
+    """Everything besides the samples that goes into a summary; all optional."""
+
+    load: LoadInfo = field(default_factory=LoadInfo)
+    deployment: str | None = None
+    metadata: dict | None = None
+    servers: Mapping[float, LevelServer] = field(default_factory=dict)
+    load_generator: Mapping[float, dict] = field(default_factory=dict)
+    sample_files: Sequence[str | Path] = ()
+    locust_csv: Sequence[str | Path] = ()
+
+
+def server_output_tokens(view: ServerView | None) -> float | None:
+    if view is None:
+        return None
+    series = [s for s in view.other if s.name == OUTPUT_TOKEN_COUNTER]
+    return sum(s.delta or 0 for s in series) if series else None
+
+
+def build_summary(samples: Sequence[Sample], slo: SLOSection, run: RunInputs | None = None,
+                  html_path: str | Path | None = None) -> dict:
     """The JSON summary (schema above) of one load test."""
+    run = run or RunInputs()
     limits = goodput_limits(slo)
-    overall = compute_metrics(samples, limits)
-    results = evaluate(slo, overall)
-    code = exit_code(results)
+    levels, verdicts = [], []
+    for level, metrics in compute_sweep(samples, limits, warmup_s=run.load.warmup_s,
+                                        duration_s=run.load.duration_s).items():
+        results = evaluate(slo, metrics)
+        verdicts.append(LevelVerdict(level, results))
+        server = run.servers.get(level, LevelServer())
+        counted = server_output_tokens(server.run)
+        # Tokens the server sent after a client stopped reading (a cancelled or broken stream) never reach the
+        # client: the totals are comparable only when every request of the level ended normally.
+        level_samples = [s for s in samples if s.level == level]
+        # A request the server reported no count for has nothing to compare.
+        comparable = counted is not None and all(s.ok and s.output_tokens is not None for s in level_samples)
+        levels.append({
+            "level": level, "metrics": metrics.to_dict(),
+            "slo": {"passed": all(r.passed for r in results), "results": [r.to_dict() for r in results]},
+            "tokens": {"client_output_tokens": metrics.output_tokens_total, "server_output_tokens": counted,
+                       "equal": counted == metrics.output_tokens_total if comparable else None},
+            "server": None if server.window is None else server.window.to_dict(),
+            "server_run": None if server.run is None else server.run.to_dict(),
+            "server_active_after": server.active_after,
+            "load_generator": run.load_generator.get(level),
+        })
+    cap = capacity(verdicts, run.load.level_unit, slo.min_capacity)
     return _json_safe({
         "schema_version": SCHEMA_VERSION,
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "deployment": deployment,
+        "deployment": run.deployment,
         "protocols": sorted({s.protocol for s in samples}),
-        "files": {"samples": [str(p) for p in sample_files], "locust_csv": [str(p) for p in locust_csv],
+        "metadata": run.metadata,
+        "load": {"mode": run.load.mode, "level_unit": run.load.level_unit, "warmup_s": run.load.warmup_s,
+                 "duration_s": run.load.duration_s},
+        "files": {"samples": [str(p) for p in run.sample_files], "locust_csv": [str(p) for p in run.locust_csv],
                   "html": None if html_path is None else str(html_path)},
-        "overall": overall.to_dict(),
-        "sweep": [{"concurrency": c, "metrics": m.to_dict()} for c, m in compute_sweep(samples, limits).items()],
-        "slo": {"passed": code == 0, "exit_code": code,
-                "goodput_limits": {"ttft_ms": limits.ttft_ms, "itl_ms": limits.itl_ms, "e2e_ms": limits.e2e_ms},
-                "results": [r.to_dict() for r in results]},
-        "server": None if server is None else server.to_dict(),
+        "levels": levels,
+        "capacity": cap.to_dict(),
+        "slo": {"passed": cap.passed, "exit_code": 0 if cap.passed else 1,
+                "goodput_limits": {"ttft_ms": limits.ttft_ms, "itl_ms": limits.itl_ms, "e2e_ms": limits.e2e_ms}},
     })  # type: ignore[return-value]
 
 
@@ -149,16 +277,13 @@ class Report:
         return self.summary["slo"]["exit_code"]
 
 
-def write_report(out_dir: str | Path, samples: Sequence[Sample], slo: SLOSection, *,
-                 deployment: str | None = None, server: ServerView | None = None,
-                 sample_files: Sequence[str | Path] = (), locust_csv: Sequence[str | Path] = (),
-                 stem: str = "loadtest") -> Report:
+def write_report(out_dir: str | Path, samples: Sequence[Sample], slo: SLOSection, run: RunInputs | None = None,
+                 *, stem: str = "loadtest") -> Report:
     """Write `<stem>.json` and `<stem>.html` into `out_dir`; the caller exits with `report.exit_code`."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     json_path, html_path = out / f"{stem}.json", out / f"{stem}.html"
-    summary = build_summary(samples, slo, deployment=deployment, server=server, sample_files=sample_files,
-                            locust_csv=locust_csv, html_path=html_path)
+    summary = build_summary(samples, slo, run, html_path=html_path)
     # Write to a temporary name and rename, so a reader never sees half a report.
     for path, text in ((html_path, render_html(summary, samples)),
                        (json_path, json.dumps(summary, indent=2, allow_nan=False) + "\n")):

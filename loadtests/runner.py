@@ -1,22 +1,27 @@
-"""The Locust runner behind `tritongen loadtest` and `tritongen up`: Locust against a deployment, the SLO gate, the report.
+"""The Locust runner behind `tritongen loadtest` and `tritongen up`: check the target, run Locust once per load
+level, read the samples, write the report, print the verdicts and the capacity line.
 
-`loadtest` runs Locust headless in a subprocess (`python -m locust -f loadtests/locustfile.py ...`) with the run's
-settings in a JSON file named by TRITONGEN_LOADTEST_CONFIG (`tritongen.loadtests.users.LoadConfig`), scrapes Triton's
-/metrics before, during and after the run, and writes into OUT: `loadtest.json`, `loadtest.html`, Locust's CSVs
-(`locust_*.csv`) and HTML page (`locust.html`), its log (`locust.log`), the raw samples (`samples/*.jsonl`) and,
-with --sweep, `sweep.csv` and `sweep.png`. The exit code is the SLO verdict: 0 every objective holds, 1 one fails.
+Per level, Locust runs headless in a subprocess (`python -m locust -f loadtests/locustfile.py ...`) with the
+level's settings in a JSON file named by TRITONGEN_LOADTEST_CONFIG (`tritongen.loadtests.workload.LoadConfig`);
+Triton's /metrics is scraped before, every second during, and after it (once the server is idle again). Each
+Locust process writes its own sample file into the level's folder `samples/level-<L>/`; a level's results are
+whatever sample files that folder holds, so a distributed mode only has to bring its workers' files there.
 
+OUT receives `loadtest.json`, `loadtest.html`, Locust's CSVs (`locust_*.csv`) and HTML pages, its log
+(`locust.log`), the raw samples and, with several levels, `sweep.csv` and `sweep.png`. The exit code is the SLO
+gate (tritongen.loadtests.slo): 0 when it passes, 1 when it fails; 3 when the target is not ready.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
-import json
+import math
 import os
+import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tritongen.errors import CheckFailed, EnvironmentMissing, SpecError, problem
@@ -24,9 +29,11 @@ from tritongen.resources import data_dir
 
 LOCUSTFILE = data_dir("loadtests") / "locustfile.py"
 PROTOCOLS = ("grpc", "http", "http_stream", "openai")
+STREAMING = ("grpc", "http_stream", "openai")
 # Seconds a user may take to finish its request after the run time ends; past it Locust kills the user and
 # the request goes unrecorded (while the server still counts it).
 STOP_TIMEOUT_S = 120
+DEFAULT_MAX_CONCURRENCY = 64
 
 
 @dataclass(frozen=True)
@@ -51,47 +58,105 @@ class RunSettings:
     spawn_rate: float
     duration_s: float
     processes: int
-    sweep: tuple[int, ...] = ()
+    sweep: tuple[float, ...] = ()
+    warmup_s: float = 0.0
+    request_rate: float | None = None
+    arrival: str = "poisson"
+    burstiness: float = 1.0
+    max_concurrency: int | None = None
+    trace_file: str | None = None
+    cancel_rate: float = 0.0
+    cancel_after_ms: float = 100.0
+
+    @property
+    def mode(self) -> str:
+        return "trace" if self.trace_file else ("open" if self.request_rate is not None else "closed")
+
+    @property
+    def level_unit(self) -> str:
+        return "users" if self.mode == "closed" else "requests/s"
+
+    def levels(self) -> tuple[float, ...]:
+        if self.mode == "trace":
+            return (0.0,)  # replaced by the trace's mean rate once it is read
+        return self.sweep or ((self.request_rate,) if self.mode == "open" else (self.users,))  # type: ignore[return-value]
 
 
 def say(line: str) -> None:
     print(line, flush=True)
 
 
-def parse_sweep(text: str | None) -> tuple[int, ...]:
+def parse_sweep(text: str | None) -> tuple[float, ...]:
     if not text:
         return ()
     try:
-        levels = tuple(int(x) for x in text.split(",") if x.strip())
+        levels = tuple(float(x) for x in text.split(",") if x.strip())
     except ValueError:
         levels = ()
-    if not levels or any(c < 1 for c in levels):
-        raise SpecError(problem("--sweep", f"{text!r} is not a comma-separated list of user counts >= 1",
-                                "pass e.g. --sweep 1,2,4,8"))
+    if not levels or any(c <= 0 for c in levels):
+        raise SpecError(problem("--sweep", f"{text!r} is not a comma-separated list of levels > 0",
+                                "pass e.g. --sweep 1,2,4,8 (users) or --sweep 0.5,1,2 (requests/s)"))
     return tuple(sorted(set(levels)))
 
 
+def _resolve(plan, value: str | None, field_name: str) -> str | None:
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    path = path if path.is_absolute() else Path(plan.spec_dir) / path
+    if not path.is_file():
+        raise SpecError(problem(field_name, f"{path} does not exist", "point it at an existing JSONL file"))
+    return str(path)
+
+
 def settings_from_args(args: argparse.Namespace, plan) -> RunSettings:
+    """Flags over the plan's `validation.load`; every combination checked here, before any load."""
     load = plan.load
 
-    def pick(flag: object, default: object) -> object:
-        return default if flag is None else flag
+    def pick(name: str, default: object) -> object:
+        value = getattr(args, name, None)
+        return default if value is None else value
 
+    # An explicit load on the command line (-u or --request-rate) is one level, unless --sweep is given too.
+    explicit = getattr(args, "users", None) is not None or getattr(args, "request_rate", None) is not None
+    sweep = parse_sweep(getattr(args, "sweep", None)) or (() if explicit else tuple(float(x) for x in load.sweep))
     settings = RunSettings(
-        protocol=pick(args.protocol, load.protocol), users=pick(args.users, load.users),
-        spawn_rate=pick(args.spawn_rate, load.spawn_rate), duration_s=pick(args.duration, load.duration_s),
-        processes=pick(args.processes, load.processes), sweep=parse_sweep(getattr(args, "sweep", None)))
+        protocol=pick("protocol", load.protocol), users=pick("users", load.users),
+        spawn_rate=pick("spawn_rate", load.spawn_rate), duration_s=pick("duration", load.duration_s),
+        processes=pick("processes", load.processes), sweep=sweep, warmup_s=pick("warmup", load.warmup_s),
+        request_rate=pick("request_rate", load.request_rate), arrival=pick("arrival", load.arrival),
+        burstiness=pick("burstiness", load.burstiness), max_concurrency=pick("max_concurrency", load.max_concurrency),
+        trace_file=_resolve(plan, pick("trace", load.trace_file), "--trace / validation.load.trace_file"),
+        cancel_rate=pick("cancel_rate", load.cancel_rate), cancel_after_ms=pick("cancel_after_ms", load.cancel_after_ms))
     for flag, value in (("-u", settings.users), ("-t", settings.duration_s), ("-r", settings.spawn_rate),
-                        ("--processes", settings.processes)):
+                        ("--processes", settings.processes), ("--burstiness", settings.burstiness),
+                        ("--cancel-after-ms", settings.cancel_after_ms)):
         if value <= 0:
             raise SpecError(problem(flag, f"must be > 0 (got {value})", "pass a positive number"))
+    if settings.request_rate is not None and settings.request_rate <= 0:
+        raise SpecError(problem("--request-rate", f"must be > 0 (got {settings.request_rate})", "pass requests/s"))
+    if not 0 <= settings.warmup_s < settings.duration_s:
+        raise SpecError(problem("--warmup", f"must be >= 0 and below the run time {settings.duration_s:g}s "
+                                f"(got {settings.warmup_s:g})", "shorten the warm-up or lengthen -t"))
+    if not 0 <= settings.cancel_rate <= 1:
+        raise SpecError(problem("--cancel-rate", f"must be within [0, 1] (got {settings.cancel_rate})",
+                                "pass a fraction, e.g. 0.2"))
+    if settings.cancel_rate > 0 and settings.protocol not in STREAMING:
+        raise SpecError(problem("--cancel-rate", f"needs a streaming protocol (got {settings.protocol})",
+                                "use --protocol grpc or http_stream"))
+    if settings.mode == "closed" and any(x != int(x) for x in settings.sweep):
+        raise SpecError(problem("--sweep", "closed-loop levels are user counts", "pass whole numbers, or "
+                                "--request-rate to sweep request rates"))
+    if settings.mode == "trace" and (settings.sweep or settings.processes > 1):
+        raise SpecError(problem("--trace", "a trace is replayed once, in one Locust process",
+                                "drop --sweep and --processes"))
     return settings
 
 
 def _locust_command(out: Path, users: int, spawn_rate: float, duration_s: float, processes: int,
                     stem: str) -> list[str]:
     cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "-u", str(users),
-           "-r", f"{spawn_rate:g}", "-t", f"{max(1, round(duration_s))}s", "--csv", str(out / stem),
+           "-r", f"{spawn_rate:g}", "-t", f"{max(1, math.ceil(duration_s))}s", "--csv", str(out / stem),
            "--html", str(out / f"{stem}.html"), "--only-summary", "--stop-timeout", str(STOP_TIMEOUT_S)]
     if processes > 1:
         cmd += ["--processes", str(processes)]
@@ -116,176 +181,170 @@ def _run_locust(cmd: list[str], config_path: Path, log_path: Path, timeout_s: fl
     return proc.returncode
 
 
-def resolve_prompts_file(plan) -> str | None:
-    """validation.load.prompts_file as an absolute path (relative paths are the spec folder's)."""
-    prompts_file = plan.load.prompts_file
-    if not prompts_file:
-        return None
-    path = Path(prompts_file).expanduser()
-    path = path if path.is_absolute() else Path(plan.spec_dir) / path
-    if not path.is_file():
-        raise SpecError(problem("validation.load.prompts_file", f"{path} does not exist",
-                                "point it at a JSONL file of {\"text_input\": ..., \"max_tokens\": ...} lines"))
-    return str(path)
+@dataclass
+class LevelRun:
+    """One level as run: where its samples are and what /metrics showed around it."""
+
+    level: float
+    samples_dir: Path
+    csv_files: list[Path]
+    snapshots: list = field(default_factory=list)
+    """before, during..., after (Prometheus snapshots, wall-clock ordered); empty without metrics."""
+    active_after: float | None = None
 
 
-def locust_config(plan, url: str, protocol: str, samples_dir: Path, users: int, prompts_file: str | None) -> dict:
-    """The locustfile's configuration (`tritongen.loadtests.users.LoadConfig` keys) for one run."""
-    return {
-        "url": url, "protocol": protocol, "samples_dir": str(samples_dir),
-        "tokenizer_dir": plan.tokenizer.dir, "concurrency": users,
-        "input_tokens": plan.load.input_tokens.model_dump(),
-        "output_tokens": plan.load.output_tokens.model_dump(), "prompts_file": prompts_file,
-        "add_special_tokens": plan.tokenizer.add_special_tokens, "timeout_s": float(STOP_TIMEOUT_S),
-        # The trtllm runtime serves NVIDIA's llmapi model alone, with its own tensor names.
-        **({"dialect": "llmapi", "model": "tensorrt_llm"} if plan.runtime == "trtllm" else {}),
-    }
+def locust_config(plan, settings: RunSettings, url: str, samples_dir: Path, level: float) -> dict:
+    """The locustfile's configuration (`tritongen.loadtests.workload.LoadConfig` keys) for one level."""
+    from tritongen.loadtests.workload import LoadConfig, TokenDist
+
+    load = plan.load
+    return LoadConfig(
+        url=url, protocol=settings.protocol, samples_dir=str(samples_dir), tokenizer_dir=plan.tokenizer.dir,
+        level=level, input_tokens=TokenDist(**load.input_tokens.model_dump()),
+        output_tokens=TokenDist(**load.output_tokens.model_dump()),
+        prompts_file=plan.paths.prompts_file,
+        add_special_tokens=plan.tokenizer.add_special_tokens, timeout_s=float(STOP_TIMEOUT_S),
+        request_rate=level if settings.mode == "open" else None, arrival=settings.arrival,
+        burstiness=settings.burstiness, trace_file=settings.trace_file, processes=settings.processes,
+        cancel_rate=settings.cancel_rate, cancel_after_ms=settings.cancel_after_ms,
+        **_target_model(plan, settings.protocol)).to_dict()
 
 
-def run_loadtest(plan, endpoint: Endpoint, settings: RunSettings, out: Path, distribution=None) -> int:
-    """Run Locust (once, or once per sweep level), write the report into `out`, print the verdict; SLO exit code.
+def _target_model(plan, protocol: str) -> dict:
+    """The LoadConfig keys that name what the users call: the OpenAI frontend's public model name (and its API
+    key's variable), NVIDIA's llmapi model alone for the trtllm runtime (its own tensor names), else the
+    ensemble (the default)."""
+    if protocol == "openai" and plan.frontend is not None:
+        return {"model": plan.frontend.models[0].name, "api_key_env": plan.frontend.api_key_env}
+    if plan.runtime == "trtllm":
+        return {"dialect": "llmapi", "model": "tensorrt_llm"}
+    return {}
 
-    `distribution` (tritongen.loadtests.distributed.Distribution) runs each level on Locust's master/worker mode.
-    """
-    from tritongen.loadtests.prom import PromPoller, scrape, server_view
-    from tritongen.loadtests.report import write_report
-    from tritongen.loadtests.samples import read_samples, sample_files
 
-    out.mkdir(parents=True, exist_ok=True)
-    samples_dir = out / "samples"
-    for stale in sample_files(samples_dir):  # a report must never mix in samples of an earlier run
-        stale.unlink()
-    url = endpoint.url_for(settings.protocol)
-    prompts_file = resolve_prompts_file(plan)
+def _run_level(plan, endpoint: Endpoint, settings: RunSettings, out: Path, level: float, url: str,
+               distribution=None) -> LevelRun:
+    import json
 
-    before, poller = None, None
+    from tritongen.loadtests.prom import PromPoller, scrape
+    from tritongen.loadtests.target import wait_until_idle
+
+    stem = f"locust_L{level:g}" if len(settings.levels()) > 1 else "locust"
+    samples_dir = out / "samples" / f"level-{level:g}"
+    samples_dir.mkdir(parents=True)
+    config = locust_config(plan, settings, url, samples_dir, level)
+    if distribution is not None:
+        config["processes"] = distribution.workers  # each worker sends its share of an open-loop rate
+    config_path = out / f"{stem}_config.json"
+    config_path.write_text(json.dumps(config, indent=2) + "\n")
+    if settings.mode == "closed":
+        users, spawn_rate = int(level), (level if len(settings.levels()) > 1 else settings.spawn_rate)
+    else:
+        # Open loop: users are concurrency slots, started at once; the schedule decides when requests go.
+        users = settings.max_concurrency or DEFAULT_MAX_CONCURRENCY
+        spawn_rate = users
+    run = LevelRun(level, samples_dir, [])
+    poller = None
     if endpoint.metrics_url:
         try:
-            before = scrape(endpoint.metrics_url)
+            run.snapshots.append(scrape(endpoint.metrics_url))
             poller = PromPoller(endpoint.metrics_url, interval_s=1.0).start()
         except CheckFailed as err:
             say(f"warning: no server view: {err}")
-
-    levels = settings.sweep or (settings.users,)
-    log_path = out / "locust.log"
-    log_path.write_text("")
-    csv_files: list[Path] = []
+    what = {"closed": f"{users} users", "open": f"{level:g} requests/s ({settings.arrival}) with at most "
+            f"{users} in flight", "trace": f"trace {settings.trace_file} with at most {users} in flight"}
+    say(f"locust: {what[settings.mode]}, {settings.protocol} -> {url}, {max(1, math.ceil(settings.duration_s))} s"
+        + (f" ({settings.warmup_s:g} s warm-up)" if settings.warmup_s else "")
+        + (f", {settings.processes} processes" if settings.processes > 1 else ""))
+    cmd = _locust_command(out, users, spawn_rate, settings.duration_s, settings.processes, stem)
+    timeout_s = settings.duration_s + STOP_TIMEOUT_S + 120
     try:
-        for users in levels:
-            stem = f"locust_u{users}" if settings.sweep else "locust"
-            config = locust_config(plan, url, settings.protocol, samples_dir, users, prompts_file)
-            if settings.protocol == "openai" and plan.frontend is not None:
-                config["model"] = plan.frontend.models[0].name
-                config["api_key_env"] = plan.frontend.api_key_env
-            config_path = out / "locust_config.json"
-            config_path.write_text(json.dumps(config, indent=2) + "\n")
-            spawn_rate = users if settings.sweep else settings.spawn_rate
-            cmd = _locust_command(out, users, spawn_rate, settings.duration_s, settings.processes, stem)
-            say(f"locust: {users} users, {settings.protocol} -> {url}, {max(1, round(settings.duration_s))} s"
-                 + (f", {settings.processes} processes" if settings.processes > 1 else ""))
-            timeout_s = settings.duration_s + STOP_TIMEOUT_S + 120
-            if distribution is None:
-                _run_locust(cmd, config_path, log_path, timeout_s=timeout_s)
-            else:  # Locust master here, workers here (--workers) or on other hosts (--master)
-                from tritongen.loadtests.distributed import run_master
+        if distribution is None:
+            _run_locust(cmd, config_path, out / "locust.log", timeout_s=timeout_s)
+        else:  # Locust master here, workers here (--workers) or on other hosts (--master)
+            from tritongen.loadtests.distributed import run_master
 
-                run_master(cmd, config, out, distribution, lambda argv, t: _run_locust(argv, config_path, log_path, t),
-                           timeout_s=timeout_s)
-            csv_files += sorted(out.glob(f"{stem}_*.csv"))
+            run_master(cmd, config, out, distribution,
+                       lambda argv, t: _run_locust(argv, config_path, out / "locust.log", t), timeout_s=timeout_s)
     finally:
-        during = poller.stop() if poller else []
-
-    view = None
-    if before is not None:
+        if poller is not None:
+            run.snapshots += poller.stop()
+    if endpoint.metrics_url and run.snapshots:
         try:
-            view = server_view(before, scrape(endpoint.metrics_url), during)
+            run.active_after, _ = wait_until_idle(endpoint.metrics_url)
+            run.snapshots.append(scrape(endpoint.metrics_url))
         except CheckFailed as err:
-            say(f"warning: no server view: {err}")
+            say(f"warning: no server view after the level: {err}")
+            run.snapshots = []
+    run.csv_files = sorted(out.glob(f"{stem}_*.csv"))
+    return run
 
-    files = sample_files(samples_dir)
+
+def _views(run: LevelRun, start_wall: float, window_start_s: float, window_end_s: float):
+    """(server view over the window, over the whole level): differences of the scrapes nearest the edges."""
+    from tritongen.loadtests.prom import server_view
+
+    snaps = sorted(run.snapshots, key=lambda s: s.taken_at)
+    if len(snaps) < 2:
+        return None, None
+    ws, we = start_wall + window_start_s, start_wall + window_end_s
+    before = max((s for s in snaps if s.taken_at <= ws), key=lambda s: s.taken_at, default=snaps[0])
+    after = min((s for s in snaps if s.taken_at >= we), key=lambda s: s.taken_at, default=snaps[-1])
+    inside = [s for s in snaps if before.taken_at < s.taken_at < after.taken_at]
+    return server_view(before, after, inside), server_view(snaps[0], snaps[-1], snaps[1:-1])
+
+
+def run_loadtest(plan, endpoint: Endpoint, settings: RunSettings, out: Path, *, spec_path: str | None = None,
+                 distribution=None) -> int:
+    """Check the target, run every level, write the report into `out`, print the verdicts; the gate's exit code.
+
+    `distribution` (tritongen.loadtests.distributed.Distribution) runs each level on Locust's master/worker mode;
+    the workers' samples arrive in the level's samples folder like a single process's.
+    """
+    from tritongen.loadtests import console
+    from tritongen.loadtests.arrivals import read_trace
+    from tritongen.loadtests.metadata import load_generator_cpu, run_metadata
+    from tritongen.loadtests.metrics import measurement_window
+    from tritongen.loadtests.report import LevelServer, LoadInfo, RunInputs, write_report
+    from tritongen.loadtests.samples import read_samples, sample_files
+    from tritongen.loadtests.target import preflight
+
+    url = endpoint.url_for(settings.protocol)
+    target = _target_model(plan, settings.protocol)
+    # exit 3 before any load when not ready
+    server_info = preflight(url, settings.protocol, target.get("model", "ensemble"),
+                            api_key_env=target.get("api_key_env"))
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(out / "samples", ignore_errors=True)  # a report must never mix in samples of an earlier run
+    (out / "locust.log").write_text("")
+    levels = settings.levels()
+    if settings.mode == "trace":
+        rows = read_trace(settings.trace_file)
+        span = rows[-1].offset_s
+        levels = (round(len(rows) / span, 3) if span > 0 else float(len(rows)),)
+        settings = RunSettings(**{**asdict(settings), "duration_s": max(settings.duration_s, span + 1)})
+
+    runs = [_run_level(plan, endpoint, settings, out, level, url, distribution) for level in levels]
+
+    files = [f for run in runs for f in sample_files(run.samples_dir)]
     samples = read_samples(files)
     if not samples:
-        tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-30:])
-        raise CheckFailed(f"locust recorded no requests; its log ({log_path}) ends:\n{tail}")
-    report = write_report(out, samples, plan.slo, deployment=plan.name, server=view, sample_files=files,
-                          locust_csv=csv_files)
-    _print_summary(report.summary)
-    if settings.sweep:
-        _write_sweep(report.summary["sweep"], out)
-    for result in report.summary["slo"]["results"]:
-        say(result["line"])
-    say(f"verdict: {'PASS' if report.exit_code == 0 else 'FAIL'}")
-    say(f"report: {report.html_path}")
-    say(f"summary: {report.json_path}")
+        tail = "\n".join((out / "locust.log").read_text(errors="replace").splitlines()[-30:])
+        raise CheckFailed(f"locust recorded no requests; its log ({out / 'locust.log'}) ends:\n{tail}")
+    servers, cpu = {}, {}
+    for run in runs:
+        mine = [s for s in samples if s.level == run.level]
+        if mine:
+            start, window = measurement_window(mine, settings.warmup_s, settings.duration_s)
+            view, view_run = _views(run, start, window.start_s, window.end_s)
+            servers[run.level] = LevelServer(window=view, run=view_run, active_after=run.active_after)
+        cpu[run.level] = load_generator_cpu(run.samples_dir)
+    workload = {k: v for k, v in locust_config(plan, settings, url, Path("."), levels[0]).items()
+                if k not in ("samples_dir", "level")}
+    inputs = RunInputs(
+        load=LoadInfo(mode=settings.mode, level_unit=settings.level_unit, warmup_s=settings.warmup_s,
+                      duration_s=settings.duration_s),
+        deployment=plan.name, metadata=run_metadata(plan, server_info, workload, spec_path), servers=servers,
+        load_generator=cpu, sample_files=files, locust_csv=[f for run in runs for f in run.csv_files])
+    report = write_report(out, samples, plan.slo, inputs)
+    console.print_report(report.summary, out, report.html_path, report.json_path)
     return report.exit_code
-
-
-def _fmt(value: float | None, digits: int = 1) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
-def _stat(stats: dict | None, key: str) -> float | None:
-    return None if stats is None else stats[key]
-
-
-def _print_summary(summary: dict) -> None:
-    m = summary["overall"]
-    say(f"requests: {m['request_count']} ({m['error_count']} failed) in {m['duration_s']:.1f} s; "
-         f"{_fmt(m['request_throughput'], 2)} req/s, {_fmt(m['output_token_throughput'])} output tok/s")
-    say(f"latency ms: TTFT p50 {_fmt(_stat(m['ttft_ms'], 'p50'))} p95 {_fmt(_stat(m['ttft_ms'], 'p95'))} | "
-         f"ITL p50 {_fmt(_stat(m['itl_ms'], 'p50'))} p95 {_fmt(_stat(m['itl_ms'], 'p95'))} | "
-         f"e2e p50 {_fmt(_stat(m['e2e_ms'], 'p50'))} p99 {_fmt(_stat(m['e2e_ms'], 'p99'))}")
-    for error in m["errors"][:3]:
-        say(f"error x{error['count']}: {error['message']}")
-    server = summary.get("server")
-    if not server:
-        return
-    for model in server["models"]:
-        if model["model"] == "ensemble":
-            say(f"server: ensemble {model['request_success']:.0f} requests ok, avg queue "
-                 f"{_fmt(model['avg_queue_us'] and model['avg_queue_us'] / 1e3, 2)} ms, avg compute "
-                 f"{_fmt(model['avg_compute_us'] and model['avg_compute_us'] / 1e3, 2)} ms")
-    step_max = [s for s in server["other"] if s["name"] == "tritongen_llm_step_requests_max"]
-    if step_max:
-        say(f"server: in-flight batching: up to {max(s['max'] for s in step_max):.0f} requests in one step")
-
-
-def _write_sweep(sweep: list[dict], out: Path) -> None:
-    """sweep.csv (one row per level) and sweep.png (latency against output token throughput)."""
-    from matplotlib.figure import Figure
-
-    header = ["concurrency", "requests", "errors", "req_per_s", "output_tok_per_s", "ttft_p50_ms",
-              "ttft_p95_ms", "itl_p50_ms", "itl_p95_ms", "e2e_p50_ms", "e2e_p99_ms"]
-    rows = []
-    for level in sweep:
-        m = level["metrics"]
-        rows.append([level["concurrency"], m["request_count"], m["error_count"], m["request_throughput"],
-                     m["output_token_throughput"], _stat(m["ttft_ms"], "p50"), _stat(m["ttft_ms"], "p95"),
-                     _stat(m["itl_ms"], "p50"), _stat(m["itl_ms"], "p95"), _stat(m["e2e_ms"], "p50"),
-                     _stat(m["e2e_ms"], "p99")])
-    with open(out / "sweep.csv", "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(header)
-        writer.writerows([["" if v is None else (f"{v:.3f}" if isinstance(v, float) else v) for v in row]
-                          for row in rows])
-    say(f"{'users':>5} {'req/s':>8} {'tok/s':>9} {'TTFT p50':>9} {'TTFT p95':>9} {'ITL p50':>8} {'e2e p99':>9}")
-    for row in rows:
-        say(f"{row[0]:>5} {_fmt(row[3], 2):>8} {_fmt(row[4]):>9} {_fmt(row[5]):>9} {_fmt(row[6]):>9} "
-             f"{_fmt(row[7]):>8} {_fmt(row[10]):>9}")
-
-    fig = Figure(figsize=(7, 4.5))
-    ax = fig.subplots()
-    for col, label in ((5, "TTFT p50"), (6, "TTFT p95"), (9, "e2e p50")):
-        points = [(r[4], r[col], r[0]) for r in rows if r[4] is not None and r[col] is not None]
-        if not points:
-            continue
-        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
-        for x, y, c in points:
-            ax.annotate(f"u={c}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize="small")
-    ax.set(title="Latency against throughput (one point per concurrency level)",
-           xlabel="output tokens / s", ylabel="ms")
-    ax.legend(fontsize="small")
-    fig.savefig(out / "sweep.png", dpi=100, bbox_inches="tight")
-    say(f"sweep: {out / 'sweep.csv'}, {out / 'sweep.png'}")
-
-

@@ -4,13 +4,18 @@ Metrics are computed from these records, not from Locust's stats, because Locust
 two significant digits. Each Locust process writes its own file (`per_process_path`), so `--processes N` and
 distributed workers never interleave writes; `read_samples` merges the files.
 
+Token counts are the server's: every request asks for `return_num_output_tokens` and `return_num_input_tokens`,
+and each response's `num_output_tokens` (the request's cumulative count, as the tensorrt_llm model reports it) is
+stored next to its arrival time, so tokens can be placed in time (a measurement window counts the tokens that
+arrived inside it). Nothing is re-tokenised.
+
 Use from a Locust user::
 
-    sample = Sample.begin(request_id, "grpc", input_tokens=n_in, concurrency=self.environment.runner.user_count)
-    ...                       # on every streamed response that carries text, and on the final response:
-    sample.mark_response()
+    sample = Sample.begin(request_id, "grpc", input_tokens=n_in, level=4)
+    ...                       # on every streamed response, with the server's cumulative output token count:
+    sample.mark_response(tokens=num_output_tokens)
     ...
-    sample.finish(output_text=text, output_tokens=len(tokenizer.encode(text, add_special_tokens=False)))
+    sample.finish(output_text=text, error=None)
     writer.write(sample)      # writer = SampleWriter(per_process_path(out_dir)), opened in on_start
 
 Clocks: latencies are differences of `time.perf_counter()` (monotonic, high resolution) and are stored as seconds
@@ -43,38 +48,62 @@ class Sample:
     """time.perf_counter() when the request was sent (seconds, comparable only within one process)."""
     send_wall_ns: int
     """time.time_ns() when the request was sent."""
-    concurrency: int
-    """Concurrency level (users) the request ran under; a sweep groups by it."""
+    level: float
+    """The load level the request ran under (users in closed loop, requests/s in open loop); a sweep groups
+    by it."""
     input_tokens: int
+    """Prompt tokens: the server's num_input_tokens when it reported one, else the client's count of the prompt."""
     response_times: list[float] = field(default_factory=list)
     """Seconds after send_time, one per streamed response, in arrival order."""
-    output_tokens: int = 0
-    """Tokenizer count of output_text."""
+    response_tokens: list[int | None] = field(default_factory=list)
+    """The server's cumulative num_output_tokens with each response (None where a response carried none)."""
+    output_tokens: int | None = None
+    """The server's count of generated tokens (the last num_output_tokens); None when it reported none."""
     output_text: str = ""
     error: str | None = None
     """None for a successful request, else what went wrong (an error inside a 200 stream counts)."""
+    cancelled: bool = False
+    """The client cancelled the request on purpose (--cancel-rate); it is neither a success nor an error."""
+    scheduled_lag_s: float | None = None
+    """Open loop: send time - scheduled arrival time (> 0 when the concurrency cap or the client held it)."""
 
     @classmethod
-    def begin(cls, request_id: str, protocol: str, *, input_tokens: int, concurrency: int) -> Sample:
+    def begin(cls, request_id: str, protocol: str, *, input_tokens: int, level: float) -> Sample:
         """Start timing a request; call right before sending it."""
         return cls(request_id=request_id, protocol=protocol, send_time=time.perf_counter(),
-                   send_wall_ns=time.time_ns(), concurrency=concurrency, input_tokens=input_tokens)
+                   send_wall_ns=time.time_ns(), level=level, input_tokens=input_tokens)
 
-    def mark_response(self, now: float | None = None) -> None:
-        """Record that a response arrived (now, or at perf_counter time `now`)."""
+    def mark_response(self, now: float | None = None, *, tokens: int | None = None) -> None:
+        """Record that a response arrived (now, or at perf_counter time `now`) with the server's cumulative
+        output token count `tokens`."""
         self.response_times.append((time.perf_counter() if now is None else now) - self.send_time)
+        self.response_tokens.append(tokens)
+        if tokens is not None:
+            self.output_tokens = max(tokens, self.output_tokens or 0)
 
-    def finish(self, output_text: str, output_tokens: int, error: str | None = None) -> Sample:
+    def finish(self, output_text: str, error: str | None = None) -> Sample:
         """Record the result; returns self so `writer.write(sample.finish(...))` reads naturally."""
         self.output_text = output_text
-        self.output_tokens = output_tokens
         self.error = error
         return self
 
     @property
     def ok(self) -> bool:
-        """Succeeded: no error and at least one response (a stream that ended empty is a failure)."""
-        return self.error is None and bool(self.response_times)
+        """Succeeded: no error, not cancelled, and at least one response (a stream that ended empty failed)."""
+        return self.error is None and not self.cancelled and bool(self.response_times)
+
+    @property
+    def failed(self) -> bool:
+        return not self.ok and not self.cancelled
+
+    def token_arrivals(self) -> list[tuple[float, int]]:
+        """(seconds after send, tokens that arrived with that response), from the cumulative counts."""
+        out, seen = [], 0
+        for at, count in zip(self.response_times, self.response_tokens):
+            if count is not None and count > seen:
+                out.append((at, count - seen))
+                seen = count
+        return out
 
     @property
     def streaming(self) -> bool:
@@ -95,6 +124,11 @@ class Sample:
     @classmethod
     def from_dict(cls, data: dict) -> Sample:
         return cls(**data)
+
+    @property
+    def end_s(self) -> float:
+        """Seconds after send of the last response (0 when none came)."""
+        return self.response_times[-1] if self.response_times else 0.0
 
 
 class SampleWriter:

@@ -1,7 +1,13 @@
-"""The SLO gate: the spec's `validation.slo` against measured metrics, one result per configured objective.
+"""The SLO gate: the spec's `validation.slo` against measured metrics, one verdict per load level, and the
+capacity line of a sweep.
 
 An objective that cannot be measured (no successful request, a TTFT objective over plain `http`) fails: a gate
 that passes on missing data would exit 0 on a broken deployment.
+
+Capacity line: the highest load level at which every objective holds *and* every objective holds at every
+lower level (a pass above a failing level is reported, not trusted: it is noise or a measurement problem).
+Exit code rule: with `slo.min_capacity` set, 0 when the capacity is at least that level; without it, 0 when
+every objective holds at every level. A single run is a sweep of one level.
 """
 
 from __future__ import annotations
@@ -91,6 +97,70 @@ def evaluate(slo: SLOSection, metrics: Metrics) -> list[SLOResult]:
 def exit_code(results: list[SLOResult]) -> int:
     """0 when every objective holds, 1 when any fails (the CLI's 'failed a check' code)."""
     return 0 if all(r.passed for r in results) else 1
+
+
+@dataclass(frozen=True)
+class LevelVerdict:
+    level: float
+    results: list[SLOResult]
+
+    @property
+    def passed(self) -> bool:
+        return all(r.passed for r in self.results)
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """The capacity line of a sweep and the gate decision built on it."""
+
+    level: float | None
+    """Highest level that passes with every lower level passing; None when the lowest level fails."""
+    unit: str
+    """`users` (closed loop) or `requests/s` (open loop)."""
+    passing_above: list[float]
+    """Levels above the first failing one that passed anyway (not counted toward capacity)."""
+    rule: str
+    """`all_levels` or `min_capacity`."""
+    min_capacity: float | None
+    passed: bool
+
+    @property
+    def line(self) -> str:
+        if self.level is None:
+            found = f"capacity: none (the lowest level already fails an objective)"
+        else:
+            found = f"capacity: {self.level:g} {self.unit} (highest level at which every SLO holds)"
+        if self.passing_above:
+            found += f"; also passed above a failing level: {', '.join(f'{x:g}' for x in self.passing_above)}"
+        if self.rule == "min_capacity":
+            gate = f"required >= {self.min_capacity:g} {self.unit}"
+        else:
+            gate = "required: every level passes"
+        return f"{found}; {gate} -> {'PASS' if self.passed else 'FAIL'}"
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "line": self.line}
+
+
+def capacity(verdicts: list[LevelVerdict], unit: str, min_capacity: float | None = None) -> Capacity:
+    """The capacity line over levels in increasing order, and whether the gate passes (see module docstring)."""
+    ordered = sorted(verdicts, key=lambda v: v.level)
+    level, above, broken = None, [], False
+    for v in ordered:
+        if broken:
+            if v.passed:
+                above.append(v.level)
+        elif v.passed:
+            level = v.level
+        else:
+            broken = True
+    if min_capacity is not None:
+        passed = level is not None and level >= min_capacity
+        rule = "min_capacity"
+    else:
+        passed = bool(ordered) and all(v.passed for v in ordered)
+        rule = "all_levels"
+    return Capacity(level, unit, above, rule, min_capacity, passed)
 
 
 def verdict_lines(results: list[SLOResult]) -> list[str]:

@@ -1,186 +1,71 @@
 """Locust users that drive a deployed ensemble the way its clients do, recording one Sample per request.
 
 Configuration comes from one JSON file whose path is in the environment variable `TRITONGEN_LOADTEST_CONFIG`
-(`tritongen loadtest` writes it; see `LoadConfig` for the keys). Each Locust process (`--processes N` forks
-after the locustfile is imported) opens its own sample file and tokenizer in `on_start`, so nothing made before
-the fork is shared: no gRPC channel, no open file.
+(`tritongen loadtest` writes it; see `tritongen.loadtests.workload.LoadConfig`). Each Locust process
+(`--processes N` forks after the locustfile is imported) makes its own prompt source, pacer and sample file on
+first use, so nothing made before the fork is shared: no gRPC channel, no open file.
 
-Every request is recorded twice: as a `Sample` (raw timestamps, the source of every reported metric) and as a
-Locust request event (request_type = protocol, name = model, response_time = end-to-end ms, response_length =
-output tokens), so Locust's own statistics, CSVs and HTML page stay meaningful.
+Every request is recorded twice: as a `Sample` (raw timestamps and the server's token counts, the source of every
+reported metric) and as a Locust request event (request_type = protocol, name = model, response_time =
+end-to-end ms, response_length = output tokens), so Locust's own statistics, CSVs and HTML page stay meaningful.
 
-Users are closed-loop (`wait_time = constant(0)`): one request in flight per user, so `-u` is the concurrency.
+Load model (`tritongen.loadtests.workload.Pacer`): closed loop, one request in flight per user (`-u` is the
+concurrency); or open loop, where users are concurrency slots that send on a shared arrival schedule.
+
+A new protocol (an OpenAI user, say) subclasses `LLMUser` and implements `send`: send the prompt, call
+`sample.mark_response(at, tokens=server_count)` per response, honour `prompt.cancel_after_s` by cancelling and
+raising `Cancelled`, return the text; raise `RequestFailed` on errors.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import queue
-import random
 import time
 import uuid
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import grpc.experimental.gevent
 from locust import User, constant, task
+from locust.exception import StopUser
 
 from tritongen.loadtests.samples import Sample, SampleWriter, per_process_path
+from tritongen.loadtests.workload import LoadConfig, Pacer, Prompt, PromptSource, load_tokenizer
 
 # gRPC under gevent: must run before any channel exists (here: before any user starts).
 grpc.experimental.gevent.init_gevent()
 
-CONFIG_ENV = "TRITONGEN_LOADTEST_CONFIG"
-
-# Filler text the synthetic prompts are cut from, in tokens of the deployment's own tokenizer.
-_FILLER = (
-    "In the quiet town by the river the old clockmaker opened his shop every morning at seven. "
-    "Travellers stopped to ask for directions, children pressed their faces to the window, and the "
-    "baker from across the street brought warm bread while the clocks ticked in a hundred voices. "
-    "A model serves requests, streams tokens, batches work in flight and keeps its cache warm. "
-)
-
-
-@dataclass(frozen=True)
-class TokenDist:
-    mean: int
-    stddev: float = 0.0
-
-    def draw(self, rng: random.Random) -> int:
-        """gauss(mean, stddev), rounded, at least 1 (stddev 0: always mean)."""
-        if self.stddev <= 0:
-            return self.mean
-        return max(1, round(rng.gauss(self.mean, self.stddev)))
-
-
-@dataclass(frozen=True)
-class LoadConfig:
-    """What the locustfile needs; written as JSON by `tritongen loadtest`, read through `CONFIG_ENV`."""
-
-    url: str
-    """host:port of the endpoint for `protocol` (gRPC port for grpc, HTTP port otherwise)."""
-    protocol: str
-    """grpc | http_stream | http | openai."""
-    samples_dir: str
-    """Folder for the per-process sample files."""
-    tokenizer_dir: str
-    """The deployment's tokenizer (Plan.tokenizer.dir): builds prompts, counts input and output tokens."""
-    concurrency: int
-    """The run's user count, stored in every sample (a sweep groups by it)."""
-    model: str = "ensemble"
-    """Triton model name; for openai, the public model name."""
-    api_key_env: str | None = None
-    """openai: the environment variable holding the API key, when the frontend requires one."""
-    input_tokens: TokenDist = TokenDist(32, 4)
-    output_tokens: TokenDist = TokenDist(32, 0)
-    prompts_file: str | None = None
-    """JSONL of {"text_input", "max_tokens"[, "min_tokens"]}, used instead of synthetic prompts."""
-    add_special_tokens: bool = True
-    """Count input tokens as the preprocessing model tokenizes them."""
-    timeout_s: float = 120.0
-    """Per-request limit; a request past it is a failure."""
-    seed: int = 0
-    dialect: str = "ensemble"
-    """`ensemble` (the C++ contract: text_input/max_tokens/stream, streamed text in pieces) or `llmapi` (NVIDIA's
-    LLM-API model: text_input/sampling_param_max_tokens/streaming, each streamed text_output is the text so far,
-    and no min_tokens input, so output lengths are not forced)."""
-
-    @classmethod
-    def from_dict(cls, data: dict) -> LoadConfig:
-        data = dict(data)
-        for key in ("input_tokens", "output_tokens"):
-            if isinstance(data.get(key), dict):
-                data[key] = TokenDist(**data[key])
-        return cls(**data)
-
-    @classmethod
-    def from_env(cls) -> LoadConfig:
-        path = os.environ.get(CONFIG_ENV)
-        if not path:
-            raise RuntimeError(f"{CONFIG_ENV} is not set; run the locustfile through `tritongen loadtest`, "
-                               "or point it at a JSON file with the LoadConfig keys")
-        return cls.from_dict(json.loads(Path(path).read_text()))
-
-
-@dataclass(frozen=True)
-class Prompt:
-    text: str
-    input_tokens: int
-    max_tokens: int
-    min_tokens: int | None
-
-
-@dataclass
-class PromptSource:
-    """Synthetic prompts cut from filler text with the deployment's tokenizer, or lines of a JSONL file."""
-
-    config: LoadConfig
-    tokenizer: object
-    rng: random.Random = field(default_factory=random.Random)
-    _filler_ids: list[int] = field(default_factory=list)
-    _file_prompts: itertools.cycle | None = None
-
-    def __post_init__(self) -> None:
-        # Seeded per process, so processes do not send identical prompt sequences.
-        self.rng.seed(f"{self.config.seed}-{os.getpid()}")
-        if self.config.prompts_file:
-            rows = [json.loads(line) for line in Path(self.config.prompts_file).read_text().splitlines()
-                    if line.strip()]
-            if not rows:
-                raise ValueError(f"{self.config.prompts_file}: no prompts")
-            self._file_prompts = itertools.cycle([self._file_prompt(row) for row in rows])
-        else:
-            self._filler_ids = self.tokenizer.encode(_FILLER, add_special_tokens=False)
-
-    def count(self, text: str, *, special: bool = False) -> int:
-        return len(self.tokenizer.encode(text, add_special_tokens=special))
-
-    def _file_prompt(self, row: dict) -> Prompt:
-        text = row["text_input"]
-        max_tokens = int(row.get("max_tokens", self.config.output_tokens.mean))
-        return Prompt(text, self.count(text, special=self.config.add_special_tokens), max_tokens,
-                      row.get("min_tokens"))
-
-    def next(self) -> Prompt:
-        if self._file_prompts is not None:
-            return next(self._file_prompts)
-        n = self.config.input_tokens.draw(self.rng)
-        ids = self._filler_ids
-        reps = -(-(n + len(ids)) // len(ids))
-        start = self.rng.randrange(len(ids))
-        text = self.tokenizer.decode((ids * (reps + 1))[start:start + n], skip_special_tokens=True)
-        # Decoding then re-encoding can merge or split a token at the edges: record what the server sees.
-        out = self.config.output_tokens.draw(self.rng)
-        return Prompt(text, self.count(text, special=self.config.add_special_tokens), out, out)
+# Every request asks the server for its token counts: they, not a re-tokenisation of the text, are the counts.
+COUNT_PARAMS = {"return_num_output_tokens": True, "return_num_input_tokens": True}
 
 
 class _ProcessState:
     """Per-process state. The tokenizer loads once, before Locust starts its clock (`preload`); the prompt
-    source (seeded per process) and the sample writer are made per process, after any fork."""
+    source (seeded per process), the pacer and the sample writer are made per process, after any fork."""
 
     config: LoadConfig | None = None
     tokenizer: object = None
     pid: int | None = None
     prompts: PromptSource
+    pacer: Pacer
     writer: SampleWriter
 
     @classmethod
     def preload(cls) -> LoadConfig:
         if cls.config is None:
-            # Importing transformers takes seconds; in on_start it would block every greenlet of the run.
-            from transformers import AutoTokenizer
-
+            # Loading a tokenizer can take seconds; in on_start it would block every greenlet of the run.
             cls.config = LoadConfig.from_env()
-            cls.tokenizer = AutoTokenizer.from_pretrained(cls.config.tokenizer_dir)
+            cls.tokenizer = load_tokenizer(cls.config.tokenizer_dir)
         return cls.config
 
     @classmethod
     def get(cls) -> type[_ProcessState]:
         if cls.pid != os.getpid():
+            import gevent
+
             cls.preload()
             cls.prompts = PromptSource(cls.config, cls.tokenizer)
+            cls.pacer = Pacer(cls.config, sleep=gevent.sleep, seed=os.getpid())
             cls.writer = SampleWriter(per_process_path(cls.config.samples_dir))
             cls.pid = os.getpid()
         return cls
@@ -191,12 +76,28 @@ def preload() -> LoadConfig:
     return _ProcessState.preload()
 
 
-class _RequestFailed(Exception):
+class RequestFailed(Exception):
     """A request that failed at the server or on the wire; the message becomes the sample's error."""
 
 
+class Cancelled(Exception):
+    """The client cancelled the request on purpose (Prompt.cancel_after_s)."""
+
+
+def _count(value: object) -> int | None:
+    """A num_output_tokens / num_input_tokens value from a tensor or JSON field; None when absent."""
+    if value is None:
+        return None
+    if hasattr(value, "reshape"):
+        flat = value.reshape(-1)
+        return int(flat[0]) if flat.size else None
+    if isinstance(value, list):
+        return int(value[0]) if value else None
+    return int(value)  # type: ignore[arg-type]
+
+
 class LLMUser(User):
-    """Base of the protocol users: prompt source, sample recording, Locust events."""
+    """Base of the protocol users: pacing, prompts, sample recording, Locust events."""
 
     abstract = True
     wait_time = constant(0)
@@ -204,39 +105,54 @@ class LLMUser(User):
 
     def on_start(self) -> None:
         state = _ProcessState.get()
-        self.config, self.prompts, self.writer = state.config, state.prompts, state.writer
+        self.config, self.prompts, self.pacer, self.writer = state.config, state.prompts, state.pacer, state.writer
 
     @task
     def generate(self) -> None:
-        prompt = self.prompts.next()
+        due = self.pacer.wait()
+        if due is None:
+            raise StopUser()  # the trace has no requests left
+        lag, row = due
+        prompt = self.prompts.next() if row is None else self.prompts.for_trace(row)
+        if self.config.cancel_rate > 0:
+            prompt = Prompt(prompt.text, prompt.input_tokens, prompt.max_tokens, prompt.min_tokens,
+                            self.pacer.cancel_after_s())
         sample = Sample.begin(uuid.uuid4().hex, self.protocol, input_tokens=prompt.input_tokens,
-                              concurrency=self.config.concurrency)
+                              level=self.config.level)
+        sample.scheduled_lag_s = lag
         text, error = "", None
         try:
             text = self.send(prompt, sample)
-        except _RequestFailed as err:
+        except RequestFailed as err:
             error = str(err) or type(err).__name__
+        except Cancelled:
+            sample.cancelled = True
         self.record(sample, text, error)
 
     def send(self, prompt: Prompt, sample: Sample) -> str:
-        """Send one request, call `sample.mark_response()` per response, return the generated text."""
+        """Send one request, call `sample.mark_response(at, tokens=...)` per response, return the text."""
         raise NotImplementedError
 
     def record(self, sample: Sample, text: str, error: str | None) -> None:
-        tokens = self.prompts.count(text) if text else 0
-        sample.finish(output_text=text, output_tokens=tokens, error=error)
-        if sample.error is None and not sample.response_times:
+        sample.finish(output_text=text, error=error)
+        if sample.error is None and not sample.cancelled and not sample.response_times:
             sample.error = "no response received"
         self.writer.write(sample)
+        if sample.cancelled:
+            return  # not a request outcome for Locust's statistics
         elapsed = sample.response_times[-1] if sample.response_times else time.perf_counter() - sample.send_time
         self.environment.events.request.fire(
             request_type=self.protocol, name=self.config.model, response_time=elapsed * 1e3,
-            response_length=tokens, exception=None if sample.error is None else _RequestFailed(sample.error),
+            response_length=sample.output_tokens or 0,
+            exception=None if sample.error is None else RequestFailed(sample.error),
             context={"request_id": sample.request_id},
         )
 
     def params(self, prompt: Prompt) -> dict:
-        return {} if prompt.min_tokens is None else {"min_tokens": prompt.min_tokens}
+        params = dict(COUNT_PARAMS)
+        if prompt.min_tokens is not None:
+            params["min_tokens"] = prompt.min_tokens
+        return params
 
 
 class GrpcStreamUser(LLMUser):
@@ -265,6 +181,7 @@ class GrpcStreamUser(LLMUser):
     def _close(self) -> None:
         if self.client is not None:
             try:
+                # cancel_requests=True cancels what is in flight on the server, not only on this side.
                 self.client.stop_stream(cancel_requests=True)
                 self.client.close()
             except Exception:  # noqa: BLE001 - closing a broken stream must not fail the user
@@ -287,16 +204,20 @@ class GrpcStreamUser(LLMUser):
                                        enable_empty_final_response=True)
         parts = []
         deadline = sample.send_time + self.config.timeout_s
+        cancel_at = None if prompt.cancel_after_s is None else sample.send_time + prompt.cancel_after_s
         while True:
+            until = deadline if cancel_at is None else min(deadline, cancel_at)
             try:
-                at, result, error = self.responses.get(timeout=max(0.0, deadline - time.perf_counter()))
+                at, result, error = self.responses.get(timeout=max(0.0, until - time.perf_counter()))
             except queue.Empty:
                 self._close()  # cancels the request and drops anything still queued for it
-                raise _RequestFailed(f"no final response within {self.config.timeout_s:g}s") from None
+                if cancel_at is not None and time.perf_counter() >= cancel_at:
+                    raise Cancelled() from None
+                raise RequestFailed(f"no final response within {self.config.timeout_s:g}s") from None
             if error is not None:
                 # The stream is broken after an error; the next request opens a new one.
                 self._close()
-                raise _RequestFailed(f"gRPC: {error}")
+                raise RequestFailed(f"gRPC: {error}")
             response = result.get_response()
             if response.id != sample.request_id:
                 continue  # a late response of an earlier, abandoned request
@@ -307,8 +228,12 @@ class GrpcStreamUser(LLMUser):
                 value = out.reshape(-1)[0] if out.size else b""
                 text = value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
                 parts = [text] if self.config.dialect == "llmapi" else [*parts, text]
-            if out is not None or is_final:
-                sample.mark_response(at)
+            tokens = _count(result.as_numpy("num_output_tokens"))
+            if out is not None or tokens is not None or is_final:
+                sample.mark_response(at, tokens=tokens)
+            n_in = _count(result.as_numpy("num_input_tokens"))
+            if n_in is not None:
+                sample.input_tokens = n_in
             if is_final:
                 return "".join(parts)
 
@@ -319,9 +244,12 @@ class _HttpUserBase(LLMUser):
     abstract = True
 
     def on_start(self) -> None:
+        super().on_start()
+        self._connect()
+
+    def _connect(self) -> None:
         from geventhttpclient import HTTPClient
 
-        super().on_start()
         host, _, port = self.config.url.rpartition(":")
         self.http = HTTPClient(host, int(port), connection_timeout=10, network_timeout=self.config.timeout_s,
                                concurrency=1)
@@ -340,11 +268,17 @@ class _HttpUserBase(LLMUser):
             response = self.http.post(f"/v2/models/{self.config.model}/{endpoint}", body,
                                       headers={"Content-Type": "application/json"})
         except (OSError, TimeoutError) as err:
-            raise _RequestFailed(f"HTTP {endpoint}: {type(err).__name__}: {err}") from None
+            raise RequestFailed(f"HTTP {endpoint}: {type(err).__name__}: {err}") from None
         if response.status_code != 200:
             detail = response.read().decode("utf-8", errors="replace")
-            raise _RequestFailed(f"HTTP {endpoint}: {response.status_code} {detail}")
+            raise RequestFailed(f"HTTP {endpoint}: {response.status_code} {detail}")
         return response
+
+    def note_counts(self, sample: Sample, event: dict) -> None:
+        sample.mark_response(tokens=_count(event.get("num_output_tokens")))
+        n_in = _count(event.get("num_input_tokens"))
+        if n_in is not None:
+            sample.input_tokens = n_in
 
 
 class HttpStreamUser(_HttpUserBase):
@@ -353,26 +287,35 @@ class HttpStreamUser(_HttpUserBase):
     protocol = "http_stream"
 
     def send(self, prompt: Prompt, sample: Sample) -> str:
+        import gevent
+
+        from tritongen.client import StreamError, sse_events
+
         response = self.post("generate_stream", prompt, sample, stream=True)
         parts = []
+        timer = None
+        if prompt.cancel_after_s is not None:
+            timer = gevent.Timeout(max(0.0, sample.send_time + prompt.cancel_after_s - time.perf_counter()),
+                                   Cancelled())
+            timer.start()
         try:
-            while True:
-                line = response.readline(b"\n")
-                if not line:
-                    return "".join(parts)
-                line = line.strip()
-                if not line.startswith(b"data:"):
-                    continue
-                sample.mark_response()
-                event = json.loads(line[5:])
-                if "error" in event:
-                    # The status came from the first response; later errors arrive inside the 200 stream.
-                    raise _RequestFailed(f"HTTP generate_stream: {event['error']}")
+            for event in sse_events(iter(lambda: response.readline(b"\n"), b"")):
+                self.note_counts(sample, event)
                 text = event.get("text_output", "")
                 parts = [text] if self.config.dialect == "llmapi" else [*parts, text]
+            return "".join(parts)
+        except Cancelled:
+            # Closing the connection is how an HTTP client cancels: Triton cancels the request it carried.
+            self.http.close()
+            self._connect()
+            raise
+        except StreamError as err:
+            raise RequestFailed(str(err)) from None
         except (OSError, TimeoutError) as err:
-            raise _RequestFailed(f"HTTP generate_stream: {type(err).__name__}: {err}") from None
+            raise RequestFailed(f"HTTP generate_stream: {type(err).__name__}: {err}") from None
         finally:
+            if timer is not None:
+                timer.close()
             response.release()
 
 
@@ -388,14 +331,14 @@ class HttpUser(_HttpUserBase):
         response = self.post("generate", prompt, sample, stream=False)
         try:
             body = response.read()
-            sample.mark_response()
             data = json.loads(body)
         except (OSError, TimeoutError, ValueError) as err:
-            raise _RequestFailed(f"HTTP generate: {type(err).__name__}: {err}") from None
+            raise RequestFailed(f"HTTP generate: {type(err).__name__}: {err}") from None
         finally:
             response.release()
         if "error" in data:
-            raise _RequestFailed(f"HTTP generate: {data['error']}")
+            raise RequestFailed(f"HTTP generate: {data['error']}")
+        self.note_counts(sample, data)
         return data.get("text_output", "")
 
 

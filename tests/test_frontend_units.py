@@ -86,9 +86,9 @@ def test_triton_errors_map_to_http_statuses(message, status):
     assert classify(message).status == status
 
 
-def test_usage_counts_add_per_response_output_counts():
+def test_usage_counts_take_the_cumulative_output_count():
     counts = Counts()
-    for n in (1, 1, 2):
+    for n in (1, 2, 4):
         counts.add(Delta("x", output_tokens=n, input_tokens=7, final=False))
     counts.add(Delta("", output_tokens=None, input_tokens=None, final=True))
     assert (counts.prompt_tokens, counts.completion_tokens, counts.complete) == (7, 4, True)

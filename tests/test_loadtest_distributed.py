@@ -43,7 +43,7 @@ def test_distribution_flags_are_checked(tiny_spec_path, tmp_path):
 @pytest.mark.integration
 def test_two_workers_merge_into_one_report(tiny_spec_path, triton, tmp_path):
     data = yaml.safe_load(tiny_spec_path.read_text())
-    data["validation"]["load"].update(users=4, spawn_rate=4, duration_s=6,
+    data["validation"]["load"].update(users=4, spawn_rate=4, duration_s=6, warmup_s=0, sweep=[],
                                       output_tokens={"mean": 8, "stddev": 0})
     spec = tmp_path / "spec.yaml"
     spec.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -54,7 +54,7 @@ def test_two_workers_merge_into_one_report(tiny_spec_path, triton, tmp_path):
     after = _ensemble_success(triton.metrics_url)
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
 
-    merged = sorted((out / "samples").glob("samples-*.jsonl"))
+    merged = sorted((out / "samples" / "level-4").glob("samples-*.jsonl"))
     assert len(merged) == 2 and all(p.name.startswith("samples-worker-") for p in merged), merged
     lines = [json.loads(line) for p in merged for line in p.read_text().splitlines()]
     assert all(p.read_text().strip() for p in merged), "each worker ran users and forwarded samples"
@@ -62,13 +62,15 @@ def test_two_workers_merge_into_one_report(tiny_spec_path, triton, tmp_path):
     local = [line for p in sorted((out / "workers").glob("worker*/samples/samples-*.jsonl"))
              for line in p.read_text().splitlines()]
     assert sorted(json.loads(x)["request_id"] for x in local) == sorted(s["request_id"] for s in lines)
-    assert {s["concurrency"] for s in lines} == {4}
+    assert {s["level"] for s in lines} == {4}
 
     ok = [s for s in lines if s["error"] is None]
     assert len(ok) == len(lines) > 0
     # Merged samples equal the server's own count of completed ensemble requests.
     assert after - before == len(ok)
     summary = json.loads((out / "loadtest.json").read_text())
-    assert summary["overall"]["request_count"] == len(lines)
-    ensemble = next(m for m in summary["server"]["models"] if m["model"] == "ensemble")
+    level = summary["levels"][0]
+    assert level["metrics"]["request_count"] == len(lines)
+    ensemble = next(m for m in level["server_run"]["models"] if m["model"] == "ensemble")
     assert ensemble["request_success"] == len(ok)
+    assert level["tokens"]["equal"] is True and {s["output_tokens"] for s in ok} == {8}

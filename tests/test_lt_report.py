@@ -12,12 +12,15 @@ from test_lt_metrics import make, set_a
 from test_lt_prom import AFTER, BEFORE
 
 import tritongen.loadtests.report
-from tritongen.spec import SLOSection
 from tritongen.loadtests.metrics import STATS_KEYS
 from tritongen.loadtests.prom import parse_metrics, server_view
-from tritongen.loadtests.report import SCHEMA_VERSION, build_summary, write_report
+from tritongen.loadtests.report import (SCHEMA_VERSION, LevelServer, LoadInfo, RunInputs, build_summary,
+                                        write_report)
+from tritongen.spec import SLOSection
 
 DOC = Path(__file__).parents[1] / "docs" / "loadtest-report.md"
+# Objects documented as a whole: free-form maps, and the second server view (same keys as levels[].server).
+LEAVES = ("labels", "metadata.workload", "levels[].server_run")
 
 
 def documented_in_docstring() -> set[str]:
@@ -29,10 +32,9 @@ def documented_in_docs() -> set[str]:
 
 
 def key_paths(value: object, path: str = "") -> set[str]:
-    """Dotted paths of every key; `x[]` for list elements. Stats objects, label maps and the per-level metrics
-    (documented once, as `overall`) are leaves."""
+    """Dotted paths of every key; `x[]` for list elements. Stats objects and LEAVES are not walked into."""
     paths = {path} if path and not path.endswith("[]") else set()
-    if isinstance(value, dict) and set(value) != set(STATS_KEYS) and not path.endswith(("labels", "[].metrics")):
+    if isinstance(value, dict) and set(value) != set(STATS_KEYS) and not path.endswith(LEAVES):
         for key, child in value.items():
             paths |= key_paths(child, f"{path}.{key}" if path else key)
     elif isinstance(value, list):
@@ -42,18 +44,31 @@ def key_paths(value: object, path: str = "") -> set[str]:
 
 
 def sweep_samples():
-    """set_a at concurrency 2 plus a level at concurrency 8 with one cancelled stream."""
+    """set_a at level 2 plus a level 8 with one failed stream."""
     level8 = [make(300.0 + i * 0.1, [0.2, 0.5, 0.9], 4, concurrency=8) for i in range(8)]
     level8.append(make(301.0, [0.3], 0, error="StatusCode.CANCELLED: stream closed", concurrency=8))
     return set_a() + level8
 
 
-def full_report(tmp_path):
+METADATA = {"spec_digest": "sha256:1", "plan_digest": "sha256:2", "runtime": "hf", "model": "/m", "tokenizer": "/m",
+            "server": {"name": "triton", "version": "2.51.0"},
+            "versions": {"tritongen": "0.1.0", "transformers": "5", "torch": "2", "locust": "2", "tritonclient": "2",
+                         "python": "3.11"},
+            "hardware": {"host": "h", "gpus": [{"index": 0, "name": "NVIDIA H200", "memory_total_bytes": 1}],
+                         "gpu_driver": "580", "cpu_model": "x", "cpu_count": 2},
+            "workload": {"protocol": "grpc"}}
+CPU = {"processes": [{"pid": 1, "role": "worker", "wall_s": 10.0, "cpu_s": 9.0, "cpu_fraction": 0.9}],
+       "max_cpu_fraction": 0.9, "warning": "WARNING: a Locust process used 90% of a CPU core"}
+
+
+def full_report(tmp_path, slo=None):
     view = server_view(parse_metrics(BEFORE, taken_at=0), parse_metrics(AFTER, taken_at=10))
-    slo = SLOSection(ttft_p95_ms=300, itl_p95_ms=500, e2e_p99_ms=1000, min_output_tokens_per_s=1,
-                     max_error_rate=0.1)
-    return write_report(tmp_path, sweep_samples(), slo, deployment="tiny-cpu", server=view,
-                        sample_files=[tmp_path / "samples-h-1.jsonl"], locust_csv=[tmp_path / "locust_stats.csv"])
+    slo = slo or SLOSection(ttft_p95_ms=300, itl_p95_ms=500, e2e_p99_ms=1000, min_output_tokens_per_s=1,
+                            max_error_rate=0.1)
+    run = RunInputs(load=LoadInfo(), deployment="tiny-cpu", metadata=METADATA,
+                    servers={2: LevelServer(window=view, run=view, active_after=0)}, load_generator={8: CPU},
+                    sample_files=[tmp_path / "samples-h-1.jsonl"], locust_csv=[tmp_path / "locust_stats.csv"])
+    return write_report(tmp_path, sweep_samples(), slo, run)
 
 
 def test_docs_and_docstring_list_the_same_keys():
@@ -64,39 +79,64 @@ def test_json_has_exactly_the_documented_keys(tmp_path):
     report = full_report(tmp_path)
     summary = json.loads(report.json_path.read_text())
     assert summary == report.summary
-    assert summary["schema_version"] == SCHEMA_VERSION == 1
+    assert summary["schema_version"] == SCHEMA_VERSION == 2
     assert key_paths(summary) == documented_in_docs()
-    # Every sweep level is the documented `overall` object.
-    overall_keys = key_paths(summary["overall"])
-    for level in summary["sweep"]:
-        assert key_paths(level["metrics"]) == overall_keys
+    assert key_paths(summary["levels"][0]["server_run"]) == key_paths(summary["levels"][0]["server"])
 
 
 def test_json_values(tmp_path):
     summary = full_report(tmp_path).summary
-    assert [row["concurrency"] for row in summary["sweep"]] == [2, 8]
-    level2 = summary["sweep"][0]["metrics"]
+    assert [row["level"] for row in summary["levels"]] == [2, 8]
+    level2, level8 = (row["metrics"] for row in summary["levels"])
     assert level2["ttft_ms"]["p95"] == pytest.approx(385)
     assert level2["error_rate"] == pytest.approx(0.2)
-    assert summary["overall"]["request_count"] == 14
-    assert summary["overall"]["errors"][0] == {"message": "StatusCode.CANCELLED: stream closed", "count": 1}
+    assert level8["request_count"] == 9
+    assert level8["errors"][0] == {"message": "StatusCode.CANCELLED: stream closed", "count": 1}
+    # Level 2 fails only its error rate (0.2 > 0.1); level 8 fails TTFT (200 ms x8 -> p95 200 passes) ...
+    verdicts = {row["level"]: row["slo"]["passed"] for row in summary["levels"]}
+    assert verdicts == {2: False, 8: False}
+    assert "FAIL max_error_rate: measured 0.2000 > limit 0.1" in [r["line"] for r in summary["levels"][0]["slo"]["results"]]
+    assert summary["capacity"]["level"] is None and summary["capacity"]["passing_above"] == []
     assert summary["slo"]["exit_code"] == 1 and summary["slo"]["passed"] is False
-    assert "FAIL max_error_rate: measured 0.1429 > limit 0.1" in [r["line"] for r in summary["slo"]["results"]]
     assert summary["slo"]["goodput_limits"] == {"ttft_ms": 300, "itl_ms": 500, "e2e_ms": 1000}
     assert summary["files"]["locust_csv"] == [str(tmp_path / "locust_stats.csv")]
     assert summary["files"]["html"] == str(tmp_path / "loadtest.html")
-    ens = next(m for m in summary["server"]["models"] if m["model"] == "ensemble")
+    ens = next(m for m in summary["levels"][0]["server"]["models"] if m["model"] == "ensemble")
     assert ens["avg_queue_us"] == pytest.approx(2_000)
     assert {"reason": "REJECTED", "count": 3} in ens["request_failure"]
     # The summary quantile is NaN in the scrape; JSON carries null instead.
-    step = next(s for s in summary["server"]["other"] if s["name"] == "tritongen_step_seconds")
+    step = next(s for s in summary["levels"][0]["server"]["other"] if s["name"] == "tritongen_step_seconds")
     assert step["after"] is None
+    assert summary["levels"][1]["load_generator"]["warning"].startswith("WARNING")
+
+
+def test_capacity_line_of_a_sweep(tmp_path):
+    # Without an error-rate objective level 2 passes and level 8 (one failed stream of nine) too.
+    summary = full_report(tmp_path, SLOSection(ttft_p95_ms=300, max_error_rate=None, min_capacity=8)).summary
+    assert [row["slo"]["passed"] for row in summary["levels"]] == [False, True]  # level 2: TTFT p95 385 > 300
+    cap = summary["capacity"]
+    assert (cap["level"], cap["passing_above"], cap["rule"], cap["passed"]) == (None, [8], "min_capacity", False)
+    summary = full_report(tmp_path, SLOSection(ttft_p95_ms=400, max_error_rate=None, min_capacity=8)).summary
+    assert (summary["capacity"]["level"], summary["slo"]["exit_code"]) == (8, 0)
+    assert summary["capacity"]["line"] == ("capacity: 8 users (highest level at which every SLO holds); "
+                                           "required >= 8 users -> PASS")
+
+
+def test_token_totals_are_compared_only_when_every_request_ended_normally(tmp_path):
+    after = AFTER + '# TYPE tritongen_llm_output_tokens_total counter\n' \
+                    'tritongen_llm_output_tokens_total{model="tensorrt_llm",version="1"} 32\n'
+    view = server_view(parse_metrics(BEFORE, taken_at=0), parse_metrics(after, taken_at=10))
+    ok = [make(1.0 + i, [0.1, 0.2], 4, concurrency=1) for i in range(8)]
+    run = RunInputs(servers={1: LevelServer(window=view, run=view), 2: LevelServer(window=view, run=view)})
+    rows = build_summary(ok + set_a(), SLOSection(), run)["levels"]
+    assert rows[0]["tokens"] == {"client_output_tokens": 32, "server_output_tokens": 32, "equal": True}
+    assert rows[1]["tokens"]["equal"] is None  # set_a has a failed request
 
 
 def test_minimal_summary_uses_only_documented_keys():
     summary = build_summary([make(1.0, [0.1, 0.2], 2)], SLOSection())
     assert key_paths(summary) <= documented_in_docs()
-    assert summary["server"] is None and summary["slo"]["exit_code"] == 0
+    assert summary["levels"][0]["server"] is None and summary["slo"]["exit_code"] == 0
 
 
 def embedded_pngs(page: str) -> dict[str, bytes]:
@@ -108,18 +148,18 @@ def test_html_embeds_all_plots_for_a_sweep(tmp_path):
     report = full_report(tmp_path)
     page = report.html_path.read_text()
     pngs = embedded_pngs(page)
-    assert set(pngs) == {"TTFT distribution", "ITL distribution", "Throughput over time",
-                         "Latency vs concurrency", "Throughput vs concurrency"}
+    assert set(pngs) == {"Latency and throughput vs users", *(f"{kind} (users {n})" for n in (2, 8) for kind in (
+        "TTFT distribution", "ITL distribution", "Throughput over time"))}
     assert all(png.startswith(b"\x89PNG\r\n\x1a\n") for png in pngs.values())
-    # Overall TTFTs: 100, 200 x 9, 300, 400 -> p95 at index 10.45 = 300 + 0.45 * 100.
-    assert "FAIL ttft_p95_ms: measured 345.0 ms &gt; limit 300 ms" in page
-    assert "FAIL max_error_rate: measured 0.1429 &gt; limit 0.1" in page
-    assert "<th>concurrency</th>" in page and "<td>8</td>" in page
+    # Level 2 TTFTs 100..400 -> p95 385.
+    assert "FAIL ttft_p95_ms: measured 385.0 ms &gt; limit 300 ms" in page
+    assert "capacity: none" in page and "WARNING: a Locust process used 90%" in page
+    assert "NVIDIA H200" in page and "triton 2.51.0" in page
     assert "locust_stats.csv" in page and "tensorrt_llm" in page
     assert not list(tmp_path.glob("*.tmp"))
 
 
-def test_html_single_level_has_no_concurrency_plots(tmp_path):
+def test_html_single_level_has_no_sweep_plot(tmp_path):
     report = write_report(tmp_path, set_a(), SLOSection(max_error_rate=None))
     assert set(embedded_pngs(report.html_path.read_text())) == {
         "TTFT distribution", "ITL distribution", "Throughput over time"}

@@ -160,7 +160,9 @@ def test_client_disconnect_cancels_the_triton_request(frontend, triton):
     before = _frontend_metrics(frontend).get(
         f"tritongen_openai_cancelled_requests_total[model={MODEL}][reason=client_disconnected]", 0.0)
     conn = http.client.HTTPConnection(frontend.host, frontend.port, timeout=60)
-    body = {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 1800, "stream": True}
+    # min_tokens (the frontend's extension): the random demo model may emit its end token after a few tokens, and
+    # then the request would be over before the gauge is read.
+    body = {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 1800, "min_tokens": 1800, "stream": True}
     conn.request("POST", "/v1/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
     response = conn.getresponse()
     assert response.status == 200
@@ -240,7 +242,11 @@ def test_loadtest_through_the_openai_frontend(frontend, triton, tiny_spec_path, 
     out = tmp_path / "lt"
     code = main(["loadtest", str(tiny_spec_path), "--protocol", "openai", "--url", frontend.url, "-u", "2",
                  "-r", "2", "-t", "4", "--metrics-url", triton.metrics_url, "--out", str(out)])
-    summary = json.loads((out / "loadtest.json").read_text())["overall"]
+    level = json.loads((out / "loadtest.json").read_text())["levels"][0]
+    summary = level["metrics"]
     assert summary["request_count"] >= 2 and summary["error_count"] == 0
     assert summary["ttft_ms"]["p50"] > 0
+    # Output tokens are the usage chunks' server counts, checked against Triton's own output-token counter.
+    assert summary["requests_without_token_count"] == 0
+    assert level["tokens"]["client_output_tokens"] > 0 and level["tokens"]["equal"] is True
     assert code == 0

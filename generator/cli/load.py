@@ -29,7 +29,7 @@ def _cmd_loadtest(args: argparse.Namespace) -> int:
     endpoint = _endpoint_from_args(args, settings.protocol)
     if args.worker:
         return _run_worker(args, plan, settings, endpoint)
-    return run_loadtest(plan, endpoint, settings, Path(args.out or f"loadtest-{plan.name}"),
+    return run_loadtest(plan, endpoint, settings, Path(args.out or f"loadtest-{plan.name}"), spec_path=args.spec,
                         distribution=_distribution_from_args(args, settings))
 
 
@@ -57,17 +57,18 @@ def _distribution_from_args(args: argparse.Namespace, settings):
 
 def _run_worker(args: argparse.Namespace, plan, settings, endpoint: Endpoint) -> int:
     from tritongen.loadtests.distributed import DEFAULT_MASTER_PORT, run_worker
-    from tritongen.loadtests.runner import locust_config, resolve_prompts_file
+    from tritongen.loadtests.runner import locust_config
 
     if not args.master_host:
         raise SpecError(problem("--worker", "needs --master-host", "pass the host running `tritongen loadtest "
                                 "--master`, e.g. --worker --master-host 10.0.0.5"))
-    if args.master or args.workers is not None or settings.sweep:
+    if args.master or args.workers is not None or args.sweep:
         raise SpecError(problem("--worker", "cannot be combined with --master, --workers or --sweep",
                                 "the master decides users, duration and levels; pass only --master-host"))
     out = Path(args.out or f"loadtest-{plan.name}-worker")
-    config = locust_config(plan, endpoint.url_for(settings.protocol), settings.protocol, out / "samples",
-                           settings.users, resolve_prompts_file(plan))
+    # The master stamps each sample with its level; a worker sends its share of an open-loop rate.
+    config = locust_config(plan, settings, endpoint.url_for(settings.protocol), out / "samples",
+                           settings.request_rate or settings.users)
     return run_worker(config, out, args.master_host, args.master_port or DEFAULT_MASTER_PORT, settings.processes)
 
 
@@ -83,6 +84,16 @@ def _load_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("-r", "--spawn-rate", type=float, help="users started per second")
     s.add_argument("-t", "--duration", type=float, help="run time in seconds (per level with --sweep)")
     s.add_argument("--processes", type=int, help="Locust processes (default: validation.load.processes)")
+    s.add_argument("--warmup", type=float, help="unmeasured seconds at the start of each level")
+    s.add_argument("--sweep", help="comma-separated load levels, one run each: user counts (closed loop) or "
+                                   "requests/s (with --request-rate), e.g. 1,2,4,8")
+    s.add_argument("--request-rate", type=float, help="open loop: requests/s on an arrival schedule")
+    s.add_argument("--arrival", choices=("constant", "poisson", "gamma"), help="open-loop arrival process")
+    s.add_argument("--burstiness", type=float, help="gamma shape: < 1 burstier than Poisson, > 1 smoother")
+    s.add_argument("--max-concurrency", type=int, help="open loop: most requests in flight (default 64)")
+    s.add_argument("--trace", help="replay a JSONL trace (timestamp ms, input_length, output_length)")
+    s.add_argument("--cancel-rate", type=float, help="fraction of streamed requests the client cancels")
+    s.add_argument("--cancel-after-ms", type=float, help="when, after sending, a request is cancelled")
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -92,7 +103,6 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--url", help="host:port of the endpoint (default 127.0.0.1:8001 for grpc, :8000 for http, "
                    ":9000 for openai)")
     _load_flags(s)
-    s.add_argument("--sweep", help="comma-separated user counts: one run per level, e.g. 1,2,4,8")
     s.add_argument("--out", help="report folder (default ./loadtest-<name>)")
     s.add_argument("--metrics-url", help="Triton /metrics URL (default http://<url host>:8002/metrics)")
     s.add_argument("--no-metrics", action="store_true", help="do not scrape Triton's /metrics")
@@ -118,4 +128,4 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--openai-overhead", action="store_true",
                    help="run the load test twice at the same load, gRPC then OpenAI, and report the TTFT the "
                    "frontend adds")
-    s.set_defaults(func=_cmd_up, sweep=None)
+    s.set_defaults(func=_cmd_up)

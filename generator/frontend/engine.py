@@ -7,8 +7,9 @@ rendered ensemble and tensorrt_llm_bls accept: text_input, max_tokens, stream, s
 seed, presence/frequency_penalty, return_num_input_tokens, return_num_output_tokens. (Completions `echo` is
 done here by prepending the prompt, so exclude_input_in_output keeps the deployment's setting.)
 
-Token counts come from the server only: `num_input_tokens` once, `num_output_tokens` per response (the tokens
-in that response, as the TensorRT-LLM backend reports them), summed over the stream.
+Token counts come from the server only: `num_input_tokens` once, `num_output_tokens` with each response (the
+request's cumulative count, the convention tritongen's runtimes and load test share; see loadtests/samples.py):
+the completion's count is the last, i.e. largest, one.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ class Counts:
         if delta.input_tokens is not None and self.prompt_tokens is None:
             self.prompt_tokens = delta.input_tokens
         if delta.output_tokens is not None:
-            self.completion_tokens += delta.output_tokens
+            self.completion_tokens = max(self.completion_tokens, delta.output_tokens)  # cumulative counts
             self.seen = True
 
     @property

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from tritongen.errors import SpecError, problem
 from tritongen.plan.model import (
-    HFRuntimePlan, InstanceGroup, PathsPlan, PlacementPlan, Plan, ServerGroupPlan, TensorrtllmPlan, TokenizerPlan,
+    HFRuntimePlan, InstanceGroup, PathsPlan, PlacementPlan, Plan, ServerGroupPlan, SyntheticPlan, TensorrtllmPlan,
+    TokenizerPlan,
 )
 from tritongen.plan.frontend import make_frontend_plan
 from tritongen.plan.llmapi import make_llmapi_plan
@@ -204,6 +205,8 @@ def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None, *, engin
     prompts = str(resolve_path(spec_dir, load.prompts_file)) if load.prompts_file else None
     if prompts:
         load = load.model_copy(update={"prompts_file": prompts})
+    if load.trace_file:
+        load = load.model_copy(update={"trace_file": str(resolve_path(spec_dir, load.trace_file))})
     trt = None
     if spec.runtime == "tensorrtllm":
         trt = _engine(spec, spec_dir, checkpoint, engine_dir, gpu_arch, None if inventory else _gpu_device_ids(spec))
@@ -268,7 +271,9 @@ def _plan(spec: Spec, spec_dir: Path, checkpoint: Path, tokenizer_dir: Path, loa
         preprocessing_instances=s.preprocessing_instances, postprocessing_instances=s.postprocessing_instances,
         max_queue_delay_us=s.dynamic_batching.max_queue_delay_us, max_queue_size=s.dynamic_batching.max_queue_size,
         logits_datatype=logits, llm_instance_group=_llm_instance_group(spec, placed), hf=hf, llmapi=llmapi,
-        tensorrtllm=trt, bls=s.bls, bls_instances=s.bls_instances or s.max_batch_size,
+        tensorrtllm=trt, bls=s.bls,
+        synthetic=SyntheticPlan(ttft_ms=spec.synthetic.ttft_ms, itl_ms=spec.synthetic.itl_ms)
+        if spec.runtime == "synthetic" else None, bls_instances=s.bls_instances or s.max_batch_size,
         bls_parameters=bls_parameters(s.bls_accumulate_tokens), load=load, slo=spec.validation.slo, deploy=spec.deploy,
         kv_tokens_per_instance=kv_tokens, **placement,
         # The LLM-API model speaks its own tensor names (no ensemble), which the frontend does not convert to.

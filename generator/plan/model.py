@@ -66,6 +66,13 @@ class HFRuntimePlan(_Frozen):
     log_probs: bool = True
 
 
+class SyntheticPlan(_Frozen):
+    """Token timing of the synthetic runtime's tensorrt_llm model (a token source with no model)."""
+
+    ttft_ms: float
+    itl_ms: float
+
+
 class TensorrtllmPlan(_Frozen):
     """The TensorRT engine path (runtime tensorrtllm): which engine, how it is built, how the backend runs it."""
 
@@ -140,7 +147,7 @@ class PlacementPlan(_Frozen):
 class Plan(_Frozen):
     format: Literal["tritongen-plan/1"] = PLAN_FORMAT
     name: str
-    runtime: Literal["hf", "tensorrtllm", "trtllm"]
+    runtime: Literal["hf", "tensorrtllm", "trtllm", "synthetic"]
     spec_dir: str
     """The folder of the spec the plan was made from (information only: every path is resolved in `paths`)."""
     paths: PathsPlan
@@ -157,6 +164,7 @@ class Plan(_Frozen):
     llm_instance_group: InstanceGroup
     hf: HFRuntimePlan | None
     tensorrtllm: TensorrtllmPlan | None = None
+    synthetic: SyntheticPlan | None = None
     llmapi: LlmApiPlan | None = None
     """The LLM-API model's settings (runtime trtllm)."""
     bls: bool

@@ -22,6 +22,7 @@ from tritongen.errors import SpecError, problem
 from tritongen.plan import InstanceGroup, Plan, ServerGroupPlan
 from tritongen.resources import data_dir
 from tritongen.runtimes.hf import hf_parameters
+from tritongen.runtimes.synthetic import synthetic_parameters
 from tritongen.runtimes.tensorrtllm import id_groups, tensorrt_llm_parameters
 
 TEMPLATES = data_dir("model_repository_templates")
@@ -93,6 +94,8 @@ def _llm_config(plan: Plan, where: Locations, group: ServerGroupPlan | None) -> 
         backend, params = "python", hf_parameters(plan, where.checkpoint, kv)
         instances = plan.llm_instance_group if group is None else \
             plan.llm_instance_group.model_copy(update={"count": group.instances})
+    elif plan.runtime == "synthetic":
+        backend, params, instances = "python", synthetic_parameters(plan), plan.llm_instance_group
     else:
         assert where.engine is not None
         ids = group.gpu_device_ids if group else _default_device_ids(plan)
@@ -147,6 +150,8 @@ def render_repository(plan: Plan, where: Locations | None = None) -> dict[str, b
     if plan.runtime == "hf":
         for name in ("model.py", "hf_requests.py"):
             files[f"tensorrt_llm/1/{name}"] = (TEMPLATES / "tensorrt_llm" / "1" / name).read_bytes()
+    elif plan.runtime == "synthetic":
+        files["tensorrt_llm/1/model.py"] = (TEMPLATES / "synthetic" / "model.py").read_bytes()
     else:
         files["tensorrt_llm/1/.keep"] = b""
     files["tensorrt_llm/config.pbtxt"] = _llm_config(plan, where, None)

@@ -18,6 +18,10 @@ from pydantic_core import PydanticCustomError
 from tritongen.errors import SpecError, problem
 
 
+class _Problems(ValueError):
+    """Cross-field problems of a section, already formatted one per line (`dotted.path: what; fix`)."""
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
 
@@ -228,6 +232,14 @@ class PlacementSection(_Section):
     """LLM model instances per GPU (hf runtime)."""
 
 
+class SyntheticSection(_Section):
+    ttft_ms: float = Field(50, ge=0)
+    """Time from a request's arrival at the tensorrt_llm model to its first token."""
+
+    itl_ms: float = Field(10, ge=0)
+    """Time between two tokens of one request."""
+
+
 class TokenDistribution(_Section):
     mean: int = Field(ge=1)
     """Mean token count."""
@@ -262,6 +274,56 @@ class LoadSection(_Section):
     processes: int = Field(1, ge=1)
     """Locust worker processes."""
 
+    warmup_s: float = Field(0, ge=0)
+    """Seconds at the start of each load level that are not measured (batches filling, caches warming); the
+    measurement window is [warmup_s, duration_s] (docs/loadtest-report.md)."""
+
+    sweep: list[float] = Field(default_factory=list)
+    """Load levels for one run each, ascending: user counts in closed loop, requests/s with request_rate.
+    Empty: one level. The report gives a verdict per level and the capacity line."""
+
+    request_rate: float | None = Field(None, gt=0)
+    """Open loop: requests/s sent on the arrival schedule whatever the server's speed (users then only cap
+    how many are in flight: max_concurrency). None: closed loop, `users` requests in flight."""
+
+    arrival: Literal["constant", "poisson", "gamma"] = "poisson"
+    """Open-loop arrival process: constant gaps, Poisson (exponential gaps), or gamma gaps with `burstiness`."""
+
+    burstiness: float = Field(1.0, gt=0)
+    """Shape of the gamma gaps: < 1 burstier than Poisson, 1 Poisson, > 1 smoother (CV = 1/sqrt(burstiness))."""
+
+    max_concurrency: int | None = Field(None, ge=1)
+    """Open loop: most requests in flight at once; an arrival that finds every slot busy waits (its lag is
+    reported). None: 64."""
+
+    trace_file: str | None = None
+    """JSONL trace to replay instead of an arrival process: {"timestamp" (ms), "input_length" (or
+    "text_input"), "output_length"} per line."""
+
+    cancel_rate: float = Field(0, ge=0, le=1)
+    """Fraction of streamed requests the client cancels on purpose, after cancel_after_ms."""
+
+    cancel_after_ms: float = Field(100, gt=0)
+    """How long after sending a request to be cancelled the client cancels it."""
+
+    @model_validator(mode="after")
+    def _load_rules(self) -> LoadSection:
+        problems = []
+        if self.warmup_s >= self.duration_s:
+            problems.append(problem("validation.load.warmup_s", f"({self.warmup_s:g}) must be below duration_s "
+                                    f"({self.duration_s:g})", "shorten the warm-up or lengthen the run"))
+        if any(x <= 0 for x in self.sweep):
+            problems.append(problem("validation.load.sweep", "levels must be > 0", "list e.g. [1, 2, 4]"))
+        if self.request_rate is None and self.trace_file is None and any(x != int(x) for x in self.sweep):
+            problems.append(problem("validation.load.sweep", "closed-loop levels are user counts",
+                                    "list whole numbers, or set request_rate for request-rate levels"))
+        if self.trace_file is not None and (self.request_rate is not None or self.sweep):
+            problems.append(problem("validation.load.trace_file", "a trace sets its own arrival times",
+                                    "drop request_rate and sweep, or the trace"))
+        if problems:
+            raise _Problems("\n".join(problems))
+        return self
+
 
 class SLOSection(_Section):
     ttft_p95_ms: float | None = Field(None, gt=0)
@@ -278,6 +340,10 @@ class SLOSection(_Section):
 
     max_error_rate: float | None = Field(0.0, ge=0, le=1)
     """Highest acceptable fraction of failed requests."""
+
+    min_capacity: float | None = Field(None, gt=0)
+    """The gate of a sweep: pass when the capacity line (highest level at which every objective holds, with
+    every lower level passing) is at least this level. None: every level must pass."""
 
 
 class DeploySection(_Section):
@@ -379,11 +445,13 @@ class Spec(_Section):
     services use it with `.` and `_` mapped to `-` (a DNS-1035 label, so Service names are valid by construction,
     with room for suffixes such as `-mig-3g-71gb`)."""
 
-    runtime: Literal["hf", "tensorrtllm", "trtllm"] = "hf"
+    runtime: Literal["hf", "tensorrtllm", "trtllm", "synthetic"] = "hf"
     """What serves the model named tensorrt_llm: `trtllm` (NVIDIA's LLM-API model, maintained upstream; no engine
     build; pick it on GPUs with the TensorRT-LLM container), `tensorrtllm` (the TensorRT engine path: C++ backend
-    and built engines, in pinned containers up to 26.07; pick it for an existing engine workflow), or `hf`
-    (portable python model on transformers; pick it for CPUs, CI and GPUs without TensorRT-LLM)."""
+    and built engines, in pinned containers up to 26.07; pick it for an existing engine workflow), `hf`
+    (portable python model on transformers; pick it for CPUs, CI and GPUs without TensorRT-LLM), or `synthetic`
+    (a token source with a configured TTFT/ITL and no model, to measure the serving path and the load generator
+    alone)."""
 
     model: ModelSection
     """The checkpoint and tokenizer."""
@@ -399,6 +467,9 @@ class Spec(_Section):
 
     placement: PlacementSection = PlacementSection()
     """Where the model runs."""
+
+    synthetic: SyntheticSection = SyntheticSection()
+    """Token timing of the synthetic runtime (runtime `synthetic` only)."""
 
     validation: ValidationSection = ValidationSection()
     """Load test and SLOs."""
@@ -464,7 +535,7 @@ def _format_errors(err: ValidationError) -> list[str]:
             lines.append(problem(path, "is required", "add it to the spec"))
         elif e["type"] == "spec_name":
             lines.append(f"{path}: {e['msg']}")
-        elif e["type"] == "value_error" and not loc:
+        elif e["type"] == "value_error" and (not loc or isinstance(e["ctx"]["error"], _Problems)):
             # Cross-field problems are already formatted, one per line.
             lines.extend(str(e["ctx"]["error"]).splitlines())
         else:

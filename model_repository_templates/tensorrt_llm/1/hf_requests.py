@@ -279,8 +279,7 @@ def response_for(gen: Generation, start: int):
     if gen.want_counts[0]:
         tensors.append(pb_utils.Tensor("num_input_tokens", np.array([[len(gen.prompt)]], dtype=np.int32)))
     if gen.want_counts[1]:
-        # Tokens in this response, as the TensorRT-LLM backend counts them: a stream's counts add up.
-        tensors.append(pb_utils.Tensor("num_output_tokens", np.array([[len(tokens)]], dtype=np.int32)))
+        tensors.append(pb_utils.Tensor("num_output_tokens", np.array([[len(gen.tokens)]], dtype=np.int32)))
     if gen.want_perf:
         for name, value in (("arrival_time_ns", gen.arrival_ns), ("first_token_time_ns", gen.first_token_ns),
                             ("last_token_time_ns", gen.last_token_ns)):

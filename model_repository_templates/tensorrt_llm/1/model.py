@@ -199,6 +199,9 @@ class TritonPythonModel:
             "setting": pb_utils.MetricFamily("tritongen_llm_setting",
                                              "Effective continuous-batching settings (numeric, booleans as 0/1)",
                                              gauge),
+            # The load test checks its client-side token totals against this counter.
+            "output_tokens": pb_utils.MetricFamily("tritongen_llm_output_tokens_total",
+                                                   "Output tokens sent in responses", counter),
         }
         self.labels = labels
         self.m_steps = self.metric_families["steps"].Metric(labels=labels)
@@ -208,6 +211,7 @@ class TritonPythonModel:
         self.m_rejected = self.metric_families["rejected"].Metric(labels=labels)
         self.m_loop = self.metric_families["loop"].Metric(labels=labels)
         self.m_loop.set(1)
+        self.m_output_tokens = self.metric_families["output_tokens"].Metric(labels=labels)
         self.step_max = 0
 
     def _export_settings(self):
@@ -354,7 +358,12 @@ class TritonPythonModel:
             chunk_start, gen.sent = gen.sent, len(gen.tokens)
             with gen.lock:
                 if not gen.closed:
-                    gen.sender.send(response_for(gen, chunk_start), flags=0)
+                    self._send_tokens(gen, chunk_start, 0)
+
+    def _send_tokens(self, gen, start, flags):
+        """Send the completion tokens from `start` (streaming) or all of them, and count them as sent."""
+        gen.sender.send(response_for(gen, start), flags=flags)
+        self.m_output_tokens.increment(len(gen.tokens) - start if gen.streaming else len(gen.tokens))
 
     def _finish(self, gen, *, error=None, cancelled=False):
         """End a request exactly once: the first caller wins, later ones return."""
@@ -379,11 +388,11 @@ class TritonPythonModel:
                 elif gen.streaming:
                     if len(gen.tokens) > gen.sent:
                         start, gen.sent = gen.sent, len(gen.tokens)
-                        gen.sender.send(response_for(gen, start), flags=FINAL)
+                        self._send_tokens(gen, start, FINAL)
                     else:
                         gen.sender.send(flags=FINAL)
                 else:
-                    gen.sender.send(response_for(gen, 0), flags=FINAL)
+                    self._send_tokens(gen, 0, FINAL)
             except Exception as err:
                 pb_utils.Logger.log_error(f"{self.model_name}: could not send the final response of {gen.rid}: {err}")
 
@@ -399,10 +408,16 @@ class TritonPythonModel:
             with self.lock:
                 items = list(self.active.values())
             for gen in items:
-                try:
-                    cancelled = gen.sender.is_cancelled()
-                except Exception:  # a request whose client is gone can fail to answer; treat it as cancelled
-                    cancelled = True
+                # Under the request's lock and only while it is open: once its FINAL response went out, Triton
+                # frees the response factory, and is_cancelled() on it crashed tritonserver 2.51 (SIGSEGV in
+                # TRITONBACKEND_ResponseFactoryIsCancelled, seen under load in the load-test suite).
+                with gen.lock:
+                    if gen.closed:
+                        continue
+                    try:
+                        cancelled = gen.sender.is_cancelled()
+                    except Exception:  # a request whose client is gone can fail to answer; treat it as cancelled
+                        cancelled = True
                 if cancelled:
                     self._finish(gen, cancelled=True)
 

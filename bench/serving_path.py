@@ -1,0 +1,167 @@
+"""Streamed tokens per second per CPU core that the default streaming path sustains (runtime `synthetic`).
+
+The deployment is examples/synthetic-cpu.yaml (the tiny demo tokenizer; a tensorrt_llm model that emits one
+token every --itl-ms per request with no model behind it), served by the embedded tritonserver and driven by
+`tritongen loadtest` (gRPC ModelStreamInfer into `ensemble`, closed loop, N users). With the model out of the
+way, what costs CPU is the serving path itself: tritonserver (gRPC, the ensemble scheduler), preprocessing
+(once per request), postprocessing (once per streamed response) and the synthetic token source (which stands
+in for the TensorRT-LLM backend's own response path).
+
+Per level, the CPU seconds of every server process (tritonserver and each python backend stub, by model) are
+read with psutil at the start and the end of the measured window, and the tokens the server sent in between
+from its counter tritongen_llm_output_tokens_total (the client's own count is checked against it by the load
+test). tokens / (serving-path CPU seconds) is the sustainable rate per core; the per-process split says where
+the cost is. The load generator's CPU is reported by the load test itself.
+
+    .venv/bin/python bench/serving_path.py [--levels 8,32] [--duration 12] [--warmup 3] [--itl-ms 5]
+
+Writes bench/results/serving_path.json and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+PATH_MODELS = ("tritonserver", "preprocessing", "postprocessing", "tensorrt_llm_bls")
+
+
+def _process_name(proc: psutil.Process) -> str:
+    cmd = proc.cmdline()
+    if cmd and cmd[0].endswith("tritonserver"):
+        return "tritonserver"
+    for part in cmd:
+        if part.endswith("/1/model.py"):
+            return Path(part).parent.parent.name
+    return proc.name()
+
+
+def cpu_by_process(root: psutil.Process) -> dict[str, float]:
+    """CPU seconds (user + system) of tritonserver and each python backend stub, by model name."""
+    out: dict[str, float] = {}
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            t = proc.cpu_times()
+            out[_process_name(proc)] = out.get(_process_name(proc), 0.0) + t.user + t.system
+        except psutil.NoSuchProcess:
+            continue
+    return out
+
+
+def tokens_sent(metrics_url: str) -> float:
+    from tritongen.loadtests.prom import scrape
+
+    snap = scrape(metrics_url)
+    return sum(v for (name, _), v in snap.values.items() if name == "tritongen_llm_output_tokens_total")
+
+
+def measure_level(server, spec: Path, users: int, duration: float, warmup: float, out: Path) -> dict:
+    """Run one closed-loop level; sample CPU and the token counter at the window's edges."""
+    root = psutil.Process(server.process.pid)
+    marks: dict[str, tuple[float, dict[str, float], float]] = {}
+
+    def mark(name: str, at: float) -> None:
+        time.sleep(max(0.0, at - time.monotonic()))
+        marks[name] = (time.monotonic(), cpu_by_process(root), tokens_sent(server.metrics_url))
+
+    cmd = [sys.executable, "-m", "tritongen.cli", "loadtest", str(spec), "--url", server.grpc_url,
+           "--metrics-url", server.metrics_url, "-u", str(users), "-t", f"{duration:g}", "--warmup", f"{warmup:g}",
+           "--out", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # The window starts when the load does: wait for Locust's first request (the level's first sample line).
+    samples = out / "samples"
+    t0 = None
+    deadline = time.monotonic() + 120
+    while t0 is None and time.monotonic() < deadline and proc.poll() is None:
+        if any(f.stat().st_size for f in samples.glob("level-*/samples-*.jsonl")):
+            t0 = time.monotonic()
+        time.sleep(0.05)
+    if t0 is None:
+        raise SystemExit(f"no request was sent: {proc.communicate()[0][-2000:]}")
+    # Sample inside the load's own window, with a margin so the ramp and the drain stay out.
+    watcher = threading.Thread(target=lambda: (mark("start", t0 + warmup), mark("end", t0 + duration - 0.5)))
+    watcher.start()
+    log, _ = proc.communicate(timeout=duration + 300)
+    watcher.join()
+    (w0, cpu0, tok0), (w1, cpu1, tok1) = marks["start"], marks["end"]
+    wall = w1 - w0
+    cpu = {k: cpu1.get(k, 0.0) - cpu0.get(k, 0.0) for k in cpu1}
+    path_cpu = sum(v for k, v in cpu.items() if k in PATH_MODELS)
+    tokens = tok1 - tok0
+    summary = json.loads((out / "loadtest.json").read_text())
+    level = summary["levels"][0]
+    return {
+        "users": users, "window_s": wall, "tokens": tokens, "tokens_per_s": tokens / wall,
+        "cpu_s": cpu, "cores_used": {k: v / wall for k, v in cpu.items()},
+        "serving_path_cpu_s": path_cpu, "serving_path_tokens_per_cpu_s": tokens / path_cpu if path_cpu else None,
+        "all_server_tokens_per_cpu_s": tokens / sum(cpu.values()) if cpu else None,
+        "us_per_token": {k: 1e6 * v / tokens for k, v in cpu.items()} if tokens else {},
+        "client": {"output_token_throughput": level["metrics"]["output_token_throughput"],
+                   "itl_p50_ms": (level["metrics"]["itl_ms"] or {}).get("p50"),
+                   "tokens_equal": level["tokens"]["equal"],
+                   "load_generator_cpu": level["load_generator"]["max_cpu_fraction"]},
+        "log_tail": log.splitlines()[-6:],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--levels", default="8,32")
+    parser.add_argument("--duration", type=float, default=12)
+    parser.add_argument("--warmup", type=float, default=3)
+    parser.add_argument("--itl-ms", type=float, default=5)
+    parser.add_argument("--output-tokens", type=int, default=128)
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "serving_path.json"))
+    args = parser.parse_args()
+
+    from tritongen.demo.model import make_demo_model
+    from tritongen.pipeline import render_for
+    from tritongen.plan import plan_from_file
+    from tritongen.render import write_repository
+    from tritongen.serve import TritonServer
+
+    work = Path(tempfile.mkdtemp(prefix="serving-path-"))
+    model = make_demo_model(work / "tiny-llama")
+    data = yaml.safe_load((ROOT / "examples" / "synthetic-cpu.yaml").read_text())
+    data["model"]["checkpoint"] = str(model)
+    data["synthetic"] = {"ttft_ms": 0, "itl_ms": args.itl_ms}
+    data["validation"]["load"]["output_tokens"] = {"mean": args.output_tokens, "stddev": 0}
+    data["validation"]["slo"] = {"max_error_rate": 0.0}
+    spec = work / "synthetic.yaml"
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
+    sp, plan = plan_from_file(spec)
+    repo = work / "model_repository"
+    write_repository(render_for(plan), repo)
+    server = TritonServer(repo, log_path=work / "tritonserver.log")
+    server.start(timeout=240)
+    results = []
+    try:
+        for users in (int(x) for x in args.levels.split(",")):
+            r = measure_level(server, spec, users, args.duration, args.warmup, work / f"u{users}")
+            results.append(r)
+            print(f"users {users}: {r['tokens_per_s']:.0f} tok/s delivered; serving path "
+                  f"{r['serving_path_tokens_per_cpu_s'] or 0:.0f} tok per CPU-s; CPU cores: "
+                  + ", ".join(f"{k} {v:.2f}" for k, v in sorted(r["cores_used"].items())), flush=True)
+    finally:
+        server.stop()
+    record = {"machine": {"cpu_count": psutil.cpu_count(), "load_avg_at_end": list(psutil.getloadavg()),
+                          "python": platform.python_version()},
+              "args": vars(args), "levels": results}
+    Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
+    print(f"results: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""Every plot of a load-test report, drawn once: the HTML report embeds them, the runner saves sweep.png.
+
+Plots are drawn on `matplotlib.figure.Figure` directly rather than through pyplot, so rendering a report never
+selects a global backend or keeps figures alive in the process that runs Locust.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+
+from matplotlib.figure import Figure
+
+
+def png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    return buf.getvalue()
+
+
+def _stat(stats: dict | None, key: str) -> float | None:
+    return None if stats is None else stats[key]
+
+
+def histogram(values: Sequence[float], title: str, xlabel: str) -> Figure:
+    fig = Figure(figsize=(6, 3.5))
+    ax = fig.subplots()
+    ax.hist(values, bins=min(50, max(5, len(values) // 4)), color="#4c72b0")
+    ax.set(title=title, xlabel=xlabel, ylabel="requests")
+    return fig
+
+
+def _legend_of_both(ax, ax2) -> None:
+    # One legend for the two y axes, inside the plot so it cannot cover the title.
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = ax2.get_legend_handles_labels()
+    ax.legend(h1 + h2, l1 + l2, loc="best", fontsize="small")
+
+
+def timeline(metrics: dict, title: str) -> Figure:
+    """Output tokens/s and requests/s per 1 s bin, with the measurement window shaded."""
+    points = metrics["timeline"]
+    fig = Figure(figsize=(6, 3.5))
+    ax = fig.subplots()
+    t = [p["t_s"] for p in points]
+    ax.axvspan(metrics["window_start_s"], metrics["window_end_s"], color="#dddddd", label="measured window")
+    ax.plot(t, [p["output_tokens_per_s"] for p in points], color="#4c72b0", label="output tok/s")
+    ax.set(title=title, xlabel="seconds since the level's first request", ylabel="output tokens/s")
+    ax2 = ax.twinx()
+    ax2.plot(t, [p["requests_per_s"] for p in points], color="#dd8452", label="requests/s")
+    ax2.set_ylabel("requests/s")
+    _legend_of_both(ax, ax2)
+    return fig
+
+
+def sweep(levels: list[dict], unit: str, capacity: float | None) -> Figure:
+    """Latency (TTFT p95, ITL p95, e2e p95) and output token throughput against the load level, with the
+    capacity line and each level's verdict."""
+    xs = [row["level"] for row in levels]
+    fig = Figure(figsize=(11, 4))
+    lat, thr = fig.subplots(1, 2)
+    for key, label in (("ttft_ms", "TTFT p95"), ("itl_ms", "ITL p95"), ("e2e_ms", "e2e p95")):
+        ys = [_stat(row["metrics"][key], "p95") for row in levels]
+        if any(y is not None for y in ys):
+            lat.plot(xs, [float("nan") if y is None else y for y in ys], marker="o", label=label)
+    lat.set(title="Latency vs load", xlabel=unit, ylabel="ms", yscale="log")
+    thr.plot(xs, [row["metrics"]["output_token_throughput"] or 0 for row in levels], marker="o", color="#4c72b0",
+             label="output tok/s (window)")
+    thr.set(title="Throughput vs load", xlabel=unit, ylabel="output tokens/s")
+    for row in levels:
+        ok = row["slo"]["passed"]
+        thr.annotate("PASS" if ok else "FAIL", (row["level"], row["metrics"]["output_token_throughput"] or 0),
+                     textcoords="offset points", xytext=(0, 6), ha="center", fontsize="small",
+                     color="#17702a" if ok else "#b00020")
+    for ax in (lat, thr):
+        if capacity is not None:
+            ax.axvline(capacity, color="#17702a", linestyle="--", label=f"capacity {capacity:g}")
+        if ax.lines:
+            ax.legend(fontsize="small")
+    return fig

@@ -1,0 +1,241 @@
+"""What a Locust process sends and when: the run's configuration, the prompts, and the arrival pacing.
+
+No Locust import here, so the definitions can be tested (and read) without gevent patching the process.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from tritongen.loadtests.arrivals import TraceRow, arrival_offsets, cancel_decisions, read_trace
+
+CONFIG_ENV = "TRITONGEN_LOADTEST_CONFIG"
+
+# Filler text the synthetic prompts are cut from, in tokens of the deployment's own tokenizer.
+_FILLER = (
+    "In the quiet town by the river the old clockmaker opened his shop every morning at seven. "
+    "Travellers stopped to ask for directions, children pressed their faces to the window, and the "
+    "baker from across the street brought warm bread while the clocks ticked in a hundred voices. "
+    "A model serves requests, streams tokens, batches work in flight and keeps its cache warm. "
+)
+
+
+@dataclass(frozen=True)
+class TokenDist:
+    mean: int
+    stddev: float = 0.0
+
+    def draw(self, rng: random.Random) -> int:
+        """gauss(mean, stddev), rounded, at least 1 (stddev 0: always mean)."""
+        if self.stddev <= 0:
+            return self.mean
+        return max(1, round(rng.gauss(self.mean, self.stddev)))
+
+
+@dataclass(frozen=True)
+class LoadConfig:
+    """What the locustfile needs; written as JSON by `tritongen loadtest`, read through `CONFIG_ENV`."""
+
+    url: str
+    """host:port of the endpoint for `protocol` (gRPC port for grpc, HTTP port otherwise)."""
+    protocol: str
+    """grpc | http_stream | http | openai (streamed chat completions through the OpenAI frontend)."""
+    samples_dir: str
+    """Folder for the per-process sample files."""
+    tokenizer_dir: str
+    """The deployment's tokenizer (Plan.tokenizer.dir): builds the synthetic prompts (counts come from the server)."""
+    level: float
+    """The level's load (users, or requests/s in open loop), stored in every sample (a sweep groups by it)."""
+    model: str = "ensemble"
+    """Triton model name; for openai, the public model name."""
+    api_key_env: str | None = None
+    """openai: the environment variable holding the API key, when the frontend requires one."""
+    input_tokens: TokenDist = TokenDist(32, 4)
+    output_tokens: TokenDist = TokenDist(32, 0)
+    prompts_file: str | None = None
+    """JSONL of {"text_input", "max_tokens"[, "min_tokens"]}, used instead of synthetic prompts."""
+    add_special_tokens: bool = True
+    """Count input tokens as the preprocessing model tokenizes them (used only when the server reports none)."""
+    timeout_s: float = 120.0
+    """Per-request limit; a request past it is a failure."""
+    seed: int = 0
+    request_rate: float | None = None
+    """Open loop: requests/s over all processes; None: closed loop."""
+    arrival: str = "poisson"
+    burstiness: float = 1.0
+    trace_file: str | None = None
+    """Replay this JSONL trace (arrival times and lengths) instead of an arrival process."""
+    processes: int = 1
+    """Locust processes sharing the rate (each sends request_rate / processes)."""
+    cancel_rate: float = 0.0
+    cancel_after_ms: float = 100.0
+    dialect: str = "ensemble"
+    """`ensemble` (the C++ contract: text_input/max_tokens/stream, streamed text in pieces) or `llmapi` (NVIDIA's
+    LLM-API model: text_input/sampling_param_max_tokens/streaming, each streamed text_output is the text so far,
+    and no min_tokens input, so output lengths are not forced)."""
+
+    @classmethod
+    def from_dict(cls, data: dict) -> LoadConfig:
+        data = dict(data)
+        for key in ("input_tokens", "output_tokens"):
+            if isinstance(data.get(key), dict):
+                data[key] = TokenDist(**data[key])
+        return cls(**data)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_env(cls) -> LoadConfig:
+        path = os.environ.get(CONFIG_ENV)
+        if not path:
+            raise RuntimeError(f"{CONFIG_ENV} is not set; run the locustfile through `tritongen loadtest`, "
+                               "or point it at a JSON file with the LoadConfig keys")
+        return cls.from_dict(json.loads(Path(path).read_text()))
+
+    @property
+    def open_loop(self) -> bool:
+        return self.request_rate is not None or self.trace_file is not None
+
+
+@dataclass(frozen=True)
+class Prompt:
+    text: str
+    input_tokens: int
+    """The client's count; the sample keeps the server's num_input_tokens when it reports one."""
+    max_tokens: int
+    min_tokens: int | None
+    cancel_after_s: float | None = None
+    """Cancel the request this long after sending it (--cancel-rate); None: let it finish."""
+
+
+@dataclass
+class PromptSource:
+    """Synthetic prompts cut from filler text with the deployment's tokenizer, or lines of a JSONL file."""
+
+    config: LoadConfig
+    tokenizer: object
+    rng: random.Random = field(default_factory=random.Random)
+    _filler_ids: list[int] = field(default_factory=list)
+    _file_prompts: itertools.cycle | None = None
+
+    def __post_init__(self) -> None:
+        # Seeded per process, so processes do not send identical prompt sequences.
+        self.rng.seed(f"{self.config.seed}-{os.getpid()}")
+        self._filler_ids = self.tokenizer.encode(_FILLER, add_special_tokens=False)
+        if self.config.prompts_file:
+            rows = [json.loads(line) for line in Path(self.config.prompts_file).read_text().splitlines()
+                    if line.strip()]
+            if not rows:
+                raise ValueError(f"{self.config.prompts_file}: no prompts")
+            self._file_prompts = itertools.cycle([self._file_prompt(row) for row in rows])
+
+    def count(self, text: str, *, special: bool = False) -> int:
+        return len(self.tokenizer.encode(text, add_special_tokens=special))
+
+    def _file_prompt(self, row: dict) -> Prompt:
+        text = row["text_input"]
+        max_tokens = int(row.get("max_tokens", self.config.output_tokens.mean))
+        return Prompt(text, self.count(text, special=self.config.add_special_tokens), max_tokens,
+                      row.get("min_tokens"))
+
+    def sized(self, n_in: int, n_out: int) -> Prompt:
+        """A synthetic prompt of about `n_in` tokens asking for exactly `n_out` (min_tokens = max_tokens)."""
+        ids = self._filler_ids
+        reps = -(-(n_in + len(ids)) // len(ids))
+        start = self.rng.randrange(len(ids))
+        text = self.tokenizer.decode((ids * (reps + 1))[start:start + n_in], skip_special_tokens=True)
+        # Decoding then re-encoding can merge or split a token at the edges: record what the server sees.
+        return Prompt(text, self.count(text, special=self.config.add_special_tokens), n_out, n_out)
+
+    def next(self) -> Prompt:
+        if self._file_prompts is not None:
+            return next(self._file_prompts)
+        return self.sized(self.config.input_tokens.draw(self.rng), self.config.output_tokens.draw(self.rng))
+
+    def for_trace(self, row: TraceRow) -> Prompt:
+        if row.text_input is not None:
+            return Prompt(row.text_input, self.count(row.text_input, special=self.config.add_special_tokens),
+                          row.output_tokens, row.output_tokens)
+        return self.sized(row.input_tokens or 1, row.output_tokens)
+
+
+class _FastTokenizer:
+    """The two calls the load generator makes, on the `tokenizers` library alone: importing transformers costs a
+    Locust process ~5 CPU-seconds (~19 s wall on a loaded 2-core machine) before its first request."""
+
+    def __init__(self, path: Path):
+        from tokenizers import Tokenizer
+
+        self._tok = Tokenizer.from_file(str(path))
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        return self._tok.encode(text, add_special_tokens=add_special_tokens).ids
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
+        return self._tok.decode(ids, skip_special_tokens=skip_special_tokens)
+
+
+def load_tokenizer(directory: str):
+    """The deployment's tokenizer for building prompts: its tokenizer.json when there is one, else transformers."""
+    path = Path(directory) / "tokenizer.json"
+    if path.is_file():
+        return _FastTokenizer(path)
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(directory)
+
+
+class Pacer:
+    """When each request of a process is sent.
+
+    Closed loop: at once (each Locust user keeps one request in flight, so users = concurrency).
+    Open loop: every user of the process claims the next arrival of one shared schedule when it is free, sleeps
+    until that arrival's time and sends; users are concurrency slots, so the user count caps the requests in
+    flight, and an arrival that finds every slot busy is sent late (its lag is recorded). Claims are in schedule
+    order because gevent runs one greenlet at a time.
+    """
+
+    def __init__(self, config: LoadConfig, *, sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.perf_counter, seed: str | int = 0):
+        self.config, self.sleep, self.clock = config, sleep, clock
+        self.trace: list[TraceRow] | None = None
+        self.offsets: Iterator[float] | None = None
+        if config.trace_file:
+            self.trace = read_trace(config.trace_file)
+            self.offsets = iter([row.offset_s for row in self.trace])
+        elif config.request_rate is not None:
+            self.offsets = arrival_offsets(config.arrival, config.request_rate / max(1, config.processes),  # type: ignore[arg-type]
+                                           burstiness=config.burstiness, seed=f"{config.seed}-{seed}")
+        self.cancels = cancel_decisions(config.cancel_rate, seed=f"{config.seed}-{seed}")
+        self.origin: float | None = None
+        self.claimed = 0
+
+    def wait(self) -> tuple[float | None, TraceRow | None] | None:
+        """Block until the next request is due. Returns (lag in seconds or None in closed loop, the trace row or
+        None), or None when a trace has no requests left."""
+        if self.offsets is None:
+            return None, None
+        try:
+            offset = next(self.offsets)
+        except StopIteration:
+            return None
+        row = self.trace[self.claimed] if self.trace is not None else None
+        self.claimed += 1
+        if self.origin is None:
+            self.origin = self.clock()
+        due = self.origin + offset
+        delay = due - self.clock()
+        if delay > 0:
+            self.sleep(delay)
+        return max(0.0, self.clock() - due), row
+
+    def cancel_after_s(self) -> float | None:
+        return self.config.cancel_after_ms / 1e3 if next(self.cancels) else None

@@ -1,0 +1,161 @@
+# Shipped by tritongen. The `tensorrt_llm` model of the synthetic runtime (python backend).
+"""A token source with the tensor contract of TensorRT-LLM's `tensorrt_llm` model and no model behind it.
+
+Each request gets its first token `ttft_ms` after it arrives and one more every `itl_ms`, exactly
+request_output_len tokens (min_tokens = max_tokens semantics: the end id is never emitted), so a load test
+measures the serving path around it (preprocessing, postprocessing, ensemble or BLS, gRPC/HTTP, the load
+generator) on their own, as llm-d's inference simulator does for vLLM. Token ids cycle through the tokenizer's
+ordinary ids (never the end or pad id), so postprocessing detokenises real text.
+
+Decoupled: streamed requests get one response per token, others one response with all tokens. Honoured per
+request: request_output_len, streaming, exclude_input_in_output, return_num_input_tokens,
+return_num_output_tokens; a cancelled request stops at its next token. Emission times are scheduled from the
+arrival (due = arrival + ttft + i * itl), so a serving path that cannot keep up shows as growing lateness, not as
+a slower clock.
+
+Metrics: tritongen_llm_output_tokens_total (tokens sent in responses) and tritongen_llm_active_requests.
+"""
+
+import heapq
+import itertools
+import json
+import threading
+import time
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+
+
+def _param(config, key, default):
+    value = config.get("parameters", {}).get(key, {}).get("string_value", "")
+    return default if value in ("", None) or value.startswith("${") else value
+
+
+def _scalar(request, name, default=None, cast=float):
+    tensor = pb_utils.get_input_tensor_by_name(request, name)
+    if tensor is None:
+        return default
+    values = tensor.as_numpy().reshape(-1)
+    return default if values.size == 0 else cast(values[0])
+
+
+class _Request:
+    def __init__(self, sender, prompt_len, n_out, streaming, counts, first_id):
+        self.sender, self.prompt_len, self.n_out, self.streaming = sender, prompt_len, n_out, streaming
+        self.counts, self.first_id = counts, first_id
+        self.sent = 0
+        self.tokens = []
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
+        self.ttft_s = float(_param(config, "ttft_ms", "50")) / 1e3
+        self.itl_s = float(_param(config, "itl_ms", "10")) / 1e3
+        vocab = int(_param(config, "vocab_size", "256"))
+        reserved = {int(_param(config, "end_id", "0")), int(_param(config, "pad_id", "0"))}
+        # Skip the lowest ids, where tokenizers keep their special tokens.
+        self.ids = [i for i in range(min(16, vocab - 1), vocab) if i not in reserved] or [vocab - 1]
+        labels = {"model": args["model_name"], "version": "1"}
+        counter, gauge = pb_utils.MetricFamily.COUNTER, pb_utils.MetricFamily.GAUGE
+        self.families = [
+            pb_utils.MetricFamily("tritongen_llm_output_tokens_total", "Output tokens sent in responses", counter),
+            pb_utils.MetricFamily("tritongen_llm_active_requests", "Requests in flight", gauge),
+        ]
+        self.m_tokens = self.families[0].Metric(labels=labels)
+        self.m_active = self.families[1].Metric(labels=labels)
+        self.heap = []  # (due time, sequence, request)
+        self.seq = itertools.count()
+        self.active = 0
+        self.cv = threading.Condition()
+        self.running = True
+        self.thread = threading.Thread(target=self._emit_loop, name="synthetic-tokens", daemon=True)
+        self.thread.start()
+
+    def execute(self, requests):
+        now = time.monotonic()
+        for request in requests:
+            sender = request.get_response_sender()
+            try:
+                ids = pb_utils.get_input_tensor_by_name(request, "input_ids")
+                prompt_len = _scalar(request, "input_lengths", None, int)
+                if prompt_len is None:
+                    prompt_len = 0 if ids is None else int(ids.as_numpy().size)
+                n_out = _scalar(request, "request_output_len", None, int)
+                if n_out is None or n_out < 1:
+                    raise ValueError("request_output_len must be >= 1")
+                for name, neutral in (("beam_width", 1), ("num_return_sequences", 1)):
+                    if _scalar(request, name, neutral, int) != neutral:
+                        raise ValueError(f"{name} > 1 is not supported by the synthetic runtime")
+                req = _Request(sender, prompt_len, n_out,
+                               streaming=self.decoupled and _scalar(request, "streaming", False, bool),
+                               counts=(_scalar(request, "return_num_input_tokens", False, bool),
+                                       _scalar(request, "return_num_output_tokens", False, bool)),
+                               first_id=prompt_len)
+            except Exception as err:
+                sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(err))), flags=FINAL)
+                continue
+            with self.cv:
+                self.active += 1
+                self.m_active.set(self.active)
+                heapq.heappush(self.heap, (now + self.ttft_s, next(self.seq), req))
+                self.cv.notify()
+        return None
+
+    def _response(self, req, tokens):
+        n = len(tokens)
+        tensors = [pb_utils.Tensor("output_ids", np.array(tokens, dtype=np.int32).reshape(1, 1, n)),
+                   pb_utils.Tensor("sequence_length", np.array([[n]], dtype=np.int32))]
+        if req.counts[0]:
+            tensors.append(pb_utils.Tensor("num_input_tokens", np.array([[req.prompt_len]], dtype=np.int32)))
+        if req.counts[1]:
+            tensors.append(pb_utils.Tensor("num_output_tokens", np.array([[len(req.tokens)]], dtype=np.int32)))
+        return pb_utils.InferenceResponse(output_tensors=tensors)
+
+    def _done(self):
+        with self.cv:
+            self.active -= 1
+            self.m_active.set(self.active)
+
+    def _emit_loop(self):
+        while True:
+            with self.cv:
+                while self.running and (not self.heap or self.heap[0][0] > time.monotonic()):
+                    timeout = None if not self.heap else max(0.0, self.heap[0][0] - time.monotonic())
+                    self.cv.wait(timeout)
+                if not self.running:
+                    return
+                due, _, req = heapq.heappop(self.heap)
+            try:
+                if req.sender.is_cancelled():
+                    self._done()
+                    continue
+                token = self.ids[(req.first_id + len(req.tokens)) % len(self.ids)]
+                req.tokens.append(token)
+                last = len(req.tokens) >= req.n_out
+                if req.streaming:
+                    self.m_tokens.increment(1)
+                    req.sender.send(self._response(req, [token]), flags=FINAL if last else 0)
+                elif last:
+                    self.m_tokens.increment(len(req.tokens))
+                    req.sender.send(self._response(req, req.tokens), flags=FINAL)
+            except Exception as err:  # a request whose client is gone must not stop the others
+                last = True
+                try:
+                    req.sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(err))), flags=FINAL)
+                except Exception:
+                    pass
+            if last:
+                self._done()
+            else:
+                with self.cv:
+                    heapq.heappush(self.heap, (due + self.itl_s, next(self.seq), req))
+
+    def finalize(self):
+        with self.cv:
+            self.running = False
+            self.cv.notify()
+        self.thread.join(timeout=5)

@@ -1,0 +1,93 @@
+"""The synthetic runtime behind the real tritonserver, and the load modes that need a server: open loop, HTTP
+token counts, cancellation freeing the server (runtime `synthetic`: exact token counts and timing, no model)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.integration
+
+
+def tritongen(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tritongen.cli", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+@pytest.fixture(scope="module")
+def synthetic_spec(tiny_model, tmp_path_factory) -> Path:
+    data = yaml.safe_load((ROOT / "examples" / "synthetic-cpu.yaml").read_text())
+    data["model"]["checkpoint"] = str(tiny_model)
+    data["validation"]["load"]["output_tokens"] = {"mean": 16, "stddev": 0}
+    path = tmp_path_factory.mktemp("synthetic") / "synthetic.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="module")
+def synthetic_server(synthetic_spec, tmp_path_factory):
+    from tritongen.pipeline import render_for
+    from tritongen.plan import plan_from_file
+    from tritongen.render import write_repository
+    from tritongen.serve import TritonServer
+
+    spec, plan = plan_from_file(synthetic_spec)
+    repo = tmp_path_factory.mktemp("synthetic-repo") / "model_repository"
+    write_repository(render_for(plan), repo)
+    server = TritonServer(repo, log_path=repo.parent / "tritonserver.log")
+    try:
+        server.start(timeout=240)
+    except Exception:
+        print(server.log_tail(80))
+        raise
+    yield server
+    server.stop()
+
+
+def run(spec: Path, server, out: Path, *flags: str) -> dict:
+    url = server.grpc_url if "grpc" in flags else server.http_url
+    proc = tritongen("loadtest", str(spec), "--url", url, "--metrics-url", server.metrics_url, "--out", str(out),
+                     *flags)
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    return json.loads((out / "loadtest.json").read_text())
+
+
+def test_synthetic_tokens_arrive_at_the_configured_pace(synthetic_spec, synthetic_server):
+    from tritongen.client import stream_grpc
+
+    chunks = list(stream_grpc(synthetic_server.grpc_url, "hello", 5, min_tokens=5))
+    assert len(chunks) == 5 and all(chunks)
+
+
+def test_open_loop_http_counts_equal_the_servers(synthetic_spec, synthetic_server, tmp_path):
+    summary = run(synthetic_spec, synthetic_server, tmp_path, "--protocol", "http", "--request-rate", "6",
+                  "--arrival", "constant", "--max-concurrency", "8", "-t", "5", "--warmup", "1")
+    level = summary["levels"][0]
+    assert summary["load"]["mode"] == "open" and level["level"] == 6
+    m = level["metrics"]
+    assert m["error_count"] == 0 and (m["output_tokens"]["min"], m["output_tokens"]["max"]) == (16, 16)
+    assert level["tokens"]["equal"] is True and level["tokens"]["client_output_tokens"] > 0
+    # Constant arrivals at 6/s for 4 s of window: about 24 requests were sent inside it.
+    assert 18 <= m["request_count"] <= 26
+    assert m["schedule_lag_ms"]["count"] == m["request_count"]
+
+
+def test_cancelled_streams_free_the_server(synthetic_spec, synthetic_server, tmp_path):
+    summary = run(synthetic_spec, synthetic_server, tmp_path, "--protocol", "grpc", "--request-rate", "8",
+                  "--max-concurrency", "16", "--cancel-rate", "0.5", "--cancel-after-ms", "150", "-t", "5",
+                  "--warmup", "1")
+    level = summary["levels"][0]
+    m = level["metrics"]
+    assert m["cancelled_count"] > 0 and m["error_count"] == 0
+    # 16 tokens at 10 ms ITL take ~170 ms: cancelled at 150 ms, a stream got fewer than 16 tokens.
+    assert level["server_active_after"] == 0
+    canceled = sum(f["count"] for model in level["server_run"]["models"] for f in model["request_failure"]
+                   if f["reason"] in ("CANCELED", "OTHER"))
+    assert canceled > 0
+    assert level["tokens"]["equal"] is None  # not comparable with cancellations
