@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
-from tritongen.errors import CheckFailed, EnvironmentMissing, problem
+from tritongen.errors import CheckFailed, EnvironmentMissing, SpecError, problem
 from tritongen.loadtests.runner import Endpoint, run_loadtest, say, settings_from_args
 from tritongen.plan import Plan
 from tritongen.plan.checks import require_tokenizer
@@ -60,18 +60,99 @@ def up(args: argparse.Namespace) -> int:
     server = TritonServer(repo, log_path=out / "tritonserver.log")
     _stage(5, total, "serve", "starting the embedded tritonserver ...")
     server.start(timeout=args.server_timeout)
+    frontend = None
     try:
         _stage(5, total, "serve", f"ready: http {server.http_url}, grpc {server.grpc_url}, "
                f"metrics {server.metrics_url}, log {server.log_path}")
         _stream_one(server.grpc_url, plan.max_tokens_default)
-        endpoint = Endpoint(grpc_url=server.grpc_url, http_url=server.http_url, metrics_url=server.metrics_url)
+        openai_port = getattr(args, "openai", None)
+        overhead = getattr(args, "openai_overhead", False)
+        if openai_port is not None or overhead or settings.protocol == "openai" or plan.frontend.enabled:
+            frontend = _start_frontend(plan, repo, server.grpc_url, openai_port, out / "frontend.log")
+            _stage(5, total, "serve", f"OpenAI API: {frontend.base_url} (model {plan.frontend.models[0].name})")
+        endpoint = Endpoint(grpc_url=server.grpc_url, http_url=server.http_url, metrics_url=server.metrics_url,
+                            openai_url=frontend.url if frontend else None)
         levels = ", ".join(f"{x:g}" for x in settings.levels())
-        _stage(6, total, "loadtest", f"{settings.mode} loop, {settings.level_unit} {levels}, {settings.protocol}, "
-               f"{max(1, round(settings.duration_s))} s per level")
-        code = _with_server_check(lambda: run_loadtest(plan, endpoint, settings, out, spec_path=args.spec), server)
+        if overhead:
+            _stage(6, total, "loadtest", f"{settings.mode} loop, {settings.level_unit} {levels}, grpc then "
+                   f"openai, {max(1, round(settings.duration_s))} s each")
+            code = _with_server_check(lambda: openai_overhead(plan, endpoint, settings, out, args.spec), server)
+        else:
+            _stage(6, total, "loadtest", f"{settings.mode} loop, {settings.level_unit} {levels}, "
+                   f"{settings.protocol}, {max(1, round(settings.duration_s))} s per level")
+            code = _with_server_check(lambda: run_loadtest(plan, endpoint, settings, out, spec_path=args.spec),
+                                      server)
     finally:
-        _stage(7, total, "stop", "stopping tritonserver")
+        _stage(7, total, "stop", "stopping " + ("the OpenAI frontend and " if frontend else "") + "tritonserver")
+        if frontend is not None:
+            frontend.stop()
         server.stop()
+    return code
+
+
+def _start_frontend(plan: Plan, repo: Path, grpc_url: str, port: int | None, log: Path):
+    """The OpenAI frontend in its own process on `port` (None or -1: the plan's port; 0: a free one)."""
+    from tritongen.frontend.server import FrontendProcess
+
+    if plan.frontend is None:
+        raise SpecError(problem("frontend", "the plan has no frontend section (an older lock file?)",
+                                "re-plan with `tritongen plan --json`"))
+    chosen = plan.frontend.port if port in (None, -1) else port
+    return FrontendProcess(repo, grpc_url, port=chosen, log_path=log).start()
+
+
+def openai_overhead(plan: Plan, endpoint: Endpoint, settings, out: Path, spec_path: str | None = None) -> int:
+    """The same load through gRPC and through the OpenAI frontend; writes openai_overhead.json with the TTFT
+    (and ITL) each protocol's clients saw and the difference. Exit code: the worse SLO verdict of the two."""
+    import dataclasses
+    import json
+
+    import urllib.request
+
+    from tritongen.frontend.metrics import histogram_buckets, quantiles
+
+    if len(settings.levels()) != 1:
+        raise SpecError(problem("--openai-overhead", "compares the two protocols at one load level",
+                                "drop --sweep (or --trace)"))
+
+    def added_buckets() -> dict[float, float]:
+        text = urllib.request.urlopen(f"http://{endpoint.openai_url}/metrics", timeout=10).read().decode()
+        return histogram_buckets(text, "tritongen_openai_added_latency_seconds")
+
+    runs, code = {}, 0
+    for protocol in ("grpc", "openai"):
+        run_settings = dataclasses.replace(settings, protocol=protocol)
+        before = added_buckets() if protocol == "openai" else None
+        code = max(code, run_loadtest(plan, endpoint, run_settings, out / protocol, spec_path=spec_path))
+        level = json.loads((out / protocol / "loadtest.json").read_text())["levels"][0]
+        runs[protocol] = {key: level["metrics"][key] for key in ("request_count", "error_count", "ttft_ms",
+                                                                  "itl_ms", "e2e_ms", "output_token_throughput")}
+        runs[protocol]["tokens"] = level["tokens"]
+
+    def delta(metric: str, stat: str) -> float | None:
+        a, b = runs["grpc"][metric], runs["openai"][metric]
+        return None if not a or not b else b[stat] - a[stat]
+
+    # The frontend's own share of each OpenAI request's TTFT, measured per request inside the frontend (the
+    # histogram counts the whole life of the frontend, so the runs before this one are subtracted).
+    after = added_buckets()
+    added = quantiles({le: n - before.get(le, 0.0) for le, n in after.items()})
+    added = {"requests": added.pop("count"), **{k: None if v is None else v * 1e3 for k, v in added.items()}}
+    result = {"mode": settings.mode, "level": settings.levels()[0], "duration_s": settings.duration_s,
+              "runs": runs, "frontend_added_ttft_ms": added,
+              "openai_minus_grpc_ms": {f"{m}_{s}": delta(m, s) for m in ("ttft_ms", "itl_ms")
+                                       for s in ("p50", "p95")}}
+    (out / "openai_overhead.json").write_text(json.dumps(result, indent=2) + "\n")
+    d = result["openai_minus_grpc_ms"]
+    if d["ttft_ms_p50"] is None:
+        raise CheckFailed("openai overhead: a run recorded no time to first token; see the two reports")
+    say(f"OpenAI frontend vs gRPC at {settings.levels()[0]:g} {settings.level_unit}: TTFT p50 "
+        f"{runs['grpc']['ttft_ms']['p50']:.2f} -> {runs['openai']['ttft_ms']['p50']:.2f} ms "
+        f"({d['ttft_ms_p50']:+.2f} ms), p95 {d['ttft_ms_p95']:+.2f} ms; ITL p50 {d['itl_ms_p50']:+.2f} ms")
+    if added["p50"] is not None:
+        say(f"frontend's own share of TTFT (per request, inside the frontend): p50 {added['p50']:.2f} ms, "
+            f"p95 {added['p95']:.2f} ms over {added['requests']:.0f} requests")
+    say(f"overhead: {out / 'openai_overhead.json'}")
     return code
 
 

@@ -17,11 +17,11 @@ from __future__ import annotations
 import gevent
 from locust import events
 
-from tritongen.loadtests import distributed, users
+from tritongen.loadtests import distributed, openai_user, users
 from tritongen.loadtests.metadata import ProcessCPU
 
 _config = users.preload()
-TritonUser = users.USER_CLASSES[_config.protocol]
+TritonUser = {**users.USER_CLASSES, "openai": openai_user.OpenAIChatUser}[_config.protocol]
 _cpu = ProcessCPU(_config.samples_dir)
 
 

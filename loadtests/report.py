@@ -95,8 +95,8 @@ documented under `levels[].server`.
 - `levels[].tokens` (object): client token totals against the server's counter over the whole level.
 - `levels[].tokens.client_output_tokens` (int): sum of the server-reported counts the client received.
 - `levels[].tokens.server_output_tokens` (float|null): delta of tritongen_llm_output_tokens_total; null without it.
-- `levels[].tokens.equal` (bool|null): the two agree; null without the counter or when a request was cancelled
-  or failed (the server may have sent tokens the client never read).
+- `levels[].tokens.equal` (bool|null): the two agree; null without the counter, when a request was cancelled
+  or failed (the server may have sent tokens the client never read), or when a request came without a count.
 - `levels[].server` (<server view>|null): Triton's /metrics difference over the window; null when not scraped.
 - `levels[].server.window_s` (float): seconds between the two scrapes the difference is taken from.
 - `levels[].server.models` (list): one entry per model (versions summed), sorted by name.
@@ -225,7 +225,8 @@ def build_summary(samples: Sequence[Sample], slo: SLOSection, run: RunInputs | N
         # Tokens the server sent after a client stopped reading (a cancelled or broken stream) never reach the
         # client: the totals are comparable only when every request of the level ended normally.
         level_samples = [s for s in samples if s.level == level]
-        comparable = counted is not None and all(s.ok for s in level_samples)
+        # A request the server reported no count for has nothing to compare.
+        comparable = counted is not None and all(s.ok and s.output_tokens is not None for s in level_samples)
         levels.append({
             "level": level, "metrics": metrics.to_dict(),
             "slo": {"passed": all(r.passed for r in results), "results": [r.to_dict() for r in results]},

@@ -28,8 +28,8 @@ from tritongen.errors import CheckFailed, EnvironmentMissing, SpecError, problem
 from tritongen.resources import data_dir
 
 LOCUSTFILE = data_dir("loadtests") / "locustfile.py"
-PROTOCOLS = ("grpc", "http", "http_stream")
-STREAMING = ("grpc", "http_stream")
+PROTOCOLS = ("grpc", "http", "http_stream", "openai")
+STREAMING = ("grpc", "http_stream", "openai")
 # Seconds a user may take to finish its request after the run time ends; past it Locust kills the user and
 # the request goes unrecorded (while the server still counts it).
 STOP_TIMEOUT_S = 120
@@ -41,9 +41,11 @@ class Endpoint:
     grpc_url: str | None
     http_url: str | None
     metrics_url: str | None
+    openai_url: str | None = None
+    """host:port of the OpenAI frontend (protocol openai)."""
 
     def url_for(self, protocol: str) -> str:
-        url = self.grpc_url if protocol == "grpc" else self.http_url
+        url = {"grpc": self.grpc_url, "openai": self.openai_url}.get(protocol, self.http_url)
         if not url:
             raise SpecError(problem("--url", f"no endpoint for protocol {protocol}", "pass --url host:port"))
         return url
@@ -205,8 +207,18 @@ def locust_config(plan, settings: RunSettings, url: str, samples_dir: Path, leve
         request_rate=level if settings.mode == "open" else None, arrival=settings.arrival,
         burstiness=settings.burstiness, trace_file=settings.trace_file, processes=settings.processes,
         cancel_rate=settings.cancel_rate, cancel_after_ms=settings.cancel_after_ms,
-        # The trtllm runtime serves NVIDIA's llmapi model alone, with its own tensor names.
-        **({"dialect": "llmapi", "model": "tensorrt_llm"} if plan.runtime == "trtllm" else {})).to_dict()
+        **_target_model(plan, settings.protocol)).to_dict()
+
+
+def _target_model(plan, protocol: str) -> dict:
+    """The LoadConfig keys that name what the users call: the OpenAI frontend's public model name (and its API
+    key's variable), NVIDIA's llmapi model alone for the trtllm runtime (its own tensor names), else the
+    ensemble (the default)."""
+    if protocol == "openai" and plan.frontend is not None:
+        return {"model": plan.frontend.models[0].name, "api_key_env": plan.frontend.api_key_env}
+    if plan.runtime == "trtllm":
+        return {"dialect": "llmapi", "model": "tensorrt_llm"}
+    return {}
 
 
 def _run_level(plan, endpoint: Endpoint, settings: RunSettings, out: Path, level: float, url: str,
@@ -297,8 +309,10 @@ def run_loadtest(plan, endpoint: Endpoint, settings: RunSettings, out: Path, *, 
     from tritongen.loadtests.target import preflight
 
     url = endpoint.url_for(settings.protocol)
-    model = "tensorrt_llm" if plan.runtime == "trtllm" else "ensemble"
-    server_info = preflight(url, settings.protocol, model)  # exit 3 before any load when not ready
+    target = _target_model(plan, settings.protocol)
+    # exit 3 before any load when not ready
+    server_info = preflight(url, settings.protocol, target.get("model", "ensemble"),
+                            api_key_env=target.get("api_key_env"))
     out.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(out / "samples", ignore_errors=True)  # a report must never mix in samples of an earlier run
     (out / "locust.log").write_text("")

@@ -24,11 +24,14 @@ def _http_get(url: str, timeout_s: float) -> tuple[int, bytes]:
         return err.code, err.read()
 
 
-def preflight(url: str, protocol: str, model: str, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> dict:
+def preflight(url: str, protocol: str, model: str, timeout_s: float = PREFLIGHT_TIMEOUT_S, *,
+              api_key_env: str | None = None) -> dict:
     """Check that the server at `url` (host:port of `protocol`) is ready and serves `model`; returns the
     server's metadata (name, version, extensions). Raises EnvironmentMissing naming the URL otherwise."""
     if protocol == "grpc":
         return _preflight_grpc(url, model, timeout_s)
+    if protocol == "openai":
+        return _preflight_openai(url, model, timeout_s, api_key_env)
     return _preflight_http(url, model, timeout_s)
 
 
@@ -54,6 +57,32 @@ def _preflight_http(url: str, model: str, timeout_s: float) -> dict:
         return json.loads(body) if status == 200 else {}
     except ValueError:
         raise _fail(base, "answers, but not as Triton's HTTP API (wrong port?)") from None
+
+
+def _preflight_openai(url: str, model: str, timeout_s: float, api_key_env: str | None) -> dict:
+    """The OpenAI frontend: /health (Triton and the served model ready), then /v1/models/<model> (the public
+    name is served; with the API key when the frontend needs one). Triton's own metadata is not reachable here."""
+    import os
+
+    base = f"http://{url}"
+    key = os.environ.get(api_key_env) if api_key_env else None
+    try:
+        status, _ = _http_get(f"{base}/health", timeout_s)
+        if status != 200:
+            raise _fail(base, f"OpenAI frontend not ready (HTTP {status} from /health)")
+        request = urllib.request.Request(f"{base}/v1/models/{model}",
+                                         headers={"Authorization": f"Bearer {key}"} if key else {})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s) as r:
+                status = r.status
+        except urllib.error.HTTPError as err:
+            status = err.code
+    except (urllib.error.URLError, OSError, TimeoutError) as err:
+        reason = getattr(err, "reason", err)
+        raise _fail(base, f"no OpenAI frontend answers ({reason})") from None
+    if status != 200:
+        raise _fail(base, f"model {model!r} not served (HTTP {status} from /v1/models/{model})")
+    return {"name": "tritongen OpenAI frontend", "version": None, "extensions": []}
 
 
 def _preflight_grpc(url: str, model: str, timeout_s: float) -> dict:

@@ -46,7 +46,7 @@ class LoadConfig:
     url: str
     """host:port of the endpoint for `protocol` (gRPC port for grpc, HTTP port otherwise)."""
     protocol: str
-    """grpc | http_stream | http (other users, e.g. an OpenAI one, may add their own)."""
+    """grpc | http_stream | http | openai (streamed chat completions through the OpenAI frontend)."""
     samples_dir: str
     """Folder for the per-process sample files."""
     tokenizer_dir: str
@@ -54,6 +54,9 @@ class LoadConfig:
     level: float
     """The level's load (users, or requests/s in open loop), stored in every sample (a sweep groups by it)."""
     model: str = "ensemble"
+    """Triton model name; for openai, the public model name."""
+    api_key_env: str | None = None
+    """openai: the environment variable holding the API key, when the frontend requires one."""
     input_tokens: TokenDist = TokenDist(32, 4)
     output_tokens: TokenDist = TokenDist(32, 0)
     prompts_file: str | None = None

@@ -102,17 +102,26 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 def _cmd_serve(args: argparse.Namespace) -> int:
     from tritongen.serve import TritonServer
 
-    server = TritonServer(Path(args.repo), http_port=args.http_port, grpc_port=args.grpc_port,
-                          metrics_port=args.metrics_port)
-    print("starting tritonserver ...", flush=True)
-    server.start(timeout=args.timeout)
-    print(f"ready  http {server.http_url}  grpc {server.grpc_url}  metrics {server.metrics_url}", flush=True)
-    print(f"log    {server.log_path}   (Ctrl-C stops)", flush=True)
+    server = None
+    grpc_url = args.triton_url
+    if grpc_url is None:
+        server = TritonServer(Path(args.repo), http_port=args.http_port, grpc_port=args.grpc_port,
+                              metrics_port=args.metrics_port)
+        print("starting tritonserver ...", flush=True)
+        server.start(timeout=args.timeout)
+        grpc_url = server.grpc_url
+        print(f"ready  http {server.http_url}  grpc {server.grpc_url}  metrics {server.metrics_url}", flush=True)
+        print(f"log    {server.log_path}   (Ctrl-C stops)", flush=True)
+    elif args.openai is None:
+        raise SpecError("--triton-url: given without --openai; add --openai [PORT] to front that Triton")
+    frontend = None
     stop = {"now": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
     try:
+        if args.openai is not None:
+            frontend = _start_openai(args, grpc_url)
         while not stop["now"]:
-            if server.failure or server.process.poll() is not None:
+            if server is not None and (server.failure or server.process.poll() is not None):
                 # A dead stub or a server that stopped on its own: exit non-zero so an orchestrator restarts us.
                 reason = server.failure or f"tritonserver exited with code {server.process.returncode}"
                 print(f"serve: {reason}\n{server.log_tail()}", flush=True)
@@ -121,9 +130,24 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        print("stopping tritonserver ...", flush=True)
-        server.stop()
+        if frontend is not None:
+            frontend.stop()
+        if server is not None:
+            print("stopping tritonserver ...", flush=True)
+            server.stop()
     return 0
+
+
+def _start_openai(args: argparse.Namespace, grpc_url: str):
+    from tritongen.frontend.server import FrontendServer
+    from tritongen.plan.frontend import FrontendPlan
+
+    config = FrontendPlan.read(args.repo)
+    port = config.port if args.openai == -1 else args.openai
+    frontend = FrontendServer(config, grpc_url, host=args.openai_host, port=port).start()
+    names = ", ".join(m.name for m in config.models)
+    print(f"openai {frontend.base_url}  models: {names}  (Triton gRPC {grpc_url})", flush=True)
+    return frontend
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
@@ -223,6 +247,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--grpc-port", type=int, default=0)
     s.add_argument("--metrics-port", type=int, default=0)
     s.add_argument("--timeout", type=float, default=300)
+    s.add_argument("--openai", nargs="?", type=int, const=-1, default=None, metavar="PORT",
+                   help="also serve the OpenAI-compatible API (default port: frontend.openai.port of the spec; "
+                   "0: a free port)")
+    s.add_argument("--openai-host", default="127.0.0.1", help="address the OpenAI API listens on")
+    s.add_argument("--triton-url", help="host:port of a running Triton's gRPC endpoint to front with --openai "
+                   "(local or remote); no tritonserver is started")
     s.set_defaults(func=_cmd_serve)
 
     s = sub.add_parser("generate", help="send one prompt to a running deployment")

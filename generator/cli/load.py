@@ -12,13 +12,14 @@ from tritongen.loadtests.runner import PROTOCOLS, Endpoint, run_loadtest, settin
 
 
 def _endpoint_from_args(args: argparse.Namespace, protocol: str) -> Endpoint:
-    default_port = 8001 if protocol == "grpc" else 8000
+    default_port = {"grpc": 8001, "openai": 9000}.get(protocol, 8000)
     url = args.url or f"127.0.0.1:{default_port}"
     if ":" not in url or not url.rpartition(":")[2].isdigit():
         raise SpecError(problem("--url", f"{url!r} is not host:port", "pass e.g. --url 127.0.0.1:8001"))
     metrics = None if args.no_metrics else (args.metrics_url or f"http://{url.rpartition(':')[0]}:8002/metrics")
     return Endpoint(grpc_url=url if protocol == "grpc" else None,
-                    http_url=url if protocol != "grpc" else None, metrics_url=metrics)
+                    http_url=url if protocol in ("http", "http_stream") else None, metrics_url=metrics,
+                    openai_url=url if protocol == "openai" else None)
 
 
 def _cmd_loadtest(args: argparse.Namespace) -> int:
@@ -101,7 +102,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     """Register `loadtest` and `up` on tritongen's subcommand parser."""
     s = subparsers.add_parser("loadtest", help="load-test a running deployment against the spec's SLOs")
     s.add_argument("spec", help="a spec, or a plan JSON from `tritongen plan --json`")
-    s.add_argument("--url", help="host:port of the endpoint (default 127.0.0.1:8001 for grpc, :8000 for http)")
+    s.add_argument("--url", help="host:port of the endpoint (default 127.0.0.1:8001 for grpc, :8000 for http, "
+                   ":9000 for openai)")
     _load_flags(s)
     s.add_argument("--out", help="report folder (default ./loadtest-<name>)")
     s.add_argument("--metrics-url", help="Triton /metrics URL (default http://<url host>:8002/metrics)")
@@ -122,4 +124,10 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     _load_flags(s)
     s.add_argument("--engine-dir", help="tensorrtllm: a built engine folder (default: the engine cache entry)")
     s.add_argument("--server-timeout", type=float, default=300, help="seconds to wait for tritonserver to be ready")
+    s.add_argument("--openai", nargs="?", type=int, const=-1, default=None, metavar="PORT",
+                   help="also start the OpenAI frontend (default port: frontend.openai.port; 0: a free port; "
+                   "implied by --protocol openai and frontend.openai.enabled)")
+    s.add_argument("--openai-overhead", action="store_true",
+                   help="run the load test twice at the same load, gRPC then OpenAI, and report the TTFT the "
+                   "frontend adds")
     s.set_defaults(func=_cmd_up)

@@ -30,6 +30,12 @@ SPECIAL_TOKENS = ["<unk>", "<s>", "</s>", "<pad>"]
 TOKENIZERS = ("bytelevel", "sentencepiece")
 """bytelevel: byte-level BPE (GPT-2 / Llama-3 style). sentencepiece: BPE over "▁"-marked words with byte fallback
 and a decoder that drops the first leading space (Llama-2 / Mistral style, as their tokenizer.json is built)."""
+# A plain role-tagged chat template, so the OpenAI frontend's chat endpoint works on the demo model as on a real
+# instruct model (the frontend renders it; preprocessing only tokenizes).
+CHAT_TEMPLATE = (
+    "{% for message in messages %}{{ message['role'] }}: {{ message['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}assistant:{% endif %}"
+)
 
 
 def train_tokenizer(kind: str = "bytelevel", vocab_size: int = 512, corpus: str = _CORPUS):
@@ -63,6 +69,7 @@ def train_tokenizer(kind: str = "bytelevel", vocab_size: int = 512, corpus: str 
         tok = Tokenizer.from_str(json.dumps(data))
     return PreTrainedTokenizerFast(
         tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>", pad_token="<pad>",
+        chat_template=CHAT_TEMPLATE,
     )
 
 

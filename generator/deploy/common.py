@@ -88,7 +88,11 @@ class Deployment:
         return next(g.name for g in self.inventory.gpus if g.index == group.gpu_indices[0])
 
     def command(self, group: ServerGroup) -> list[str]:
-        """tritonserver argv for a server group (mpirun leader mode when it spans several GPUs)."""
+        """tritonserver argv for a server group (mpirun leader mode when it spans several GPUs); with
+        frontend.openai `implementation: triton` (and enabled), Triton's own OpenAI frontend serving the repository."""
+        frontend = self.plan.frontend
+        if frontend is not None and frontend.enabled and frontend.implementation == "triton":
+            return self._triton_openai_command(group)
         if self.plan.runtime == "trtllm":
             from tritongen.runtimes import llmapi
 
@@ -108,6 +112,23 @@ class Deployment:
             if arg == TRTLLM.tritonserver:
                 out.extend(extra)
         return out
+
+    def _triton_openai_command(self, group: ServerGroup) -> list[str]:
+        from tritongen.frontend.ngc import triton_frontend_command
+        from tritongen.plan.frontend import FrontendPlan
+
+        if group.world_size > 1 or self.plan.runtime == "trtllm":
+            raise SpecError(problem("frontend.openai.implementation", "triton starts one in-process tritonserver "
+                                    "for the ensemble, but this server group is an MPI launch or runtime trtllm",
+                                    "use implementation: tritongen (it fronts any Triton), or tp_size*pp_size = 1"))
+        # The frontend's settings as rendered into the container's repository (tokenizer and template paths).
+        rendered = FrontendPlan.model_validate_json(self.repository["frontend.json"])
+        route = rendered.models[0]
+        if route.chat_template:
+            rendered = rendered.model_copy(update={"models": (route.model_copy(
+                update={"chat_template": f"{REPOSITORY}/{route.chat_template}"}),)})
+        return triton_frontend_command(rendered, REPOSITORY, http_port=CONTAINER_PORTS.http,
+                                       grpc_port=CONTAINER_PORTS.grpc, openai_port=rendered.port)
 
 
 def prepare(source: str | Path, *, inventory: str | None = None, engine_config: str | Path | None = None,

@@ -16,6 +16,7 @@ from tritongen.plan.model import (
     HFRuntimePlan, InstanceGroup, PathsPlan, PlacementPlan, Plan, ServerGroupPlan, SyntheticPlan, TensorrtllmPlan,
     TokenizerPlan,
 )
+from tritongen.plan.frontend import make_frontend_plan
 from tritongen.plan.llmapi import make_llmapi_plan
 from tritongen.spec import Spec
 
@@ -306,6 +307,8 @@ def _plan(spec: Spec, spec_dir: Path, checkpoint: Path, load, trt: TensorrtllmPl
         if spec.runtime == "synthetic" else None, bls_instances=s.bls_instances or _bls_instances(s),
         bls_parameters=bls_parameters(s.bls_accumulate_tokens), load=load, slo=spec.validation.slo, deploy=spec.deploy,
         kv_tokens_per_instance=kv_tokens, **placement,
+        # The LLM-API model speaks its own tensor names (no ensemble), which the frontend does not convert to.
+        frontend=None if spec.runtime == "trtllm" else make_frontend_plan(spec, spec_dir, Path(tokenizer.dir)),
     )
 
 

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from tritongen.plan.frontend import FrontendPlan
 from tritongen.plan.llmapi import LlmApiPlan
 from tritongen.spec import DeploySection, LoadSection, SLOSection
 
@@ -181,6 +182,8 @@ class Plan(_Frozen):
     placement: PlacementPlan | None = None
     server_groups: tuple[ServerGroupPlan, ...] = ()
     """One entry per server group of the placement, in the placement's order."""
+    frontend: FrontendPlan | None = None
+    """The OpenAI-compatible frontend: public model name, the Triton model behind it, tokenizer and template."""
     group_configs: bool = False
     """True when server groups differ (KV budget, instances): each then gets tensorrt_llm/configs/<group>.pbtxt
     and its tritonserver runs with --model-config-name=<group>."""

@@ -166,4 +166,8 @@ def render_repository(plan: Plan, where: Locations | None = None) -> dict[str, b
         group=InstanceGroup(kind="KIND_CPU", count=plan.bls_instances))
     for name in ("model.py", "detokenizer.py"):
         files[f"tensorrt_llm_bls/1/{name}"] = (TEMPLATES / "tensorrt_llm_bls" / "1" / name).read_bytes()
+    if plan.frontend is not None:
+        # What the OpenAI frontend needs to front this repository (tritonserver ignores files at the root): the
+        # settings, with the tokenizer where the server sees it, and a chat template file copied in.
+        files.update(plan.frontend.repository_files(where.tokenizer))
     return dict(sorted(files.items()))

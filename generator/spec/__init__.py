@@ -256,8 +256,9 @@ class LoadSection(_Section):
     duration_s: float = Field(20, gt=0)
     """Run time of the load test."""
 
-    protocol: Literal["grpc", "http", "http_stream"] = "grpc"
-    """grpc = ModelStreamInfer streaming, http_stream = generate_stream (SSE), http = generate."""
+    protocol: Literal["grpc", "http", "http_stream", "openai"] = "grpc"
+    """grpc = ModelStreamInfer streaming, http_stream = generate_stream (SSE), http = generate, openai = streamed
+    chat completions through the OpenAI frontend."""
 
     input_tokens: TokenDistribution = TokenDistribution(mean=32, stddev=4)
     """Synthetic prompt length in tokens of the deployment's tokenizer."""
@@ -386,6 +387,40 @@ class ValidationSection(_Section):
     """Service-level objectives; the load test's exit code says whether they hold."""
 
 
+class OpenAIFrontendSection(_Section):
+    enabled: bool = False
+    """`serve`, `up` and deploy targets start the OpenAI-compatible frontend without being asked (`--openai`)."""
+
+    port: int = Field(9000, ge=1, le=65535)
+    """HTTP port of the OpenAI API."""
+
+    served_model_name: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$")
+    """The public model name clients pass as `model` (the only name /v1/models lists); default: the spec's name."""
+
+    triton_model: Literal["ensemble", "tensorrt_llm_bls"] = "ensemble"
+    """The Triton model the frontend calls."""
+
+    default_max_tokens: int | None = Field(None, ge=1)
+    """Completion length when a request sets none; default: serving.max_tokens_default."""
+
+    implementation: Literal["tritongen", "triton"] = "tritongen"
+    """Deploy targets: tritongen's frontend (fronts any Triton, remote too), or Triton's own python/openai
+    frontend inside the NGC container (in-process with the server)."""
+
+
+class FrontendSection(_Section):
+    openai: OpenAIFrontendSection = OpenAIFrontendSection()
+    """The OpenAI-compatible HTTP API in front of the deployment."""
+
+    chat_template: str | None = None
+    """Jinja chat template file (relative to the spec) used instead of the tokenizer's own. The frontend applies
+    it; preprocessing never does, so prompts are templated exactly once."""
+
+    api_key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    """Name of the environment variable holding the API key clients must send (`Authorization: Bearer ...`).
+    Only the name is stored in rendered files, never the key."""
+
+
 _NAME = re.compile(r"[a-z]([a-z0-9._-]{0,38}[a-z0-9])?")
 _NAME_RULE = ("must start with a lowercase letter, end with a letter or digit and hold at most 40 lowercase "
               "letters, digits, '.', '_', '-' (Kubernetes object names)")
@@ -436,6 +471,9 @@ class Spec(_Section):
 
     validation: ValidationSection = ValidationSection()
     """Load test and SLOs."""
+
+    frontend: FrontendSection = FrontendSection()
+    """The OpenAI-compatible frontend."""
 
     deploy: DeploySection = DeploySection()
     """Generated deployment files (compose, Kubernetes)."""

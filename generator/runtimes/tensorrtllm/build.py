@@ -47,7 +47,7 @@ CACHE_KEY_FIELDS = (
 CACHE_KEY_IGNORED = (
     "version", "name", "runtime", "model.checkpoint", "model.tokenizer", "model.dtype", "model.add_special_tokens",
     "model.skip_special_tokens", "engine.engine_dir", "engine.cache_dir", "llmapi.", "serving.", "placement.",
-    "validation.", "deploy.", "synthetic.",
+    "validation.", "deploy.", "synthetic.", "frontend.",
 )
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")

@@ -1,0 +1,241 @@
+"""The adapter between OpenAI requests and a Triton deployment: tritonclient's asyncio gRPC protocol.
+
+One OpenAI request is one Triton request on its own ModelStreamInfer call (calls share one HTTP/2 channel), so
+cancelling the call cancels exactly that request. The request carries the tensor names of Triton's own OpenAI
+frontend's TensorRT-LLM converter (server repo python/openai, r26.07: engine/utils/triton.py), which the
+rendered ensemble and tensorrt_llm_bls accept: text_input, max_tokens, stream, stop_words, temperature, top_p,
+seed, presence/frequency_penalty, return_num_input_tokens, return_num_output_tokens. (Completions `echo` is
+done here by prepending the prompt, so exclude_input_in_output keeps the deployment's setting.)
+
+Token counts come from the server only: `num_input_tokens` once, `num_output_tokens` with each response (the
+request's cumulative count, the convention tritongen's runtimes and load test share; see loadtests/samples.py):
+the completion's count is the last, i.e. largest, one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import grpc
+import numpy as np
+
+# Output tensors a response may carry; any other outputs of the model are not requested.
+OUTPUTS = ("text_output", "num_input_tokens", "num_output_tokens")
+# The channel options tritonclient uses (messages up to 2 GiB), plus keepalive for long streams.
+_CHANNEL_OPTIONS = [("grpc.max_send_message_length", 2**31 - 1), ("grpc.max_receive_message_length", 2**31 - 1),
+                    ("grpc.keepalive_time_ms", 60_000), ("grpc.http2.max_pings_without_data", 0)]
+
+
+class EngineError(Exception):
+    """A request Triton refused or failed, with the HTTP status and OpenAI error type it maps to."""
+
+    def __init__(self, status: int, message: str, kind: str = "server_error"):
+        super().__init__(message)
+        self.status, self.message, self.kind = status, message, kind
+
+
+# Triton reports errors inside a stream as text only (no status code); these markers are its wording.
+_OVERLOAD = ("exceeds maximum queue size", "queue is full", "resource exhausted", "too many requests")
+_UNAVAILABLE = ("not ready", "unavailable", "is not found", "unknown model", "failed to connect", "shutting down")
+_BAD_INPUT = ("not supported", "must be", "unexpected shape", "invalid argument", "expected", "exceeds the",
+              "too long", "out of range")
+
+
+def classify(message: str) -> EngineError:
+    """Map a Triton error message to an HTTP status: 429 overload, 503 unavailable, 400 bad input, else 500."""
+    text = message.lower()
+    if any(m in text for m in _OVERLOAD):
+        return EngineError(429, f"the deployment is at capacity: {message}", "rate_limit_error")
+    if any(m in text for m in _UNAVAILABLE):
+        return EngineError(503, f"the deployment is unavailable: {message}", "server_error")
+    if any(m in text for m in _BAD_INPUT):
+        return EngineError(400, message, "invalid_request_error")
+    return EngineError(500, message, "server_error")
+
+
+def _rpc_error(err: grpc.aio.AioRpcError, url: str) -> EngineError:
+    code = err.code()
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return EngineError(429, f"the deployment is at capacity: {err.details()}", "rate_limit_error")
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        return EngineError(503, f"Triton at {url} is unavailable: {err.details()}", "server_error")
+    return classify(err.details() or str(code))
+
+
+@dataclass(frozen=True)
+class Generation:
+    """What one OpenAI request asks of the Triton model."""
+
+    prompt: str
+    max_tokens: int
+    stream: bool
+    stop: tuple[str, ...] = ()
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    min_tokens: int | None = None
+
+
+@dataclass
+class Delta:
+    """One Triton response: its text and the server's token counts (None where the response has none)."""
+
+    text: str
+    output_tokens: int | None
+    input_tokens: int | None
+    final: bool
+
+
+@dataclass
+class Counts:
+    """Server-side token counts of one request, accumulated over its responses."""
+
+    prompt_tokens: int | None = None
+    completion_tokens: int = 0
+    seen: bool = field(default=False, repr=False)
+
+    def add(self, delta: Delta) -> None:
+        if delta.input_tokens is not None and self.prompt_tokens is None:
+            self.prompt_tokens = delta.input_tokens
+        if delta.output_tokens is not None:
+            self.completion_tokens = max(self.completion_tokens, delta.output_tokens)  # cumulative counts
+            self.seen = True
+
+    @property
+    def complete(self) -> bool:
+        return self.prompt_tokens is not None and self.seen
+
+
+def _bytes_tensor(name: str, values: list[str], pb2) -> tuple[object, bytes]:
+    from tritonclient.utils import serialize_byte_tensor
+
+    array = np.array([[v.encode("utf-8") for v in values]], dtype=np.object_)
+    tensor = pb2.ModelInferRequest().InferInputTensor(name=name, datatype="BYTES", shape=list(array.shape))
+    return tensor, serialize_byte_tensor(array).item()
+
+
+def _scalar_tensor(name: str, value: object, datatype: str, dtype, pb2) -> tuple[object, bytes]:
+    tensor = pb2.ModelInferRequest().InferInputTensor(name=name, datatype=datatype, shape=[1, 1])
+    return tensor, np.array([[value]], dtype=dtype).tobytes()
+
+
+def build_request(model: str, gen: Generation, request_id: str):
+    """The ModelInferRequest for one generation (inputs with a batch dimension of 1, as the converter sends)."""
+    from tritonclient.grpc import service_pb2 as pb2
+
+    tensors = [
+        _bytes_tensor("text_input", [gen.prompt], pb2),
+        _scalar_tensor("max_tokens", gen.max_tokens, "INT32", np.int32, pb2),
+        _scalar_tensor("stream", gen.stream, "BOOL", np.bool_, pb2),
+        _scalar_tensor("return_num_input_tokens", True, "BOOL", np.bool_, pb2),
+        _scalar_tensor("return_num_output_tokens", True, "BOOL", np.bool_, pb2),
+    ]
+    if gen.stop:
+        tensors.append(_bytes_tensor("stop_words", list(gen.stop), pb2))
+    for name, value in (("temperature", gen.temperature), ("top_p", gen.top_p),
+                        ("presence_penalty", gen.presence_penalty), ("frequency_penalty", gen.frequency_penalty)):
+        if value is not None:
+            tensors.append(_scalar_tensor(name, value, "FP32", np.float32, pb2))
+    if gen.min_tokens is not None:
+        tensors.append(_scalar_tensor("min_tokens", gen.min_tokens, "INT32", np.int32, pb2))
+    if gen.seed is not None:
+        tensors.append(_scalar_tensor("seed", gen.seed, "UINT64", np.uint64, pb2))
+    request = pb2.ModelInferRequest(model_name=model, id=request_id)
+    for tensor, raw in tensors:
+        request.inputs.append(tensor)
+        request.raw_input_contents.append(raw)
+    for name in OUTPUTS:
+        request.outputs.append(pb2.ModelInferRequest().InferRequestedOutputTensor(name=name))
+    # Without this a decoupled model's flags-only final response never reaches the client.
+    request.parameters["triton_enable_empty_final_response"].bool_param = True
+    return request
+
+
+def _parse(response) -> Delta:
+    from tritonclient.grpc import InferResult
+
+    result = InferResult(response)
+    final = response.parameters.get("triton_final_response")
+    text = ""
+    out = result.as_numpy("text_output")
+    if out is not None and out.size:
+        value = out.reshape(-1)[0]
+        text = value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
+
+    def count(name: str) -> int | None:
+        array = result.as_numpy(name)
+        return None if array is None or not array.size else int(array.reshape(-1)[0])
+
+    return Delta(text=text, output_tokens=count("num_output_tokens"), input_tokens=count("num_input_tokens"),
+                 final=final is not None and final.bool_param)
+
+
+class TritonEngine:
+    """Talks to one tritonserver's gRPC endpoint (local or remote)."""
+
+    def __init__(self, grpc_url: str):
+        self.grpc_url = grpc_url
+        self._channel: grpc.aio.Channel | None = None
+        self._stub = None
+        self._client = None
+
+    async def start(self) -> None:
+        import tritonclient.grpc.aio as aioclient
+        from tritonclient.grpc import service_pb2_grpc
+
+        self._client = aioclient.InferenceServerClient(self.grpc_url)
+        self._channel = grpc.aio.insecure_channel(self.grpc_url, options=_CHANNEL_OPTIONS)
+        self._stub = service_pb2_grpc.GRPCInferenceServiceStub(self._channel)
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+        if self._channel is not None:
+            await self._channel.close()
+
+    async def ready(self, models: list[str]) -> bool:
+        """Triton is ready and so is every model named."""
+        try:
+            if not await self._client.is_server_ready():
+                return False
+            return all([await self._client.is_model_ready(m) for m in models])
+        except Exception:  # noqa: BLE001 - an unreachable server is simply not ready
+            return False
+
+    async def generate(self, model: str, gen: Generation, request_id: str) -> AsyncIterator[Delta]:
+        """Yield each response of one request until the final one; closing the iterator early cancels it."""
+        request = build_request(model, gen, request_id)
+        done = asyncio.Event()
+
+        async def requests():
+            yield request
+            # Keep our side of the stream open until the final response: a half-closed stream is fine for
+            # Triton, but holding it makes the call's lifetime the request's lifetime.
+            await done.wait()
+
+        call = self._stub.ModelStreamInfer(requests())
+        finished = False
+        try:
+            async for message in call:
+                if message.error_message:
+                    finished = True
+                    raise classify(message.error_message)
+                delta = _parse(message.infer_response)
+                yield delta
+                if delta.final:
+                    finished = True
+                    return
+            finished = True
+            raise EngineError(502, f"Triton closed the stream of request {request_id} before its final response")
+        except grpc.aio.AioRpcError as err:
+            finished = True
+            raise _rpc_error(err, self.grpc_url) from None
+        finally:
+            done.set()
+            if not finished:
+                # The caller stopped early (client gone, stop sequence found): cancel the Triton request.
+                call.cancel()

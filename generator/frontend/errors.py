@@ -1,0 +1,63 @@
+"""OpenAI-shaped errors: `{"error": {"message", "type", "param", "code"}}` with the matching HTTP status."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from tritongen.frontend.engine import EngineError
+from tritongen.frontend.schemas import ErrorBody, ErrorResponse
+
+_TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 404: "invalid_request_error",
+          429: "rate_limit_error"}
+
+
+class APIError(Exception):
+    def __init__(self, status: int, message: str, *, param: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.status, self.message, self.param, self.code = status, message, param, code
+
+
+def error_body(status: int, message: str, kind: str | None = None, param: str | None = None,
+               code: str | None = None) -> ErrorResponse:
+    return ErrorResponse(error=ErrorBody(message=message, type=kind or _TYPES.get(status, "server_error"),
+                                         param=param, code=code))
+
+
+def _reply(status: int, body: ErrorResponse, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(body.model_dump(), status_code=status, headers=headers)
+
+
+def _validation_message(err: RequestValidationError) -> tuple[str, str | None]:
+    lines, param = [], None
+    for e in err.errors():
+        loc = [str(p) for p in e.get("loc", ()) if p != "body"]
+        path = ".".join(loc)
+        param = param or (loc[0] if loc else None)
+        msg = str(e.get("msg", "invalid"))
+        # Our own validators already name the field ("n: ..."); pydantic's messages do not.
+        msg = msg.removeprefix("Value error, ")
+        lines.append(msg if not path else f"{path}: {msg}")
+    return "; ".join(lines) or "invalid request body", param
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(APIError)
+    async def _api_error(_: Request, err: APIError):
+        return _reply(err.status, error_body(err.status, err.message, param=err.param, code=err.code))
+
+    @app.exception_handler(EngineError)
+    async def _engine_error(_: Request, err: EngineError):
+        headers = {"Retry-After": "1"} if err.status in (429, 503) else None
+        return _reply(err.status, error_body(err.status, err.message, err.kind), headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, err: RequestValidationError):
+        message, param = _validation_message(err)
+        return _reply(400, error_body(400, message, param=param))
+
+    @app.exception_handler(HTTPException)
+    async def _http(_: Request, err: HTTPException):
+        return _reply(err.status_code, error_body(err.status_code, str(err.detail)))

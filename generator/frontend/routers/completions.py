@@ -1,0 +1,42 @@
+"""/v1/completions: one prompt string -> one Triton request; streamed or whole."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, Depends, Request
+from sse_starlette import EventSourceResponse
+
+from tritongen.frontend import service
+from tritongen.frontend.routers.auth import require_key
+from tritongen.frontend.schemas import Completion, CompletionChoice, CompletionRequest, Usage
+
+router = APIRouter(dependencies=[Depends(require_key)])
+
+
+@router.post("/v1/completions")
+async def create_completion(req: CompletionRequest, request: Request):
+    started = time.perf_counter()
+    state = request.app.state.frontend
+    route = service.route_for(state, req.model)
+    gen = service.generation(route, req, req.prompt)
+    echo = req.prompt if req.echo else None
+    cid, created = service.new_id("cmpl"), int(time.time())
+    if not req.stream:
+        out = await service.complete(state, route, gen, request, started)
+        return Completion(id=cid, created=created, model=req.model, usage=out.usage, choices=[
+            CompletionChoice(text=(echo or "") + out.text, finish_reason=out.finish_reason)])
+
+    run = await service.start_stream(state, route, gen, request, started)
+
+    def chunk(text: str | None, finish: str | None) -> str:
+        return Completion(id=cid, created=created, model=req.model, choices=[
+            CompletionChoice(text=text or "", finish_reason=finish)]).model_dump_json(exclude_none=True)
+
+    def usage_chunk(usage: Usage) -> str:
+        return Completion(id=cid, created=created, model=req.model, choices=[],
+                          usage=usage).model_dump_json(exclude_none=True)
+
+    first = chunk(echo, None) if echo else None
+    return EventSourceResponse(service.sse_events(run, chunk, usage_chunk, req.include_usage(), first),
+                               ping=None, sep="\n")

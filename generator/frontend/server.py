@@ -1,0 +1,126 @@
+"""Run the frontend with uvicorn: in the foreground (CLI) or on a background thread (tests, `up`)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+from pathlib import Path
+
+from tritongen.errors import CheckFailed
+from tritongen.plan.frontend import FrontendPlan
+
+
+def wait_healthy(url: str, timeout: float, *, alive, stop) -> None:
+    """Poll /health until it answers 200; fail fast when the server is gone."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not alive():
+            raise CheckFailed(f"the OpenAI frontend on {url} exited while starting (port in use?)")
+        try:
+            with urllib.request.urlopen(f"http://{url}/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.2)
+    stop()
+    raise CheckFailed(f"the OpenAI frontend on {url} was not healthy after {timeout:.0f}s (is Triton ready?)")
+
+
+class FrontendServer:
+    """uvicorn serving the app for one Triton endpoint; `start()` returns once /health answers."""
+
+    def __init__(self, config: FrontendPlan, grpc_url: str, *, host: str = "127.0.0.1", port: int | None = None,
+                 log_level: str = "warning"):
+        import uvicorn
+
+        from tritongen.frontend.app import create_app
+        from tritongen.serve import free_port
+
+        self.host = host
+        self.port = config.port if port is None else port
+        self.port = self.port or free_port()  # 0: any free port
+        self.app = create_app(config, grpc_url)
+        self._server = uvicorn.Server(uvicorn.Config(self.app, host=host, port=self.port, log_level=log_level,
+                                                     access_log=False, timeout_graceful_shutdown=5))
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def url(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def start(self, timeout: float = 60.0) -> FrontendServer:
+        self._thread = threading.Thread(target=self._serve, name="openai-frontend", daemon=True)
+        self._thread.start()
+        wait_healthy(self.url, timeout, alive=self._thread.is_alive, stop=self.stop)
+        return self
+
+    def _serve(self) -> None:
+        try:
+            import uvloop
+        except ImportError:  # uvloop is optional (not on Windows); asyncio's loop works, a little slower
+            asyncio.run(self._server.serve())
+        else:
+            with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+                runner.run(self._server.serve())
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=15)
+            self._thread = None
+
+    def __enter__(self) -> FrontendServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class FrontendProcess:
+    """The frontend in a process of its own (`tritongen serve REPO --openai PORT --triton-url URL`), so it
+    shares no interpreter lock with the caller: what `up` uses when it load-tests through it."""
+
+    def __init__(self, repository: Path, grpc_url: str, *, port: int, log_path: Path, host: str = "127.0.0.1"):
+        self.repository, self.grpc_url, self.host, self.log_path = Path(repository), grpc_url, host, Path(log_path)
+        from tritongen.serve import free_port
+
+        self.port = port or free_port()
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def url(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def start(self, timeout: float = 60.0) -> FrontendProcess:
+        cmd = [sys.executable, "-m", "tritongen", "serve", str(self.repository), "--openai", str(self.port),
+               "--openai-host", self.host, "--triton-url", self.grpc_url]
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        wait_healthy(self.url, timeout, alive=lambda: self.process.poll() is None, stop=self.stop)
+        return self
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=5)

@@ -1,0 +1,247 @@
+"""One generation from the routers' point of view: run it, stream it, count it, stop it, cancel it.
+
+The routers turn protocol objects into a `Generation` and the results back into protocol objects; everything
+that is the same for chat and text completions (stop sequences, finish_reason, usage, metrics, client
+disconnects, Triton's errors) happens here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+from fastapi import Request
+
+from tritongen.plan.frontend import FrontendPlan, ModelRoute
+from tritongen.frontend.engine import Counts, EngineError, Generation, TritonEngine
+from tritongen.frontend.metrics import FrontendMetrics
+from tritongen.frontend.schemas import Usage
+from tritongen.frontend.text import ChatTemplate, StopMatcher
+
+
+class ClientGone(Exception):
+    """The HTTP client disconnected before the answer was ready."""
+
+
+@dataclass
+class FrontendState:
+    config: FrontendPlan
+    engine: TritonEngine
+    metrics: FrontendMetrics
+    templates: dict[str, ChatTemplate]
+    api_key: str | None
+    created: int
+
+
+@dataclass
+class Outcome:
+    text: str
+    finish_reason: str
+    usage: Usage | None
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex}"
+
+
+def _finish_reason(gen: Generation, stopped: bool, counts: Counts) -> str:
+    if stopped:
+        return "stop"
+    return "length" if counts.completion_tokens >= gen.max_tokens else "stop"
+
+
+def _usage(counts: Counts) -> Usage | None:
+    if not counts.complete:
+        return None
+    return Usage(prompt_tokens=counts.prompt_tokens, completion_tokens=counts.completion_tokens,
+                 total_tokens=counts.prompt_tokens + counts.completion_tokens)
+
+
+async def _until_disconnected(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _race_disconnect(awaitable, request: Request):
+    """Await `awaitable` unless the client disconnects first (then cancel it and raise ClientGone)."""
+    work = asyncio.ensure_future(awaitable)
+    watch = asyncio.ensure_future(_until_disconnected(request))
+    try:
+        done, _ = await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watch.cancel()
+    if work in done:
+        return work.result()
+    work.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await work
+    raise ClientGone()
+
+
+class Run:
+    """One request to Triton with its bookkeeping; iterate `texts()` for the text to send to the client."""
+
+    def __init__(self, state: FrontendState, route: ModelRoute, gen: Generation, started: float):
+        self.state, self.route, self.gen, self.started = state, route, gen, started
+        self.counts = Counts()
+        self.matcher = StopMatcher(list(gen.stop))
+        self.request_id = uuid.uuid4().hex
+        self._responses = state.engine.generate(route.triton_model, gen, self.request_id)
+        self._first: list[str] | None = None
+        self._last_chunk: float | None = None
+        self._sent_at = self._first_response_at = 0.0
+        self.gone = False
+
+    @property
+    def stopped(self) -> bool:
+        return self.matcher.stopped
+
+    async def prime(self) -> None:
+        """Wait for Triton's first response, so a rejection still becomes the HTTP status of the reply."""
+        self.state.metrics.active.labels(self.route.name).inc()
+        try:
+            self._sent_at = time.perf_counter()
+            self._first = await self._next()
+            self._first_response_at = time.perf_counter()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _next(self) -> list[str] | None:
+        """Text pieces safe to send from the next Triton response; None at the end."""
+        try:
+            delta = await self._responses.__anext__()
+        except StopAsyncIteration:
+            return None
+        self.counts.add(delta)
+        piece = self.matcher.feed(delta.text)
+        if self.matcher.stopped or delta.final:
+            return [piece, self.matcher.flush(), None]  # None marks the end after these pieces
+        return [piece]
+
+    async def texts(self) -> AsyncIterator[str]:
+        try:
+            batch = self._first if self._first is not None else await self._next()
+            while batch is not None:
+                for piece in batch:
+                    if piece is None:
+                        return
+                    if piece:
+                        self._mark_chunk()
+                        yield piece
+                batch = await self._next()
+        except (asyncio.CancelledError, GeneratorExit):
+            self.gone = True
+            raise
+        finally:
+            await self.close()
+
+    def _mark_chunk(self) -> None:
+        now = time.perf_counter()
+        m = self.state.metrics
+        if self._last_chunk is None:
+            m.ttft.labels(self.route.name).observe(now - self.started)
+            if self._first_response_at:
+                m.added.labels(self.route.name).observe((self._sent_at - self.started)
+                                                        + (now - self._first_response_at))
+        else:
+            m.itl.labels(self.route.name).observe(now - self._last_chunk)
+        self._last_chunk = now
+
+    async def close(self) -> None:
+        """Finish the Triton request (cancelling it if still running) and record the outcome once."""
+        if self._responses is None:
+            return
+        responses, self._responses = self._responses, None
+        await responses.aclose()  # cancels the Triton request when it has not finished
+        m, name = self.state.metrics, self.route.name
+        m.active.labels(name).dec()
+        if self.gone:
+            m.cancelled.labels(name, "client_disconnected").inc()
+        elif self.matcher.stopped:
+            m.cancelled.labels(name, "stop_sequence").inc()
+        if self.counts.complete:
+            m.prompt_tokens.labels(name).inc(self.counts.prompt_tokens)
+            m.completion_tokens.labels(name).inc(self.counts.completion_tokens)
+        m.duration.labels(name).observe(time.perf_counter() - self.started)
+
+    def outcome(self, text: str) -> Outcome:
+        return Outcome(text, _finish_reason(self.gen, self.matcher.stopped, self.counts), _usage(self.counts))
+
+
+async def complete(state: FrontendState, route: ModelRoute, gen: Generation, request: Request,
+                   started: float) -> Outcome:
+    """The whole completion (stream=false), cancelled at Triton if the client disconnects meanwhile."""
+    run = Run(state, route, gen, started)
+
+    async def collect() -> Outcome:
+        await run.prime()
+        return run.outcome("".join([piece async for piece in run.texts()]))
+
+    try:
+        return await _race_disconnect(collect(), request)
+    except ClientGone:
+        run.gone = True
+        await run.close()
+        raise
+
+
+async def start_stream(state: FrontendState, route: ModelRoute, gen: Generation, request: Request,
+                       started: float) -> Run:
+    """A run whose first Triton response has arrived (errors before it raise and become the HTTP status)."""
+    run = Run(state, route, gen, started)
+    try:
+        await _race_disconnect(run.prime(), request)
+    except ClientGone:
+        run.gone = True
+        await run.close()
+        raise
+    return run
+
+
+async def sse_events(run: Run, chunk: Callable[[str | None, str | None], str], usage_chunk: Callable[[Usage], str],
+                     include_usage: bool, first: str | None = None) -> AsyncIterator[str]:
+    """The `data:` payloads of one streamed answer: content chunks, the finish chunk, usage, [DONE].
+
+    When the client disconnects, the server cancels this generator; `Run.texts` then closes the Triton call,
+    which cancels the request there.
+    """
+    try:
+        if first is not None:
+            yield first
+        async with contextlib.aclosing(run.texts()) as texts:
+            async for text in texts:
+                yield chunk(text, None)
+        yield chunk(None, run.outcome("").finish_reason)
+        usage = run.outcome("").usage
+        if include_usage and usage is not None:
+            yield usage_chunk(usage)
+        yield "[DONE]"
+    except EngineError as err:
+        # The 200 status has gone out: errors after the first token travel inside the stream.
+        from tritongen.frontend.errors import error_body
+
+        yield error_body(err.status, err.message, err.kind).model_dump_json()
+
+
+def generation(route: ModelRoute, req, prompt: str) -> Generation:
+    """The Triton-side request for a chat or text completion request."""
+    limit = req.token_limit()
+    return Generation(prompt=prompt, max_tokens=limit if limit is not None else route.default_max_tokens,
+                      stream=req.stream, stop=tuple(req.stop_list()), temperature=req.temperature, top_p=req.top_p,
+                      seed=req.seed, presence_penalty=req.presence_penalty,
+                      frequency_penalty=req.frequency_penalty, min_tokens=req.min_tokens)
+
+
+def route_for(state: FrontendState, name: str) -> ModelRoute:
+    from tritongen.frontend.errors import APIError
+
+    route = state.config.route(name)
+    if route is None:
+        raise APIError(404, f"The model `{name}` does not exist; GET /v1/models lists the served models",
+                       param="model", code="model_not_found")
+    return route

@@ -1,0 +1,108 @@
+"""The OpenAI frontend's part of the Plan: public model names, the Triton model behind each, tokenizer, template.
+
+Rendered into the repository as `frontend.json` (tritonserver ignores files at the repository root), so
+`tritongen serve REPO --openai` and deploy targets need nothing else. Secrets never travel: only the *name* of
+the environment variable that holds the API key is stored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tritongen.errors import EnvironmentMissing, SpecError, problem
+
+CONFIG_FILE = "frontend.json"
+TEMPLATE_FILE = "chat_template.jinja"
+
+
+class ModelRoute(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    """Public model name (what clients pass as `model` and see in /v1/models)."""
+    triton_model: str
+    """The Triton model that serves it: ensemble or tensorrt_llm_bls."""
+    tokenizer_dir: str
+    """Tokenizer folder; its chat template renders chat messages."""
+    chat_template: str | None = None
+    """A Jinja chat template file used instead of the tokenizer's own."""
+    default_max_tokens: int = Field(64, ge=1)
+    """Completion length when a request sets none."""
+
+
+class FrontendPlan(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = False
+    """`serve`/`up`/deploy start the OpenAI frontend without being asked."""
+    implementation: Literal["tritongen", "triton"] = "tritongen"
+    """Deploy targets: tritongen's frontend, or Triton's own python/openai frontend in the NGC container."""
+    port: int = Field(9000, ge=0, le=65535)
+    """HTTP port of the OpenAI API (0: a free port)."""
+    api_key_env: str | None = None
+    """Name of the environment variable that holds the API key; None: no authentication."""
+    models: tuple[ModelRoute, ...]
+
+    def route(self, name: str) -> ModelRoute | None:
+        return next((m for m in self.models if m.name == name), None)
+
+    def api_key(self) -> str | None:
+        """The key from the environment, read at start; a named but unset variable is an error."""
+        if not self.api_key_env:
+            return None
+        value = os.environ.get(self.api_key_env)
+        if not value:
+            raise EnvironmentMissing(problem("frontend.api_key_env", f"names {self.api_key_env}, which is not set",
+                                             f"export {self.api_key_env}=<key> or remove api_key_env"))
+        return value
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2) + "\n"
+
+    def repository_files(self, tokenizer_dir: str) -> dict[str, bytes]:
+        """frontend.json (and chat_template.jinja) for a model repository whose server sees the tokenizer at
+        `tokenizer_dir`; the template is copied in, so the repository carries everything the frontend needs."""
+        files, routes = {}, []
+        for route in self.models:
+            template = None
+            if route.chat_template:
+                files[TEMPLATE_FILE] = Path(route.chat_template).read_bytes()
+                template = TEMPLATE_FILE  # relative: resolved against the repository when read
+            routes.append(route.model_copy(update={"tokenizer_dir": tokenizer_dir, "chat_template": template}))
+        files[CONFIG_FILE] = self.model_copy(update={"models": tuple(routes)}).to_json().encode()
+        return files
+
+    @classmethod
+    def read(cls, repo: str | Path) -> FrontendPlan:
+        """The settings rendered into a model repository, with the chat template's path made absolute."""
+        path = Path(repo) / CONFIG_FILE
+        if not path.is_file():
+            raise SpecError(problem(str(path), "missing", "render the repository with `tritongen render`, which "
+                                    "writes the frontend's settings next to the models"))
+        plan = cls.model_validate(json.loads(path.read_text()))
+        routes = tuple(r.model_copy(update={"chat_template": str((Path(repo) / r.chat_template).resolve())})
+                       if r.chat_template else r for r in plan.models)
+        return plan.model_copy(update={"models": routes})
+
+
+def make_frontend_plan(spec, spec_dir: Path, tokenizer_dir: Path) -> FrontendPlan:
+    """The frontend section of a spec, resolved: public name, template file (absolute), defaults filled in."""
+    f, o = spec.frontend, spec.frontend.openai
+    template = None
+    if f.chat_template:
+        path = Path(f.chat_template).expanduser()
+        path = (path if path.is_absolute() else spec_dir / path).resolve()
+        if not path.is_file():
+            raise SpecError(problem("frontend.chat_template", f"file {path} does not exist",
+                                    "point it at a Jinja chat template file, or remove it to use the tokenizer's"))
+        template = str(path)
+    route = ModelRoute(name=o.served_model_name or spec.name, triton_model=o.triton_model,
+                       tokenizer_dir=str(tokenizer_dir), chat_template=template,
+                       default_max_tokens=o.default_max_tokens or spec.serving.max_tokens_default)
+    return FrontendPlan(enabled=o.enabled, implementation=o.implementation, port=o.port, api_key_env=f.api_key_env,
+                        models=(route,))

@@ -1,0 +1,179 @@
+"""The OpenAI frontend's pieces that need no server: protocol validation, stop sequences, error mapping,
+the request's tensors against the rendered ensemble/BLS and Triton's own frontend's converter."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from tritongen.frontend.engine import Counts, Delta, Generation, build_request, classify
+from tritongen.frontend.metrics import quantiles
+from tritongen.frontend.schemas import ChatCompletionRequest, CompletionRequest
+from tritongen.frontend.text import StopMatcher
+
+# The inputs Triton's OpenAI frontend (server repo python/openai, r26.07, engine/utils/triton.py,
+# _create_trtllm_generate_request) sends to an ensemble/BLS, with their data types.
+TRITON_FRONTEND_INPUTS = {
+    "text_input": "TYPE_STRING", "stream": "TYPE_BOOL", "max_tokens": "TYPE_INT32", "stop_words": "TYPE_STRING",
+    "top_p": "TYPE_FP32", "frequency_penalty": "TYPE_FP32", "presence_penalty": "TYPE_FP32", "seed": "TYPE_UINT64",
+    "temperature": "TYPE_FP32", "exclude_input_in_output": "TYPE_BOOL", "return_num_input_tokens": "TYPE_BOOL",
+    "return_num_output_tokens": "TYPE_BOOL", "guided_decoding_guide_type": "TYPE_STRING",
+    "guided_decoding_guide": "TYPE_STRING", "lora_task_id": "TYPE_UINT64",
+}
+TRITON_FRONTEND_OUTPUTS = {"text_output": "TYPE_STRING", "num_input_tokens": "TYPE_INT32",
+                           "num_output_tokens": "TYPE_INT32"}
+_DTYPE = {"BYTES": "TYPE_STRING", "BOOL": "TYPE_BOOL", "INT32": "TYPE_INT32", "FP32": "TYPE_FP32",
+          "UINT64": "TYPE_UINT64"}
+
+
+def _chat(**kw):
+    return ChatCompletionRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": "hi"}], **kw})
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"n": 2}, "n: 2 choices requested; this deployment returns one choice (n=1)"),
+    ({"logit_bias": {"5": 1.0}}, "logit_bias: not supported; remove it"),
+    ({"stream_options": {"include_usage": True}}, "stream_options: only allowed with stream=true"),
+    ({"stop": ["a", "b", "c", "d", "e"]}, "stop: at most 4 sequences (got 5)"),
+    ({"logprobs": True}, "logprobs: not available from this deployment (the runtime returns no log probs)"),
+    ({"tools": [{"type": "function", "function": {"name": "f"}}]},
+     "tools: tool calling is not supported by this deployment"),
+])
+def test_unsupported_fields_are_rejected_by_name(kw, message):
+    with pytest.raises(ValidationError) as info:
+        _chat(**kw)
+    assert message in str(info.value)
+
+
+def test_token_limit_prefers_max_completion_tokens():
+    assert _chat(max_tokens=5, max_completion_tokens=7).token_limit() == 7
+    assert _chat(max_tokens=5).token_limit() == 5
+    assert _chat().token_limit() is None
+
+
+def test_completion_prompt_forms():
+    assert CompletionRequest(model="m", prompt=["one"]).prompt == "one"
+    for bad in (["a", "b"], "", [[1, 2]]):
+        with pytest.raises(ValidationError):
+            CompletionRequest(model="m", prompt=bad)
+
+
+def test_stop_matcher_holds_back_a_possible_start_and_cuts_at_the_stop():
+    m = StopMatcher(["END"])
+    assert m.feed("abc E") == "abc "  # "E" may start "END"
+    assert m.feed("N") == ""
+    assert m.feed("Dtail") == ""
+    assert m.stopped and m.flush() == ""
+    m = StopMatcher(["END"])
+    assert m.feed("abc E") == "abc "
+    assert m.feed("xyz") == "Exyz"  # it did not
+    assert m.flush() == "" and not m.stopped
+    assert StopMatcher(["lo", "hello"]).feed("say hello") == "say "  # the earliest occurrence wins
+    assert StopMatcher(["lo", "el"]).feed("hello") == "h"
+    assert StopMatcher([]).feed("E") == "E"
+    held = StopMatcher(["zz"])
+    assert held.feed("az") == "a" and held.flush() == "z"
+
+
+@pytest.mark.parametrize("message, status", [
+    ("in ensemble 'ensemble', Exceeds maximum queue size", 429),
+    ("Request for unknown model: 'ensemble' is not found", 503),
+    ("tensorrt_llm (hf): presence_penalty: not supported by the hf runtime (only 0.0); leave it unset", 400),
+    ("unexpected shape for input 'max_tokens' for model 'ensemble'", 400),
+    ("CUDA error: an illegal memory access was encountered", 500),
+])
+def test_triton_errors_map_to_http_statuses(message, status):
+    assert classify(message).status == status
+
+
+def test_usage_counts_take_the_cumulative_output_count():
+    counts = Counts()
+    for n in (1, 2, 4):
+        counts.add(Delta("x", output_tokens=n, input_tokens=7, final=False))
+    counts.add(Delta("", output_tokens=None, input_tokens=None, final=True))
+    assert (counts.prompt_tokens, counts.completion_tokens, counts.complete) == (7, 4, True)
+    assert not Counts().complete
+
+
+def test_histogram_quantiles():
+    q = quantiles({0.001: 5, 0.002: 10, float("inf"): 10})
+    assert q["count"] == 10 and q["p50"] == pytest.approx(0.001) and q["p95"] == pytest.approx(0.0019)
+    assert quantiles({float("inf"): 0})["p50"] is None
+
+
+def test_request_tensors_are_inputs_of_the_rendered_ensemble_and_bls(rendered_configs):
+    gen = Generation(prompt="p", max_tokens=4, stream=True, stop=("x",), temperature=0.5, top_p=0.9, seed=3,
+                     presence_penalty=0.0, frequency_penalty=0.0, min_tokens=1)
+    request = build_request("ensemble", gen, "id")
+    sent = {t.name: _DTYPE[t.datatype] for t in request.inputs}
+    assert all(len(t.shape) == 2 and t.shape[0] == 1 for t in request.inputs)  # batch dimension first
+    assert request.parameters["triton_enable_empty_final_response"].bool_param
+    for model in ("ensemble", "tensorrt_llm_bls"):
+        inputs, outputs = rendered_configs[model]
+        assert {n: inputs.get(n) for n in sent} == sent, model
+        # Triton's own OpenAI frontend (deploy option `implementation: triton`) can call the same models.
+        assert {n: inputs.get(n) for n in TRITON_FRONTEND_INPUTS} == TRITON_FRONTEND_INPUTS, model
+        assert {n: outputs.get(n) for n in TRITON_FRONTEND_OUTPUTS} == TRITON_FRONTEND_OUTPUTS, model
+
+
+@pytest.fixture(scope="module")
+def rendered_configs(tiny_repo):
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    out = {}
+    for model in ("ensemble", "tensorrt_llm_bls"):
+        config = text_format.Parse((tiny_repo / model / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
+        dtype = model_config_pb2.DataType.Name
+        out[model] = ({i.name: dtype(i.data_type) for i in config.input},
+                      {o.name: dtype(o.data_type) for o in config.output})
+    return out
+
+
+def test_preprocessing_applies_no_chat_template():
+    """The chat template has one owner, the frontend: the tokenizer step must only tokenize."""
+    from tritongen.resources import data_dir
+
+    source = (data_dir("model_repository_templates") / "preprocessing" / "1" / "model.py").read_text()
+    assert "chat_template" not in source and "apply_chat_template" not in source
+
+
+def test_spec_frontend_section_errors():
+    from tritongen.errors import SpecError
+    from tritongen.spec import parse_spec
+
+    base = {"name": "t", "model": {"checkpoint": "x"}}
+    # The BLS is always rendered, so the frontend may call it directly.
+    assert parse_spec({**base, "frontend": {"openai": {"triton_model": "tensorrt_llm_bls"}}}).frontend.openai \
+        .triton_model == "tensorrt_llm_bls"
+    with pytest.raises(SpecError) as info:
+        parse_spec({**base, "frontend": {"api_key_env": "not a name"}})
+    assert info.value.problems[0].startswith("frontend.api_key_env: string should match pattern")
+    with pytest.raises(SpecError) as info:
+        parse_spec({**base, "frontend": {"openai": {"prot": 1}}})
+    assert info.value.problems == ["frontend.openai.prot: unknown field; did you mean `port`?"]
+
+
+def test_plan_resolves_the_public_name_and_template(tiny_spec_path, tmp_path):
+    import yaml
+
+    from tritongen.errors import SpecError
+    from tritongen.plan import plan_from_file
+
+    data = yaml.safe_load(tiny_spec_path.read_text())
+    template = tmp_path / "chat.jinja"
+    template.write_text("{% for m in messages %}{{ m['content'] }}{% endfor %}")
+    data["frontend"] = {"openai": {"served_model_name": "acme/tiny"}, "chat_template": "chat.jinja",
+                        "api_key_env": "ACME_KEY"}
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(yaml.safe_dump(data))
+    _, plan = plan_from_file(spec_path)
+    route = plan.frontend.models[0]
+    assert (route.name, route.triton_model, route.chat_template) == ("acme/tiny", "ensemble", str(template))
+    assert route.default_max_tokens == data["serving"]["max_tokens_default"]
+    assert plan.frontend.api_key_env == "ACME_KEY"
+    data["frontend"]["chat_template"] = "missing.jinja"
+    spec_path.write_text(yaml.safe_dump(data))
+    with pytest.raises(SpecError) as info:
+        plan_from_file(spec_path)
+    assert info.value.problems[0].startswith("frontend.chat_template: file ")

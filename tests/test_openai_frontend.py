@@ -1,0 +1,252 @@
+"""The OpenAI-compatible frontend against the real tritonserver, driven by the official `openai` client."""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import re
+import time
+import urllib.request
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+openai = pytest.importorskip("openai")
+MODEL = "tiny-cpu"
+
+
+def _triton_metric(triton, name: str, **labels: str) -> float:
+    text = urllib.request.urlopen(triton.metrics_url, timeout=10).read().decode()
+    total, found = 0.0, False
+    for line in text.splitlines():
+        match = re.match(rf"^{name}\{{([^}}]*)\}} (\S+)$", line)
+        if match and all(f'{k}="{v}"' in match.group(1) for k, v in labels.items()):
+            total += float(match.group(2))
+            found = True
+    assert found, f"{name}{labels} not exported by Triton"
+    return total
+
+
+def _frontend_metrics(frontend) -> dict[str, float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = urllib.request.urlopen(f"http://{frontend.url}/metrics", timeout=10).read().decode()
+    values = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            key = s.name + "".join(f"[{k}={v}]" for k, v in sorted(s.labels.items()) if k != "le")
+            if "le" not in s.labels:
+                values[key] = values.get(key, 0.0) + s.value
+    return values
+
+
+@pytest.fixture(scope="module")
+def frontend(triton, tiny_repo):
+    from tritongen.frontend.server import FrontendServer
+    from tritongen.plan.frontend import FrontendPlan
+
+    config = FrontendPlan.read(tiny_repo).model_copy(update={"port": 0})
+    with FrontendServer(config, triton.grpc_url) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def client(frontend):
+    return openai.OpenAI(base_url=frontend.base_url, api_key="unused", max_retries=0, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_model)
+
+
+def _stream_text(stream) -> tuple[str, list[str], str | None, object]:
+    parts, finish, usage = [], None, None
+    for chunk in stream:
+        if chunk.usage is not None:
+            assert chunk.choices == []  # the usage chunk carries no choice
+            usage = chunk.usage
+        for choice in chunk.choices:
+            piece = choice.delta.content if hasattr(choice, "delta") else choice.text
+            if piece:
+                parts.append(piece)
+            finish = choice.finish_reason or finish
+    return "".join(parts), parts, finish, usage
+
+
+def test_models_lists_only_the_public_name(client):
+    assert [m.id for m in client.models.list().data] == [MODEL]
+    assert client.models.retrieve(MODEL).id == MODEL
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("preprocessing")
+
+
+def test_completion_usage_is_the_server_count(client, tokenizer):
+    prompt = "Once upon a time"
+    out = client.completions.create(model=MODEL, prompt=prompt, max_tokens=6)
+    choice = out.choices[0]
+    assert choice.text
+    assert out.usage.prompt_tokens == len(tokenizer.encode(prompt))  # preprocessing adds BOS like this
+    assert out.usage.total_tokens == out.usage.prompt_tokens + out.usage.completion_tokens
+    assert (choice.finish_reason == "length") == (out.usage.completion_tokens == 6)
+    assert 1 <= out.usage.completion_tokens <= 6
+
+
+def test_streamed_completion_counts_equal_unstreamed(client):
+    kwargs = {"model": MODEL, "prompt": "The quick brown fox", "max_tokens": 10}
+    whole = client.completions.create(**kwargs)
+    text, parts, finish, usage = _stream_text(
+        client.completions.create(**kwargs, stream=True, stream_options={"include_usage": True}))
+    assert usage is not None
+    # Greedy decoding: the same tokens either way, so the server's counts must agree.
+    assert usage.completion_tokens == whole.usage.completion_tokens
+    assert usage.prompt_tokens == whole.usage.prompt_tokens
+    assert finish == whole.choices[0].finish_reason
+    assert 1 < len(parts) <= usage.completion_tokens
+    # Without include_usage no usage chunk is sent.
+    assert _stream_text(client.completions.create(**kwargs, stream=True))[3] is None
+
+
+def test_chat_applies_the_template_once(client, tokenizer):
+    messages = [{"role": "system", "content": "You tell stories."}, {"role": "user", "content": "Tell me one."}]
+    out = client.chat.completions.create(model=MODEL, messages=messages, max_completion_tokens=8)
+    templated = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    assert out.usage.prompt_tokens == len(tokenizer.encode(templated))
+    assert out.choices[0].message.role == "assistant"
+    assert out.choices[0].message.content
+    text, parts, finish, usage = _stream_text(client.chat.completions.create(
+        model=MODEL, messages=messages, max_tokens=8, stream=True, stream_options={"include_usage": True}))
+    assert usage.completion_tokens == out.usage.completion_tokens
+    assert usage.prompt_tokens == out.usage.prompt_tokens
+    assert finish == out.choices[0].finish_reason
+    assert len(parts) > 1
+
+
+def test_stop_sequence_ends_the_text_before_it(client):
+    kwargs = {"model": MODEL, "prompt": "Dynamic batching groups", "max_tokens": 16}
+    full = client.completions.create(**kwargs).choices[0].text
+    candidates = [m.group(0) for m in re.finditer(r"[A-Za-z]{2,}", full[2:])]
+    assert candidates, f"no word to stop on in {full!r}"
+    stop = candidates[0]
+    cut = full[: full.find(stop)]
+    out = client.completions.create(**kwargs, stop=[stop])
+    assert out.choices[0].text == cut
+    assert out.choices[0].finish_reason == "stop"
+    text, _, finish, _ = _stream_text(client.completions.create(**kwargs, stop=stop, stream=True))
+    assert text == cut and finish == "stop"
+
+
+@pytest.mark.parametrize("kwargs, status", [
+    ({"n": 2}, 400),
+    ({"temperature": 5}, 400),
+    ({"presence_penalty": 0.5}, 400),  # the hf runtime rejects penalties; Triton's error becomes a 400
+    ({"model": "no-such-model"}, 404),
+    ({"model": "ensemble"}, 404),  # Triton's model names are not public names
+])
+def test_errors_are_openai_shaped(client, kwargs, status):
+    request = {"model": MODEL, "prompt": "Hello", "max_tokens": 4, **kwargs}
+    with pytest.raises(openai.APIStatusError) as info:
+        client.completions.create(**request)
+    assert info.value.status_code == status
+    body = info.value.body
+    assert set(body) >= {"message", "type"} and body["message"]
+
+
+def test_client_disconnect_cancels_the_triton_request(frontend, triton):
+    before = _frontend_metrics(frontend).get(
+        f"tritongen_openai_cancelled_requests_total[model={MODEL}][reason=client_disconnected]", 0.0)
+    conn = http.client.HTTPConnection(frontend.host, frontend.port, timeout=60)
+    # min_tokens (the frontend's extension): the random demo model may emit its end token after a few tokens, and
+    # then the request would be over before the gauge is read.
+    body = {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 1800, "min_tokens": 1800, "stream": True}
+    conn.request("POST", "/v1/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
+    response = conn.getresponse()
+    assert response.status == 200
+    events = 0
+    while events < 3:
+        line = response.fp.readline()
+        assert line, "stream ended early"
+        events += line.startswith(b"data:")
+    assert _triton_metric(triton, "tritongen_llm_active_requests") >= 1
+    conn.sock.close()
+    conn.close()
+    started = time.monotonic()
+    while time.monotonic() - started < 30 and _triton_metric(triton, "tritongen_llm_active_requests") > 0:
+        time.sleep(0.1)
+    assert _triton_metric(triton, "tritongen_llm_active_requests") == 0
+    metrics = _frontend_metrics(frontend)
+    assert metrics[f"tritongen_openai_active_requests[model={MODEL}]"] == 0
+    assert metrics[f"tritongen_openai_cancelled_requests_total[model={MODEL}][reason=client_disconnected]"] \
+        == before + 1
+
+
+def test_concurrent_streams_share_the_server(frontend, triton):
+    async def one(aclient, i: int):
+        stream = await aclient.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": f"Request {i} asks for a story"}],
+            max_completion_tokens=16, stream=True, stream_options={"include_usage": True})
+        parts, usage, finish = [], None, None
+        async for chunk in stream:
+            usage = chunk.usage or usage
+            for choice in chunk.choices:
+                parts.append(choice.delta.content or "")
+                finish = choice.finish_reason or finish
+        return "".join(parts), usage, finish
+
+    async def main():
+        aclient = openai.AsyncOpenAI(base_url=frontend.base_url, api_key="unused", max_retries=0, timeout=120)
+        try:
+            return await asyncio.gather(*(one(aclient, i) for i in range(8)))
+        finally:
+            await aclient.close()
+
+    results = asyncio.run(main())
+    assert len(results) == 8
+    for text, usage, finish in results:
+        assert text and usage is not None
+        assert (finish == "length") == (usage.completion_tokens == 16)
+    assert _triton_metric(triton, "tritongen_llm_step_requests_max") >= 2
+
+
+def test_metrics_and_health(frontend):
+    assert urllib.request.urlopen(f"http://{frontend.url}/health", timeout=10).status == 200
+    metrics = _frontend_metrics(frontend)
+    assert metrics[f"tritongen_openai_time_to_first_token_seconds_count[model={MODEL}]"] >= 1
+    assert metrics[f"tritongen_openai_inter_token_latency_seconds_count[model={MODEL}]"] >= 1
+    assert metrics[f"tritongen_openai_completion_tokens_total[model={MODEL}]"] > 0
+    assert metrics["tritongen_openai_requests_total[endpoint=/v1/completions][status=200]"] >= 1
+
+
+def test_api_key_is_required_when_configured(triton, tiny_repo, monkeypatch):
+    from tritongen.frontend.server import FrontendServer
+    from tritongen.plan.frontend import FrontendPlan
+
+    monkeypatch.setenv("TRITONGEN_TEST_KEY", "s3cret")
+    config = FrontendPlan.read(tiny_repo).model_copy(update={"port": 0, "api_key_env": "TRITONGEN_TEST_KEY"})
+    with FrontendServer(config, triton.grpc_url) as server:
+        assert urllib.request.urlopen(f"http://{server.url}/health", timeout=10).status == 200
+        with pytest.raises(openai.AuthenticationError):
+            openai.OpenAI(base_url=server.base_url, api_key="wrong", max_retries=0).models.list()
+        good = openai.OpenAI(base_url=server.base_url, api_key="s3cret", max_retries=0)
+        assert [m.id for m in good.models.list().data] == [MODEL]
+    assert "s3cret" not in (tiny_repo / "frontend.json").read_text()
+
+
+def test_loadtest_through_the_openai_frontend(frontend, triton, tiny_spec_path, tmp_path):
+    from tritongen.cli import main
+
+    out = tmp_path / "lt"
+    code = main(["loadtest", str(tiny_spec_path), "--protocol", "openai", "--url", frontend.url, "-u", "2",
+                 "-r", "2", "-t", "4", "--metrics-url", triton.metrics_url, "--out", str(out)])
+    level = json.loads((out / "loadtest.json").read_text())["levels"][0]
+    summary = level["metrics"]
+    assert summary["request_count"] >= 2 and summary["error_count"] == 0
+    assert summary["ttft_ms"]["p50"] > 0
+    # Output tokens are the usage chunks' server counts, checked against Triton's own output-token counter.
+    assert summary["requests_without_token_count"] == 0
+    assert level["tokens"]["client_output_tokens"] > 0 and level["tokens"]["equal"] is True
+    assert code == 0
