@@ -13,6 +13,7 @@ import yaml
 from tritonclient.grpc import model_config_pb2
 
 from tritongen.cli import main
+from tritongen.resources import data_dir
 from tritongen.runtimes.llmapi import contract
 from tritongen.runtimes.llmapi.sizing import cuda_graph_batch_sizes, finetune
 from tritongen.verify import parse_config, verify_repository
@@ -186,6 +187,11 @@ def test_golden_repositories(tmp_path, tiny_model, case):
     files = {rel: text.replace(str(tmp_path), "${WORKDIR}")
              for rel, text in _render(_spec(tmp_path, tiny_model, example), out, *args).items()}
     assert verify_repository(out) == []
+    # Shipped python models are compared with their source, not kept as golden copies.
+    templates = data_dir("model_repository_templates")
+    shipped = [rel for rel in files if rel.endswith(".py") and "/1/" in rel]
+    for rel in shipped:
+        assert files.pop(rel) == (templates / rel).read_text(), f"{rel} differs from model_repository_templates"
     golden = GOLDEN / case
     if os.environ.get("TRITONGEN_REGEN_GOLDEN") == "1":
         shutil.rmtree(golden, ignore_errors=True)
