@@ -254,25 +254,22 @@ class TritonServer:
         return out
 
     def _watch(self) -> None:
-        import psutil
-
         while not self._stopping.wait(0.5):
+            dead = [(pid, name) for pid, name in list(self.stubs.items()) if not _alive(pid)]
             code = self.process.poll()
             if code is not None:
-                self.failure = f"tritonserver exited on its own with code {code}"
+                # A killed stub can take tritonserver down with it before this loop sees the stub gone:
+                # name the stub, since it is the cause an operator has to look at.
+                stub = f"; the python stub of {dead[0][1]} (pid {dead[0][0]}) had died" if dead else ""
+                self.failure = f"tritonserver exited on its own with code {code}{stub}"
                 self._kill_stubs()
                 return
-            for pid, name in list(self.stubs.items()):
-                try:
-                    proc = psutil.Process(pid)
-                    alive = proc.status() != psutil.STATUS_ZOMBIE
-                except psutil.NoSuchProcess:
-                    alive = False
-                if not alive and not self._stopping.is_set():
-                    self.failure = (f"the python stub of {name} (pid {pid}) died; Triton would keep reporting it "
-                                    "ready while its requests hang, so the server was stopped")
-                    self.stop(grace=5)
-                    return
+            if dead and not self._stopping.is_set():
+                pid, name = dead[0]
+                self.failure = (f"the python stub of {name} (pid {pid}) died; Triton would keep reporting it "
+                                "ready while its requests hang, so the server was stopped")
+                self.stop(grace=5)
+                return
 
     def ready(self) -> bool:
         return server_ready(self.http_url)
@@ -340,6 +337,15 @@ class TritonServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _alive(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def _process(pid: int):
