@@ -89,6 +89,11 @@ class EngineSection(_Section):
     engine_dir: str | None = None
     """Use an already built engine folder instead of building one (its config.json is checked against the spec)."""
 
+    gpu_arch: str | None = Field(None, pattern=r"^sm[0-9]{2,3}[a-z]?$")
+    """GPU architecture the engine is built for (`sm90` for H100/H200, `sm80` A100, `sm89` L40S, `sm100` B200): part
+    of the engine cache key, so `plan`/`render`/`deploy` work off the GPU machine. Default: `--gpu-arch`, else the
+    inventory's GPUs, else GPU 0 through NVML. `build` refuses a machine whose GPU differs."""
+
     cache_dir: str = "~/.cache/tritongen/engines"
     """Content-addressed engine cache."""
 
