@@ -300,6 +300,7 @@ def _plan(spec: Spec, spec_dir: Path, checkpoint: Path, load, trt: TensorrtllmPl
         tokenizer=tokenizer,
         triton_max_batch_size=s.max_batch_size, decoupled=s.streaming,
         exclude_input_in_output=s.exclude_input_in_output, max_tokens_default=s.max_tokens_default,
+        stream_interval=s.stream_interval,
         preprocessing_instances=s.preprocessing_instances, postprocessing_instances=s.postprocessing_instances,
         max_queue_delay_us=s.dynamic_batching.max_queue_delay_us, max_queue_size=s.dynamic_batching.max_queue_size,
         logits_datatype=logits, llm_instance_group=_llm_instance_group(spec, placed), hf=hf, llmapi=llmapi,
