@@ -228,6 +228,7 @@ def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None, *, engin
     trt = None
     if spec.runtime == "tensorrtllm":
         check_parallel(config, spec.engine.tp_size, spec.engine.pp_size)
+        gpu_arch = gpu_arch or spec.engine.gpu_arch
         if gpu_arch is None and inventory not in (None, "nvml") and not (engine_dir or spec.engine.engine_dir):
             from tritongen.placement.inventory import load_inventory
 

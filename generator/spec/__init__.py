@@ -89,6 +89,11 @@ class EngineSection(_Section):
     engine_dir: str | None = None
     """Use an already built engine folder instead of building one (its config.json is checked against the spec)."""
 
+    gpu_arch: str | None = Field(None, pattern=r"^sm[0-9]{2,3}[a-z]?$")
+    """GPU architecture the engine is built for (`sm90` for H100/H200, `sm80` A100, `sm89` L40S, `sm100` B200): part
+    of the engine cache key, so `plan`/`render`/`deploy` work off the GPU machine. Default: `--gpu-arch`, else the
+    inventory's GPUs, else GPU 0 through NVML. `build` refuses a machine whose GPU differs."""
+
     cache_dir: str = "~/.cache/tritongen/engines"
     """Content-addressed engine cache."""
 
@@ -397,8 +402,10 @@ class OpenAIFrontendSection(_Section):
     served_model_name: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$")
     """The public model name clients pass as `model` (the only name /v1/models lists); default: the spec's name."""
 
-    triton_model: Literal["ensemble", "tensorrt_llm_bls"] = "ensemble"
-    """The Triton model the frontend calls."""
+    triton_model: Literal["ensemble", "tensorrt_llm_bls"] = "tensorrt_llm_bls"
+    """The Triton model the frontend calls. tensorrt_llm_bls (the ensemble's only step, same tensors): a client that
+    disconnects cancels its generation; through `ensemble`, Triton checks cancellation only between steps, so a
+    dropped stream keeps generating to its end."""
 
     default_max_tokens: int | None = Field(None, ge=1)
     """Completion length when a request sets none; default: serving.max_tokens_default."""
