@@ -126,7 +126,8 @@ class TritonPythonModel:
         if req.counts[0]:
             tensors.append(pb_utils.Tensor("num_input_tokens", np.array([[req.prompt_len]], dtype=np.int32)))
         if req.counts[1]:
-            tensors.append(pb_utils.Tensor("num_output_tokens", np.array([[len(req.tokens)]], dtype=np.int32)))
+            # Per response, as TensorRT-LLM's C++ backend counts: the ids in this response's output_ids.
+            tensors.append(pb_utils.Tensor("num_output_tokens", np.array([[n]], dtype=np.int32)))
         return pb_utils.InferenceResponse(output_tensors=tensors)
 
     def _done(self):
