@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +21,18 @@ def tokenizer(request):
     tok.held = detok.held_ids(tok)
     assert bool(tok.held) == (request.param == "sentencepiece")
     return tok
+
+
+def test_training_gives_the_same_tokenizer_in_every_process(tokenizer):
+    """The streaming tests rely on a fixed vocabulary; the trainer's own tie order changes per process."""
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from streaming_text import TEXT; "
+            "from tritongen.demo.model import train_tokenizer; "
+            "print(train_tokenizer(sys.argv[2], 512, TEXT).backend_tokenizer.to_str())")
+    here = str(Path(__file__).parent)
+    kind = "sentencepiece" if tokenizer.held else "bytelevel"
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", code, here, kind], capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == tokenizer.backend_tokenizer.to_str()
 
 
 def _whole(tokenizer, ids):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 _CORPUS = """\
@@ -43,6 +44,7 @@ def train_tokenizer(kind: str = "bytelevel", vocab_size: int = 512, corpus: str 
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
+    lines = corpus.splitlines() * 4
     if kind == "bytelevel":
         tok = Tokenizer(models.BPE(unk_token="<unk>"))
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -55,11 +57,14 @@ def train_tokenizer(kind: str = "bytelevel", vocab_size: int = 512, corpus: str 
         tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
                                          decoders.Strip(" ", 1, 0)])
         # A small alphabet leaves rare characters to the <0xNN> byte tokens, as SentencePiece's byte fallback does.
-        trainer = trainers.BpeTrainer(vocab_size=vocab_size - 256, show_progress=False, limit_alphabet=64,
-                                      special_tokens=SPECIAL_TOKENS)
+        # The alphabet is chosen here, not by the trainer's limit_alphabet alone: the trainer breaks frequency ties
+        # in hash order, so its own cut (and with it every byte-token chain) would change from run to run.
+        alphabet = _alphabet(tok.normalizer, lines, 64)
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size - 256, show_progress=False, special_tokens=SPECIAL_TOKENS,
+                                      initial_alphabet=alphabet, limit_alphabet=len(alphabet))
     else:
         raise ValueError(f"tokenizer must be one of {', '.join(TOKENIZERS)}, not {kind!r}")
-    tok.train_from_iterator(corpus.splitlines() * 4, trainer=trainer)
+    tok.train_from_iterator(lines, trainer=trainer)
     if kind == "sentencepiece":
         # The byte tokens are ordinary vocabulary entries (not special tokens, which decoding may skip).
         data = json.loads(tok.to_str())
@@ -71,6 +76,12 @@ def train_tokenizer(kind: str = "bytelevel", vocab_size: int = 512, corpus: str 
         tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>", pad_token="<pad>",
         chat_template=CHAT_TEMPLATE,
     )
+
+
+def _alphabet(normalizer, lines: list[str], size: int) -> list[str]:
+    """The `size` most frequent characters of the normalized `lines`; ties go to the lower code point."""
+    counts = Counter(ch for line in lines for ch in normalizer.normalize_str(line))
+    return sorted(counts, key=lambda ch: (-counts[ch], ch))[:size]
 
 
 def _recite(model, tokenizer, text: str) -> None:
