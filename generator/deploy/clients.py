@@ -17,7 +17,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from tritongen.deploy.common import CHECKPOINT, CONTAINER_PORTS, ENGINE, REPOSITORY, TOKENIZER, Deployment
+from tritongen.deploy.common import (
+    CHECKPOINT, CONTAINER_PORTS, ENGINE, MODELS, REPOSITORY, TOKENIZER, Deployment,
+)
 from tritongen.errors import SpecError, problem
 
 LOADTEST_DIR = "/loadtest"
@@ -54,6 +56,11 @@ def loadtest_files(dep: Deployment) -> dict[str, bytes]:
         "paths": plan.paths.model_copy(update={"checkpoint": CHECKPOINT,
                                                "engine": ENGINE if plan.paths.engine else None}),
     }
+    # Runtime sections name host folders too; in the container they are the volume's.
+    if plan.hf is not None:
+        updates["hf"] = plan.hf.model_copy(update={"checkpoint_dir": CHECKPOINT})
+    if plan.tensorrtllm is not None:
+        updates["tensorrtllm"] = plan.tensorrtllm.model_copy(update={"engine_dir": ENGINE, "cache_dir": MODELS})
     if plan.paths.prompts_file:
         files[PROMPTS] = _read(plan.paths.prompts_file, "validation.load.prompts_file")
         updates["paths"] = updates["paths"].model_copy(update={"prompts_file": f"{LOADTEST_DIR}/{PROMPTS}"})
