@@ -121,7 +121,9 @@ def openai_overhead(plan: Plan, endpoint: Endpoint, settings, out: Path, spec_pa
 
     runs, code = {}, 0
     for protocol in ("grpc", "openai"):
-        run_settings = dataclasses.replace(settings, protocol=protocol)
+        # Both protocols call the same Triton model: the frontend's (tensorrt_llm_bls unless the spec says ensemble).
+        model = plan.frontend.models[0].triton_model if protocol == "grpc" else None
+        run_settings = dataclasses.replace(settings, protocol=protocol, model=model)
         before = added_buckets() if protocol == "openai" else None
         code = max(code, run_loadtest(plan, endpoint, run_settings, out / protocol, spec_path=spec_path))
         level = json.loads((out / protocol / "loadtest.json").read_text())["levels"][0]

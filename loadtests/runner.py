@@ -34,6 +34,7 @@ STREAMING = ("grpc", "http_stream", "openai")
 # the request goes unrecorded (while the server still counts it).
 STOP_TIMEOUT_S = 120
 DEFAULT_MAX_CONCURRENCY = 64
+BLS_MODEL = "tensorrt_llm_bls"
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,9 @@ class RunSettings:
     trace_file: str | None = None
     cancel_rate: float = 0.0
     cancel_after_ms: float = 100.0
+    model: str | None = None
+    """The Triton model the users call (`--model`); None: the ensemble, or tensorrt_llm_bls when streams are
+    cancelled (the ensemble cannot stop a running step)."""
 
     @property
     def mode(self) -> str:
@@ -127,7 +131,8 @@ def settings_from_args(args: argparse.Namespace, plan) -> RunSettings:
         request_rate=pick("request_rate", load.request_rate), arrival=pick("arrival", load.arrival),
         burstiness=pick("burstiness", load.burstiness), max_concurrency=pick("max_concurrency", load.max_concurrency),
         trace_file=_resolve(plan, pick("trace", load.trace_file), "--trace / validation.load.trace_file"),
-        cancel_rate=pick("cancel_rate", load.cancel_rate), cancel_after_ms=pick("cancel_after_ms", load.cancel_after_ms))
+        cancel_rate=pick("cancel_rate", load.cancel_rate), cancel_after_ms=pick("cancel_after_ms", load.cancel_after_ms),
+        model=getattr(args, "model", None))
     for flag, value in (("-u", settings.users), ("-t", settings.duration_s), ("-r", settings.spawn_rate),
                         ("--processes", settings.processes), ("--burstiness", settings.burstiness),
                         ("--cancel-after-ms", settings.cancel_after_ms)):
@@ -144,6 +149,14 @@ def settings_from_args(args: argparse.Namespace, plan) -> RunSettings:
     if settings.cancel_rate > 0 and settings.protocol not in STREAMING:
         raise SpecError(problem("--cancel-rate", f"needs a streaming protocol (got {settings.protocol})",
                                 "use --protocol grpc or http_stream"))
+    if settings.model is not None and (settings.protocol == "openai" or plan.runtime == "trtllm"):
+        what = "the OpenAI protocol calls the frontend's public model" if settings.protocol == "openai" else \
+            "the trtllm runtime is load-tested through NVIDIA's LLM-API model tensorrt_llm alone"
+        raise SpecError(problem("--model", f"does not apply here: {what}", "drop --model"))
+    if settings.cancel_rate > 0 and settings.model == "ensemble":
+        say("warning: --cancel-rate through `ensemble`: Triton's ensemble scheduler checks cancellation only between "
+            "steps, so cancelled streams keep generating to their end (drop --model to cancel through "
+            "tensorrt_llm_bls, the ensemble's only step)")
     if settings.mode == "closed" and any(x != int(x) for x in settings.sweep):
         raise SpecError(problem("--sweep", "closed-loop levels are user counts", "pass whole numbers, or "
                                 "--request-rate to sweep request rates"))
@@ -207,18 +220,22 @@ def locust_config(plan, settings: RunSettings, url: str, samples_dir: Path, leve
         request_rate=level if settings.mode == "open" else None, arrival=settings.arrival,
         burstiness=settings.burstiness, trace_file=settings.trace_file, processes=settings.processes,
         cancel_rate=settings.cancel_rate, cancel_after_ms=settings.cancel_after_ms,
-        **_target_model(plan, settings.protocol)).to_dict()
+        **_target_model(plan, settings)).to_dict()
 
 
-def _target_model(plan, protocol: str) -> dict:
+def _target_model(plan, settings: RunSettings) -> dict:
     """The LoadConfig keys that name what the users call: the OpenAI frontend's public model name (and its API
-    key's variable), NVIDIA's llmapi model alone for the trtllm runtime (its own tensor names), else the
-    ensemble (the default)."""
-    if protocol == "openai" and plan.frontend is not None:
+    key's variable), NVIDIA's llmapi model alone for the trtllm runtime (its own tensor names), else `--model`,
+    else the ensemble -- or, when streams are cancelled, tensorrt_llm_bls: the same tensors as the ensemble (its
+    only step), and the one a cancellation reaches (Triton's ensemble scheduler checks cancellation only between
+    steps, so a cancelled ensemble request keeps generating)."""
+    if settings.protocol == "openai" and plan.frontend is not None:
         return {"model": plan.frontend.models[0].name, "api_key_env": plan.frontend.api_key_env}
     if plan.runtime == "trtllm":
         return {"dialect": "llmapi", "model": "tensorrt_llm"}
-    return {}
+    if settings.model is not None:
+        return {"model": settings.model}
+    return {"model": BLS_MODEL if settings.cancel_rate > 0 else "ensemble"}
 
 
 def _run_level(plan, endpoint: Endpoint, settings: RunSettings, out: Path, level: float, url: str,
@@ -309,7 +326,7 @@ def run_loadtest(plan, endpoint: Endpoint, settings: RunSettings, out: Path, *, 
     from tritongen.loadtests.target import preflight
 
     url = endpoint.url_for(settings.protocol)
-    target = _target_model(plan, settings.protocol)
+    target = _target_model(plan, settings)
     # exit 3 before any load when not ready
     server_info = preflight(url, settings.protocol, target.get("model", "ensemble"),
                             api_key_env=target.get("api_key_env"))

@@ -169,7 +169,7 @@ def test_plan_resolves_the_public_name_and_template(tiny_spec_path, tmp_path):
     spec_path.write_text(yaml.safe_dump(data))
     _, plan = plan_from_file(spec_path)
     route = plan.frontend.models[0]
-    assert (route.name, route.triton_model, route.chat_template) == ("acme/tiny", "ensemble", str(template))
+    assert (route.name, route.triton_model, route.chat_template) == ("acme/tiny", "tensorrt_llm_bls", str(template))
     assert route.default_max_tokens == data["serving"]["max_tokens_default"]
     assert plan.frontend.api_key_env == "ACME_KEY"
     data["frontend"]["chat_template"] = "missing.jinja"

@@ -231,3 +231,20 @@ def test_up_serves_load_tests_and_reports(tiny_spec_path, tmp_path):
     assert (out / "sweep.png").is_file()
     assert (out / "model_repository" / "ensemble" / "config.pbtxt").is_file()
     assert (out / "loadtest.html").is_file()
+
+
+@pytest.mark.integration
+def test_model_flag_is_checked_before_any_load(tiny_spec_path, tmp_path):
+    from tritongen.serve import free_port
+
+    url = f"127.0.0.1:{free_port()}"
+    proc = tritongen("loadtest", str(tiny_spec_path), "--url", url, "--protocol", "openai", "--model", "ensemble",
+                     "--out", str(tmp_path / "openai"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.strip().startswith("error: --model: does not apply here") and "drop --model" in proc.stderr
+    # An explicit ensemble with cancellations is allowed, with a warning that they will not stop generation; the
+    # down server then ends the run with exit 3 before any load.
+    proc = tritongen("loadtest", str(tiny_spec_path), "--url", url, "--protocol", "grpc", "--model", "ensemble",
+                     "--cancel-rate", "0.5", "--out", str(tmp_path / "grpc"))
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "checks cancellation only between steps" in proc.stdout

@@ -96,6 +96,8 @@ def _load_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("--trace", help="replay a JSONL trace (timestamp ms, input_length, output_length)")
     s.add_argument("--cancel-rate", type=float, help="fraction of streamed requests the client cancels")
     s.add_argument("--cancel-after-ms", type=float, help="when, after sending, a request is cancelled")
+    s.add_argument("--model", help="Triton model to call (grpc/http): ensemble (default) or tensorrt_llm_bls "
+                   "(the default with --cancel-rate: the ensemble cannot stop a running step)")
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:

@@ -397,8 +397,10 @@ class OpenAIFrontendSection(_Section):
     served_model_name: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$")
     """The public model name clients pass as `model` (the only name /v1/models lists); default: the spec's name."""
 
-    triton_model: Literal["ensemble", "tensorrt_llm_bls"] = "ensemble"
-    """The Triton model the frontend calls."""
+    triton_model: Literal["ensemble", "tensorrt_llm_bls"] = "tensorrt_llm_bls"
+    """The Triton model the frontend calls. tensorrt_llm_bls (the ensemble's only step, same tensors): a client that
+    disconnects cancels its generation; through `ensemble`, Triton checks cancellation only between steps, so a
+    dropped stream keeps generating to its end."""
 
     default_max_tokens: int | None = Field(None, ge=1)
     """Completion length when a request sets none; default: serving.max_tokens_default."""

@@ -9,7 +9,9 @@ ordinary ids (never the end or pad id), so postprocessing detokenises real text.
 
 Decoupled: streamed requests get one response per token, others one response with all tokens. Honoured per
 request: request_output_len, streaming, exclude_input_in_output, return_num_input_tokens,
-return_num_output_tokens; a cancelled request stops at its next token. Emission times are scheduled from the
+return_num_output_tokens, stop (the backend's input: a request carrying stop=true ends the request in flight with
+the same request id, as tensorrt_llm_bls sends it when its own client cancels); a cancelled request stops at its
+next token. Emission times are scheduled from the
 arrival (due = arrival + ttft + i * itl), so a serving path that cannot keep up shows as growing lateness, not as
 a slower clock.
 
@@ -42,10 +44,10 @@ def _scalar(request, name, default=None, cast=float):
 
 
 class _Request:
-    def __init__(self, sender, prompt_len, n_out, streaming, counts, first_id):
+    def __init__(self, sender, prompt_len, n_out, streaming, counts, first_id, triton_id):
         self.sender, self.prompt_len, self.n_out, self.streaming = sender, prompt_len, n_out, streaming
-        self.counts, self.first_id = counts, first_id
-        self.sent = 0
+        self.counts, self.first_id, self.triton_id = counts, first_id, triton_id
+        self.stopped = False
         self.tokens = []
 
 
@@ -79,6 +81,10 @@ class TritonPythonModel:
         now = time.monotonic()
         for request in requests:
             sender = request.get_response_sender()
+            if _scalar(request, "stop", False, bool):
+                self._stop(request.request_id())
+                sender.send(flags=FINAL)
+                continue
             try:
                 ids = pb_utils.get_input_tensor_by_name(request, "input_ids")
                 prompt_len = _scalar(request, "input_lengths", None, int)
@@ -94,7 +100,7 @@ class TritonPythonModel:
                                streaming=self.decoupled and _scalar(request, "streaming", False, bool),
                                counts=(_scalar(request, "return_num_input_tokens", False, bool),
                                        _scalar(request, "return_num_output_tokens", False, bool)),
-                               first_id=prompt_len)
+                               first_id=prompt_len, triton_id=request.request_id())
             except Exception as err:
                 sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(err))), flags=FINAL)
                 continue
@@ -104,6 +110,14 @@ class TritonPythonModel:
                 heapq.heappush(self.heap, (now + self.ttft_s, next(self.seq), req))
                 self.cv.notify()
         return None
+
+    def _stop(self, triton_id):
+        """Mark the requests in flight with this Triton request id; each ends (a flags-only final response) when its
+        next token is due."""
+        with self.cv:
+            for _, _, req in self.heap:
+                if triton_id and req.triton_id == triton_id:
+                    req.stopped = True
 
     def _response(self, req, tokens):
         n = len(tokens)
@@ -131,6 +145,10 @@ class TritonPythonModel:
                 due, _, req = heapq.heappop(self.heap)
             try:
                 if req.sender.is_cancelled():
+                    self._done()
+                    continue
+                if req.stopped:
+                    req.sender.send(flags=FINAL)
                     self._done()
                     continue
                 token = self.ids[(req.first_id + len(req.tokens)) % len(self.ids)]
