@@ -69,15 +69,21 @@ def _wheel_from_checkout(root: Path) -> bytes:
         src = Path(tmp) / "src"
         shutil.copytree(root, src, ignore=lambda _d, names: [n for n in names if n in _SKIP
                                                             or n.endswith(".egg-info") or n.startswith("up-")])
-        proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                               "-w", str(Path(tmp) / "out"), str(src)], capture_output=True, text=True, timeout=300,
-                              env={**os.environ, "SOURCE_DATE_EPOCH": REPRODUCIBLE_EPOCH})
+        env = {**os.environ, "SOURCE_DATE_EPOCH": REPRODUCIBLE_EPOCH}
+        # First with this environment's setuptools (offline); a venv's bundled setuptools may be too old for
+        # pyproject builds (setuptools>=68), so then in pip's isolated build environment (fetches setuptools).
+        for isolation in (["--no-build-isolation"], []):
+            proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", *isolation,
+                                   "-w", str(Path(tmp) / "out"), str(src)], capture_output=True, text=True,
+                                  timeout=600, env=env)
+            if proc.returncode == 0:
+                break
         wheels = list((Path(tmp) / "out").glob("tritongen-*.whl"))
         if proc.returncode != 0 or len(wheels) != 1:
+            last = ((proc.stderr or proc.stdout).strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
             raise EnvironmentMissing(problem(
-                DOCKERFILE, f"could not build a wheel of tritongen from {root}: "
-                f"{(proc.stderr or proc.stdout).strip().splitlines()[-1:] or proc.returncode}",
-                "install setuptools>=68 and pip in this environment (pip wheel builds it)"))
+                DOCKERFILE, f"could not build a wheel of tritongen from {root} ({last})",
+                "pip install 'setuptools>=68' into this environment (pip wheel builds the image's wheel with it)"))
         return wheels[0].read_bytes()
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from tritongen.deploy import clients
 from tritongen.deploy.artifacts import ModelsJob, models_job
 from tritongen.deploy.common import (
-    HF_DOCKERFILE, MODELS, Deployment, hf_dockerfile, k8s_name, render_template, tritongen_dockerfile,
+    CONTAINER_PORTS, HF_DOCKERFILE, MODELS, Deployment, hf_dockerfile, k8s_name, render_template, tritongen_dockerfile,
 )
 from tritongen.deploy.image import DOCKERFILE as TRITONGEN_DOCKERFILE, image_tag
 from tritongen.deploy.signals import saturation_signals
@@ -250,8 +250,6 @@ def openai_pod(dep: Deployment) -> ToolPod | None:
         return None
     assert dep.plan.frontend is not None
     labels, selector = _tool_labels(dep, "openai")
-    from tritongen.deploy.common import CONTAINER_PORTS
-
     return ToolPod(name=k8s_name(dep.name, "openai"), labels=labels, selector=selector, image=image_tag(),
                    args=clients.frontend_args(dep, dep.name), api_key_env=dep.plan.frontend.api_key_env,
                    wait_script=clients.wait_script(f"http://{dep.name}:{CONTAINER_PORTS.http}/v2/health/ready"),
