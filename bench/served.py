@@ -196,7 +196,6 @@ def run_level(url: str, metrics_url: str, server_pid: int, concurrency: int, pro
                 r = Req(sent=time.perf_counter())
                 reqs.append(r)
                 client.async_stream_infer("ensemble", inputs, enable_empty_final_response=True)
-                got = 0
                 while not stop.is_set():
                     try:
                         ts, result, error = q.get(timeout=0.25)
@@ -205,14 +204,13 @@ def run_level(url: str, metrics_url: str, server_pid: int, concurrency: int, pro
                     if error is not None:
                         errors.append(str(error))
                         return
-                    n = result.as_numpy("num_output_tokens")
+                    n = result.as_numpy("num_output_tokens")  # per response: the tokens it carries
                     if n is not None and n.size:
-                        cum = int(n.reshape(-1)[0])
+                        new = int(n.reshape(-1)[0])
                     else:
-                        cum = got + (1 if result.as_numpy("text_output") is not None else 0)
-                    if cum > got:
-                        r.token_times.extend([ts] * (cum - got))
-                        got = cum
+                        new = 1 if result.as_numpy("text_output") is not None else 0
+                    if new > 0:
+                        r.token_times.extend([ts] * new)
                     final = result.get_response().parameters.get("triton_final_response")
                     if final is not None and final.bool_param:
                         r.done = ts

@@ -14,6 +14,10 @@ test). tokens / (serving-path CPU seconds) is the sustainable rate per core; the
 the cost is. The load generator's CPU is reported by the load test itself.
 
     .venv/bin/python bench/serving_path.py [--levels 8,32] [--duration 12] [--warmup 3] [--itl-ms 5]
+        [--stream-interval N] [--model ensemble|tensorrt_llm_bls]
+
+--stream-interval sets serving.stream_interval (tokens per streamed response); --model the Triton model the load
+test calls (the ensemble, or its only step, the BLS, directly).
 
 Writes bench/results/serving_path.json and prints a table.
 """
@@ -66,7 +70,8 @@ def tokens_sent(metrics_url: str) -> float:
     return sum(v for (name, _), v in snap.values.items() if name == "tritongen_llm_output_tokens_total")
 
 
-def measure_level(server, spec: Path, users: int, duration: float, warmup: float, out: Path) -> dict:
+def measure_level(server, spec: Path, users: int, duration: float, warmup: float, out: Path,
+                  model: str = "ensemble") -> dict:
     """Run one closed-loop level; sample CPU and the token counter at the window's edges."""
     root = psutil.Process(server.process.pid)
     marks: dict[str, tuple[float, dict[str, float], float]] = {}
@@ -77,7 +82,7 @@ def measure_level(server, spec: Path, users: int, duration: float, warmup: float
 
     cmd = [sys.executable, "-m", "tritongen.cli", "loadtest", str(spec), "--url", server.grpc_url,
            "--metrics-url", server.metrics_url, "-u", str(users), "-t", f"{duration:g}", "--warmup", f"{warmup:g}",
-           "--out", str(out)]
+           "--out", str(out), "--model", model]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     # The window starts when the load does: wait for Locust's first request (the level's first sample line).
     samples = out / "samples"
@@ -122,6 +127,8 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=3)
     parser.add_argument("--itl-ms", type=float, default=5)
     parser.add_argument("--output-tokens", type=int, default=128)
+    parser.add_argument("--stream-interval", type=int, default=1)
+    parser.add_argument("--model", default="ensemble", choices=("ensemble", "tensorrt_llm_bls"))
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "serving_path.json"))
     args = parser.parse_args()
 
@@ -138,6 +145,7 @@ def main() -> int:
     data["synthetic"] = {"ttft_ms": 0, "itl_ms": args.itl_ms}
     data["validation"]["load"]["output_tokens"] = {"mean": args.output_tokens, "stddev": 0}
     data["validation"]["slo"] = {"max_error_rate": 0.0}
+    data.setdefault("serving", {})["stream_interval"] = args.stream_interval
     spec = work / "synthetic.yaml"
     spec.write_text(yaml.safe_dump(data, sort_keys=False))
     sp, plan = plan_from_file(spec)
@@ -148,7 +156,7 @@ def main() -> int:
     results = []
     try:
         for users in (int(x) for x in args.levels.split(",")):
-            r = measure_level(server, spec, users, args.duration, args.warmup, work / f"u{users}")
+            r = measure_level(server, spec, users, args.duration, args.warmup, work / f"u{users}", args.model)
             results.append(r)
             print(f"users {users}: {r['tokens_per_s']:.0f} tok/s delivered; serving path "
                   f"{r['serving_path_tokens_per_cpu_s'] or 0:.0f} tok per CPU-s; CPU cores: "

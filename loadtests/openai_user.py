@@ -19,7 +19,7 @@ class OpenAIChatUser(_HttpUserBase):
     the frontend passes to the ensemble) keeps completion lengths equal to the other protocols' at the same load.
 
     Token counts: OpenAI's stream carries no per-chunk count, only the final `usage` chunk with the server's
-    total (`completion_tokens`, the frontend's relay of Triton's num_output_tokens). So content chunks are
+    total (`completion_tokens`, the frontend's sum of Triton's per-response num_output_tokens). So content chunks are
     recorded with no count, and the usage chunk is recorded as one more response, at its own arrival time,
     carrying that total: the sample's output_tokens is the server's count, and in the report's timeline a
     request's tokens land when the client learned the count (the end of the stream), not spread over it.

@@ -5,14 +5,22 @@ two significant digits. Each Locust process writes its own file (`per_process_pa
 distributed workers never interleave writes; `read_samples` merges the files.
 
 Token counts are the server's: every request asks for `return_num_output_tokens` and `return_num_input_tokens`,
-and each response's `num_output_tokens` (the request's cumulative count, as the tensorrt_llm model reports it) is
-stored next to its arrival time, so tokens can be placed in time (a measurement window counts the tokens that
-arrived inside it). Nothing is re-tokenised.
+and each response's `num_output_tokens` is stored next to its arrival time, so tokens can be placed in time (a
+measurement window counts the tokens that arrived inside it). Nothing is re-tokenised.
+
+The count is per response, and a request's total is the sum over its responses: TensorRT-LLM's C++ backend fills
+`num_output_tokens` with the number of token ids in that response's `output_ids` (a streamed response carries only
+the new tokens), NVIDIA's BLS forwards each response's value unchanged, and Triton's OpenAI frontend sums them
+for `usage` (facts with files and commits: tests/fixtures/nvidia/trtllm-1.2.1.json, `num_output_tokens`).
+tritongen's hf and synthetic runtimes count the same way. Two cases the sum does not cover, so the load test
+avoids them: with beam_width > 1 a streamed response carries the whole beams (the load test never sends
+beam_width), and a non-streamed response with exclude_input_in_output false counts the prompt too (the load test
+sends exclude_input_in_output true).
 
 Use from a Locust user::
 
     sample = Sample.begin(request_id, "grpc", input_tokens=n_in, level=4)
-    ...                       # on every streamed response, with the server's cumulative output token count:
+    ...                       # on every streamed response, with that response's server output token count:
     sample.mark_response(tokens=num_output_tokens)
     ...
     sample.finish(output_text=text, error=None)
@@ -56,9 +64,9 @@ class Sample:
     response_times: list[float] = field(default_factory=list)
     """Seconds after send_time, one per streamed response, in arrival order."""
     response_tokens: list[int | None] = field(default_factory=list)
-    """The server's cumulative num_output_tokens with each response (None where a response carried none)."""
+    """The server's num_output_tokens of each response: the tokens it carried (None where it carried no count)."""
     output_tokens: int | None = None
-    """The server's count of generated tokens (the last num_output_tokens); None when it reported none."""
+    """The server's count of generated tokens (the sum of num_output_tokens); None when it reported none."""
     output_text: str = ""
     error: str | None = None
     """None for a successful request, else what went wrong (an error inside a 200 stream counts)."""
@@ -74,12 +82,12 @@ class Sample:
                    send_wall_ns=time.time_ns(), level=level, input_tokens=input_tokens)
 
     def mark_response(self, now: float | None = None, *, tokens: int | None = None) -> None:
-        """Record that a response arrived (now, or at perf_counter time `now`) with the server's cumulative
-        output token count `tokens`."""
+        """Record that a response arrived (now, or at perf_counter time `now`) carrying `tokens` output tokens by
+        the server's count (its num_output_tokens)."""
         self.response_times.append((time.perf_counter() if now is None else now) - self.send_time)
         self.response_tokens.append(tokens)
         if tokens is not None:
-            self.output_tokens = max(tokens, self.output_tokens or 0)
+            self.output_tokens = (self.output_tokens or 0) + tokens
 
     def finish(self, output_text: str, error: str | None = None) -> Sample:
         """Record the result; returns self so `writer.write(sample.finish(...))` reads naturally."""
@@ -97,13 +105,8 @@ class Sample:
         return not self.ok and not self.cancelled
 
     def token_arrivals(self) -> list[tuple[float, int]]:
-        """(seconds after send, tokens that arrived with that response), from the cumulative counts."""
-        out, seen = [], 0
-        for at, count in zip(self.response_times, self.response_tokens):
-            if count is not None and count > seen:
-                out.append((at, count - seen))
-                seen = count
-        return out
+        """(seconds after send, tokens that arrived with that response) for each response that carried tokens."""
+        return [(at, count) for at, count in zip(self.response_times, self.response_tokens) if count]
 
     @property
     def streaming(self) -> bool:

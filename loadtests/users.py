@@ -36,7 +36,8 @@ from tritongen.loadtests.workload import LoadConfig, Pacer, Prompt, PromptSource
 grpc.experimental.gevent.init_gevent()
 
 # Every request asks the server for its token counts: they, not a re-tokenisation of the text, are the counts.
-COUNT_PARAMS = {"return_num_output_tokens": True, "return_num_input_tokens": True}
+# exclude_input_in_output: a non-streamed response that repeats the prompt counts it too (samples.py).
+COUNT_PARAMS = {"return_num_output_tokens": True, "return_num_input_tokens": True, "exclude_input_in_output": True}
 
 
 class _ProcessState:

@@ -51,6 +51,27 @@ def test_example_build_dry_run_prints_commands_and_key(capsys):
     assert "convert_checkpoint.py" in out and "--max_batch_size 64" in out and "cache key: " in out
 
 
+def test_spec_gpu_arch_keys_the_cache_without_a_gpu(tmp_path, tiny_model, capsys):
+    # The shipped example names its architecture: plan works off the GPU machine (no NVML here).
+    assert main(["plan", str(ROOT / "examples" / "llama3-8b-trtllm.yaml"), "--json"]) == 0
+    import json
+
+    planned = json.loads(capsys.readouterr().out)
+    assert planned["tensorrtllm"]["gpu_arch"] == "sm90"
+    # The flag wins over the spec, and the architecture is part of the key.
+    spec = _spec(tmp_path, tiny_model)
+    assert main(["build", str(spec), "--dry-run"]) == 0
+    spec_key = next(line.split()[-1] for line in capsys.readouterr().out.splitlines() if line.startswith("cache key:"))
+    assert spec_key == _key(capsys, spec)  # --gpu-arch sm90 == the spec's sm90
+    assert main(["build", str(spec), "--dry-run", "--gpu-arch", "sm80"]) == 0
+    assert next(line.split()[-1] for line in capsys.readouterr().out.splitlines()
+                if line.startswith("cache key:")) != spec_key
+    # Not an architecture: one line naming the field.
+    bad = _spec(tmp_path, tiny_model, **{"engine.gpu_arch": "hopper"})
+    assert main(["plan", str(bad)]) == 2
+    assert "engine.gpu_arch" in capsys.readouterr().err
+
+
 def test_cache_key_ignores_serving_fields_and_follows_build_fields(tmp_path, tiny_model, capsys):
     base = _key(capsys, _spec(tmp_path, tiny_model))
     assert _key(capsys, _spec(tmp_path, tiny_model, **{"serving.preprocessing_instances": 8})) == base

@@ -86,12 +86,12 @@ def test_triton_errors_map_to_http_statuses(message, status):
     assert classify(message).status == status
 
 
-def test_usage_counts_take_the_cumulative_output_count():
+def test_usage_sums_the_per_response_output_counts():
     counts = Counts()
-    for n in (1, 2, 4):
+    for n in (1, 2, 0, 4):  # tokens per response, as the C++ backend counts them (0: a response with none)
         counts.add(Delta("x", output_tokens=n, input_tokens=7, final=False))
     counts.add(Delta("", output_tokens=None, input_tokens=None, final=True))
-    assert (counts.prompt_tokens, counts.completion_tokens, counts.complete) == (7, 4, True)
+    assert (counts.prompt_tokens, counts.completion_tokens, counts.complete) == (7, 7, True)
     assert not Counts().complete
 
 

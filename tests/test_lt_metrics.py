@@ -13,8 +13,8 @@ from tritongen.loadtests.samples import Sample, SampleWriter, per_process_path, 
 def make(send_s: float, responses: list[float], out: int, *, error: str | None = None, protocol: str = "grpc",
          concurrency: float = 2, input_tokens: int = 10, rid: str = "r", counts: list[int | None] | None = None,
          cancelled: bool = False) -> Sample:
-    """A recorded request. `counts`: the server's cumulative num_output_tokens per response; by default only the
-    last response carries it (= `out`), so its tokens arrive with the last response."""
+    """A recorded request. `counts`: the server's num_output_tokens per response (the tokens it carried); by default
+    only the last response carries one (= `out`), so all its tokens arrive with the last response."""
     if counts is None:
         counts = [None] * (len(responses) - 1) + [out] if responses else []
     return Sample(request_id=rid, protocol=protocol, send_time=send_s, send_wall_ns=round(send_s * 1e9),
@@ -129,20 +129,20 @@ def test_no_samples_gives_no_values_rather_than_zeros():
 def windowed() -> list[Sample]:
     """A level of 10 s with a 2 s warm-up: window [2, 10] s after the first request (sent at 100.0).
 
-    request  sent  responses (s after send) -> cumulative server counts    what the window makes of it
-    w1       0.5   1.0 2.0 3.0 -> 1 2 3     sent in the warm-up (no statistics); tokens at 2.5, 3.5 and the
+    request  sent  responses (s after send) -> server count per response   what the window makes of it
+    w1       0.5   1.0 2.0 3.0 -> 1 1 1     sent in the warm-up (no statistics); tokens at 2.5, 3.5 and the
                                             completion at 3.5 are inside the window
-    w2       4.0   0.5 1.0 -> 1 2           TTFT 500, ITL 500, e2e 1000; 2 tokens; completes at 5.0
-    w3       9.0   0.5 1.5 2.5 -> 1 2 3     in flight at the end: TTFT 500, ITL 1000, e2e 2500 (followed to
+    w2       4.0   0.5 1.0 -> 1 1           TTFT 500, ITL 500, e2e 1000; 2 tokens; completes at 5.0
+    w3       9.0   0.5 1.5 2.5 -> 1 1 1     in flight at the end: TTFT 500, ITL 1000, e2e 2500 (followed to
                                             11.5); 1 token inside (9.5); completes outside
     w4       6.0   error                    error rate 1/3
     w5       7.0   0.2 -> 1, cancelled      cancelled; its token at 7.2 was delivered and counts
     w6       10.5  0.5 -> 1                 sent after the load ended (drain): in nothing but the totals
     """
     return [make(100.0, [0.01], 1, rid="w0"),  # the level's first request, at t = 0, in the warm-up
-            make(100.5, [1.0, 2.0, 3.0], 3, counts=[1, 2, 3], rid="w1"),
-            make(104.0, [0.5, 1.0], 2, counts=[1, 2], rid="w2"),
-            make(109.0, [0.5, 1.5, 2.5], 3, counts=[1, 2, 3], rid="w3"),
+            make(100.5, [1.0, 2.0, 3.0], 3, counts=[1, 1, 1], rid="w1"),
+            make(104.0, [0.5, 1.0], 2, counts=[1, 1], rid="w2"),
+            make(109.0, [0.5, 1.5, 2.5], 3, counts=[1, 1, 1], rid="w3"),
             make(106.0, [], 0, error="boom", rid="w4"),
             make(107.0, [0.2], 1, counts=[1], cancelled=True, rid="w5"),
             make(110.5, [0.5], 1, counts=[1], rid="w6")]
@@ -180,7 +180,7 @@ def test_timeline_places_tokens_when_they_arrived_and_marks_the_window():
 
 
 def test_tokens_come_from_the_server_count_not_the_text():
-    s = make(1.0, [0.1, 0.2], 7, counts=[3, 7])
+    s = make(1.0, [0.1, 0.2], 7, counts=[3, 4])
     s.output_text = "two words"
     assert compute_metrics([s]).output_tokens.avg == 7
     assert request_latency(s).itl_ms == pytest.approx(100 / 6)
@@ -200,7 +200,7 @@ def test_sweep_groups_by_concurrency():
 def test_sample_timing_api():
     s = Sample.begin("id-1", "grpc", input_tokens=7, level=3)
     s.mark_response(now=s.send_time + 0.25, tokens=1)
-    s.mark_response(now=s.send_time + 0.75, tokens=2)
+    s.mark_response(now=s.send_time + 0.75, tokens=1)
     assert s.finish("hello world") is s
     assert s.output_tokens == 2 and s.token_arrivals() == [(0.25, 1), (0.75, 1)]
     assert s.ok and s.streaming

@@ -15,7 +15,7 @@ import traceback
 from pathlib import Path
 
 from tritongen.demo.model import TOKENIZERS
-from tritongen.errors import INTERNAL_ERROR_EXIT, SpecError, TritongenError, clip, scrub
+from tritongen.errors import INTERNAL_ERROR_EXIT, SpecError, TritongenError, clip, problem, scrub
 
 
 def print_notes(plan) -> None:
@@ -193,7 +193,16 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
     spec_dir = Path(args.spec).resolve().parent
     calib = spec.engine.calibration_dataset
-    result = build_engine(spec, resolve_path(spec_dir, spec.model.checkpoint), args.gpu_arch or detect_gpu_arch(),
+    gpu_arch = args.gpu_arch or spec.engine.gpu_arch
+    if not args.dry_run:
+        here = detect_gpu_arch()
+        if gpu_arch is not None and gpu_arch != here:
+            field = "--gpu-arch" if args.gpu_arch else "engine.gpu_arch"
+            raise SpecError(problem(field, f"{gpu_arch}, but this machine's GPU 0 is {here} and an engine runs only on "
+                                    "the architecture it was built for", f"build on an {gpu_arch} machine, or set "
+                                    f"{field} to {here}"))
+        gpu_arch = here
+    result = build_engine(spec, resolve_path(spec_dir, spec.model.checkpoint), gpu_arch or detect_gpu_arch(),
                           examples_dir=args.examples_dir, cache_dir=resolve_path(spec_dir, spec.engine.cache_dir),
                           calibration_dir=resolve_path(spec_dir, calib) if calib else None, dry_run=args.dry_run)
     if args.dry_run:

@@ -4,12 +4,14 @@ One OpenAI request is one Triton request on its own ModelStreamInfer call (calls
 cancelling the call cancels exactly that request. The request carries the tensor names of Triton's own OpenAI
 frontend's TensorRT-LLM converter (server repo python/openai, r26.07: engine/utils/triton.py), which the
 rendered ensemble and tensorrt_llm_bls accept: text_input, max_tokens, stream, stop_words, temperature, top_p,
-seed, presence/frequency_penalty, return_num_input_tokens, return_num_output_tokens. (Completions `echo` is
-done here by prepending the prompt, so exclude_input_in_output keeps the deployment's setting.)
+seed, presence/frequency_penalty, return_num_input_tokens, return_num_output_tokens, and
+exclude_input_in_output true as that converter sends it (Completions `echo` is done here by prepending the
+prompt).
 
-Token counts come from the server only: `num_input_tokens` once, `num_output_tokens` with each response (the
-request's cumulative count, the convention tritongen's runtimes and load test share; see loadtests/samples.py):
-the completion's count is the last, i.e. largest, one.
+Token counts come from the server only: `num_input_tokens` once, `num_output_tokens` with each response, counting
+the tokens of that response (TensorRT-LLM's C++ backend: the ids in its output_ids; tritongen's runtimes count
+alike; see loadtests/samples.py): the completion's count is their sum, as Triton's own frontend computes it.
+exclude_input_in_output true keeps the prompt out of a non-streamed response's count.
 """
 
 from __future__ import annotations
@@ -102,7 +104,7 @@ class Counts:
         if delta.input_tokens is not None and self.prompt_tokens is None:
             self.prompt_tokens = delta.input_tokens
         if delta.output_tokens is not None:
-            self.completion_tokens = max(self.completion_tokens, delta.output_tokens)  # cumulative counts
+            self.completion_tokens += delta.output_tokens  # per-response counts
             self.seen = True
 
     @property
@@ -133,6 +135,7 @@ def build_request(model: str, gen: Generation, request_id: str):
         _scalar_tensor("stream", gen.stream, "BOOL", np.bool_, pb2),
         _scalar_tensor("return_num_input_tokens", True, "BOOL", np.bool_, pb2),
         _scalar_tensor("return_num_output_tokens", True, "BOOL", np.bool_, pb2),
+        _scalar_tensor("exclude_input_in_output", True, "BOOL", np.bool_, pb2),
     ]
     if gen.stop:
         tensors.append(_bytes_tensor("stop_words", list(gen.stop), pb2))

@@ -228,6 +228,7 @@ def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None, *, engin
     trt = None
     if spec.runtime == "tensorrtllm":
         check_parallel(config, spec.engine.tp_size, spec.engine.pp_size)
+        gpu_arch = gpu_arch or spec.engine.gpu_arch
         if gpu_arch is None and inventory not in (None, "nvml") and not (engine_dir or spec.engine.engine_dir):
             from tritongen.placement.inventory import load_inventory
 
@@ -299,6 +300,7 @@ def _plan(spec: Spec, spec_dir: Path, checkpoint: Path, load, trt: TensorrtllmPl
         tokenizer=tokenizer,
         triton_max_batch_size=s.max_batch_size, decoupled=s.streaming,
         exclude_input_in_output=s.exclude_input_in_output, max_tokens_default=s.max_tokens_default,
+        stream_interval=s.stream_interval,
         preprocessing_instances=s.preprocessing_instances, postprocessing_instances=s.postprocessing_instances,
         max_queue_delay_us=s.dynamic_batching.max_queue_delay_us, max_queue_size=s.dynamic_batching.max_queue_size,
         logits_datatype=logits, llm_instance_group=_llm_instance_group(spec, placed), hf=hf, llmapi=llmapi,

@@ -159,6 +159,8 @@ class Plan(_Frozen):
     decoupled: bool
     exclude_input_in_output: bool
     max_tokens_default: int
+    stream_interval: int = 1
+    """Tokens per streamed response of the hf/synthetic tensorrt_llm model (serving.stream_interval)."""
     preprocessing_instances: int
     postprocessing_instances: int
     max_queue_delay_us: int

@@ -27,4 +27,5 @@ def hf_parameters(plan: Plan, checkpoint_dir: str, kv_tokens: int | None) -> dic
         "cuda_graphs": "auto" if hf.cuda_graphs is None else str(hf.cuda_graphs).lower(),
         "attention": hf.attention or "",
         "log_probs": str(hf.log_probs).lower(),
+        "stream_interval": str(plan.stream_interval),
     }

@@ -10,4 +10,5 @@ def synthetic_parameters(plan: Plan) -> dict[str, str]:
     syn = plan.synthetic
     assert syn is not None
     return {"ttft_ms": f"{syn.ttft_ms:g}", "itl_ms": f"{syn.itl_ms:g}", "vocab_size": str(plan.tokenizer.vocab_size),
-            "end_id": str(plan.tokenizer.end_id), "pad_id": str(plan.tokenizer.pad_id)}
+            "end_id": str(plan.tokenizer.end_id), "pad_id": str(plan.tokenizer.pad_id),
+            "stream_interval": str(plan.stream_interval)}

@@ -89,6 +89,11 @@ class EngineSection(_Section):
     engine_dir: str | None = None
     """Use an already built engine folder instead of building one (its config.json is checked against the spec)."""
 
+    gpu_arch: str | None = Field(None, pattern=r"^sm[0-9]{2,3}[a-z]?$")
+    """GPU architecture the engine is built for (`sm90` for H100/H200, `sm80` A100, `sm89` L40S, `sm100` B200): part
+    of the engine cache key, so `plan`/`render`/`deploy` work off the GPU machine. Default: `--gpu-arch`, else the
+    inventory's GPUs, else GPU 0 through NVML. `build` refuses a machine whose GPU differs."""
+
     cache_dir: str = "~/.cache/tritongen/engines"
     """Content-addressed engine cache."""
 
@@ -198,6 +203,12 @@ class ServingSection(_Section):
     max_batch_tokens: int | None = Field(None, ge=1)
     """hf runtime: tokens per continuous-batching step (prefill chunking budget). None: 512 on CPU, and on GPU
     transformers sizes it from free memory."""
+
+    stream_interval: int = Field(1, ge=1, le=1024)
+    """hf and synthetic runtimes: tokens per streamed response (the final response carries the rest). Each response
+    costs the serving path the same CPU whatever it carries (tritonserver, BLS, gRPC), so N > 1 divides that cost
+    by about N at the price of text arriving in bursts of N tokens (mean ITL unchanged, as trtllm-serve's
+    stream_interval). tensorrtllm/trtllm: 1 (the C++ backend sends a response per generated token)."""
 
     cancellation_check_period_ms: int = Field(100, ge=1, le=10000)
     """hf runtime: how often the model asks Triton whether a client cancelled; a cancelled request stops
@@ -499,6 +510,10 @@ class Spec(_Section):
         if self.runtime in ("tensorrtllm", "trtllm") and self.placement.device == "cpu":
             problems.append(problem("placement.device", f"cpu cannot run the {self.runtime} runtime",
                                     "set placement.device: gpu, or runtime: hf"))
+        if self.runtime in ("tensorrtllm", "trtllm") and self.serving.stream_interval != 1:
+            problems.append(problem("serving.stream_interval", f"({self.serving.stream_interval}) is honoured by the "
+                                    f"hf and synthetic runtimes only; the {self.runtime} runtime sends a response per "
+                                    "generated token", "remove it (or set 1)"))
         if self.engine.max_input_len >= self.engine.max_seq_len:
             problems.append(problem("engine.max_input_len", f"({self.engine.max_input_len}) must be below "
                                     f"engine.max_seq_len ({self.engine.max_seq_len})",

@@ -7,7 +7,8 @@ measures the serving path around it (preprocessing, postprocessing, ensemble or 
 generator) on their own, as llm-d's inference simulator does for vLLM. Token ids cycle through the tokenizer's
 ordinary ids (never the end or pad id), so postprocessing detokenises real text.
 
-Decoupled: streamed requests get one response per token, others one response with all tokens. Honoured per
+Decoupled: streamed requests get one response per `stream_interval` tokens (the last one the rest), others one
+response with all tokens. Honoured per
 request: request_output_len, streaming, exclude_input_in_output, return_num_input_tokens,
 return_num_output_tokens, stop (the backend's input: a request carrying stop=true ends the request in flight with
 the same request id, as tensorrt_llm_bls sends it when its own client cancels); a cancelled request stops at its
@@ -49,6 +50,7 @@ class _Request:
         self.counts, self.first_id, self.triton_id = counts, first_id, triton_id
         self.stopped = False
         self.tokens = []
+        self.sent = 0  # tokens already sent (streaming)
 
 
 class TritonPythonModel:
@@ -57,6 +59,7 @@ class TritonPythonModel:
         self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
         self.ttft_s = float(_param(config, "ttft_ms", "50")) / 1e3
         self.itl_s = float(_param(config, "itl_ms", "10")) / 1e3
+        self.interval = max(1, int(_param(config, "stream_interval", "1")))
         vocab = int(_param(config, "vocab_size", "256"))
         reserved = {int(_param(config, "end_id", "0")), int(_param(config, "pad_id", "0"))}
         # Skip the lowest ids, where tokenizers keep their special tokens.
@@ -126,7 +129,8 @@ class TritonPythonModel:
         if req.counts[0]:
             tensors.append(pb_utils.Tensor("num_input_tokens", np.array([[req.prompt_len]], dtype=np.int32)))
         if req.counts[1]:
-            tensors.append(pb_utils.Tensor("num_output_tokens", np.array([[len(req.tokens)]], dtype=np.int32)))
+            # Per response, as TensorRT-LLM's C++ backend counts: the ids in this response's output_ids.
+            tensors.append(pb_utils.Tensor("num_output_tokens", np.array([[n]], dtype=np.int32)))
         return pb_utils.InferenceResponse(output_tensors=tensors)
 
     def _done(self):
@@ -154,10 +158,11 @@ class TritonPythonModel:
                 token = self.ids[(req.first_id + len(req.tokens)) % len(self.ids)]
                 req.tokens.append(token)
                 last = len(req.tokens) >= req.n_out
-                if req.streaming:
-                    self.m_tokens.increment(1)
-                    req.sender.send(self._response(req, [token]), flags=FINAL if last else 0)
-                elif last:
+                if req.streaming and (last or len(req.tokens) - req.sent >= self.interval):
+                    chunk, req.sent = req.tokens[req.sent:], len(req.tokens)
+                    self.m_tokens.increment(len(chunk))
+                    req.sender.send(self._response(req, chunk), flags=FINAL if last else 0)
+                elif last and not req.streaming:
                     self.m_tokens.increment(len(req.tokens))
                     req.sender.send(self._response(req, req.tokens), flags=FINAL)
             except Exception as err:  # a request whose client is gone must not stop the others

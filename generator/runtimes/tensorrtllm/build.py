@@ -41,6 +41,7 @@ CACHE_KEY_FIELDS = (
     "engine.max_batch_size", "serving.max_batch_size", "engine.max_input_len", "engine.max_seq_len",
     "engine.max_num_tokens", "engine.max_beam_width", "engine.use_paged_context_fmha", "engine.gemm_plugin",
     "engine.calibration_dataset",  # enters through its content digest (calibration_digest), never its path
+    "engine.gpu_arch",  # enters as the resolved architecture (flag, this field, the inventory or NVML)
 )
 # Prefixes of fields that do not: runtime parameters, placement, load tests, where things live. The checkpoint
 # enters through its content digest, never through its path.

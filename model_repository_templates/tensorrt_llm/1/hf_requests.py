@@ -5,7 +5,8 @@ enters the batch, and no output carries an invented value.
 Honoured: input_ids, input_lengths, request_output_len, end_id (-1: no end), pad_id, exclude_input_in_output,
 streaming, temperature, runtime_top_k, runtime_top_p, min_tokens (end_id masked until then, as TensorRT-LLM does),
 stop_words_list, return_log_probs (log-probability of each generated token under the distribution it was chosen
-from), return_num_input_tokens, return_num_output_tokens, return_perf_metrics (arrival/first/last token times).
+from), return_num_input_tokens, return_num_output_tokens (per response, as the C++ backend counts: see
+response_for), return_perf_metrics (arrival/first/last token times).
 Neutral values accepted, anything else rejected with the input's name: beam_width 1, num_return_sequences 1,
 repetition_penalty 1, presence_penalty 0, frequency_penalty 0, runtime_top_p_decay 1, return_context_logits and
 return_generation_logits false, stop false, empty bad_words_list, all-zero embedding_bias, seed only on greedy
@@ -279,7 +280,9 @@ def response_for(gen: Generation, start: int):
     if gen.want_counts[0]:
         tensors.append(pb_utils.Tensor("num_input_tokens", np.array([[len(gen.prompt)]], dtype=np.int32)))
     if gen.want_counts[1]:
-        tensors.append(pb_utils.Tensor("num_output_tokens", np.array([[len(gen.tokens)]], dtype=np.int32)))
+        # The C++ backend's count: the token ids in this response's output_ids (streamed: the new ones; whole:
+        # the prompt too unless exclude_input_in_output), so a streamed request's counts sum to its total.
+        tensors.append(pb_utils.Tensor("num_output_tokens", np.array([[n]], dtype=np.int32)))
     if gen.want_perf:
         for name, value in (("arrival_time_ns", gen.arrival_ns), ("first_token_time_ns", gen.first_token_ns),
                             ("last_token_time_ns", gen.last_token_ns)):

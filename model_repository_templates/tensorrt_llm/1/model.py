@@ -3,8 +3,9 @@
 
 Generation runs on transformers' continuous batching (a paged KV cache and one background loop that admits new
 requests at every step), so concurrent requests share decode steps: in-flight batching. Responses are sent with the
-request's response sender in both transaction policies: decoupled (streamed requests get one response per step with
-the new tokens) and not decoupled (one response, then FINAL); `execute` only admits requests and returns at once.
+request's response sender in both transaction policies: decoupled (streamed requests get a response with the new
+tokens once `stream_interval` tokens are waiting, by default every step) and not decoupled (one response, then
+FINAL); `execute` only admits requests and returns at once.
 
 Serving rules (DESIGN.md "Serving behaviour"): every request is checked before it enters the batch and a bad one
 gets one error naming the input and the limit; every request ends with exactly one FINAL response; at most
@@ -68,6 +69,7 @@ class TritonPythonModel:
         device = f"cuda:{args['model_instance_device_id']}" if gpu else "cpu"
         self.max_in_flight = max(1, int(config.get("max_batch_size", 0) or 1))
         self.cancel_period = int(_param(config, "cancellation_check_period_ms", 100)) / 1000.0
+        self.stream_interval = max(1, int(_param(config, "stream_interval", 1)))
         self.exit_on_fatal = _flag(config, "exit_on_fatal_error", True)
         self.sampling = _param(config, "sampling", "per_request")
         if self.sampling not in ("per_request", "greedy"):
@@ -180,6 +182,7 @@ class TritonPythonModel:
             "kv_cache_tokens": self.limits.kv_tokens, "max_batch_tokens": cache.max_batch_tokens,
             "max_requests_per_batch": getattr(cb, "max_requests_per_batch", None),
             "max_in_flight": self.max_in_flight, "cancellation_check_period_ms": int(self.cancel_period * 1000),
+            "stream_interval": self.stream_interval,
             "max_input_plus_output": self.limits.max_total,
         }
 
@@ -364,7 +367,7 @@ class TritonPythonModel:
         stop = stop or out.is_finished()
         if stop:
             self._finish(gen)
-        elif gen.streaming and len(gen.tokens) > gen.sent:
+        elif gen.streaming and len(gen.tokens) - gen.sent >= self.stream_interval:
             chunk_start, gen.sent = gen.sent, len(gen.tokens)
             with gen.lock:
                 if not gen.closed:
