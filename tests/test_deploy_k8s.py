@@ -111,6 +111,17 @@ def test_every_inventory_and_runtime_builds_and_validates(specs, spec_name, inve
     assert {r["name"]["as"] for r in rules} == expected
     assert "nv_inference_queue_duration_us" not in str(rules)
     validate(yaml.safe_load((k8s / "monitoring" / "prometheus-adapter-rules.yaml").read_text()))
+    # The load-test component adds exactly its ConfigMap, reports PVC and Job, aimed at the Service's gRPC port.
+    tested = _kustomize(k8s / "with-loadtest")
+    _check_built(tested)
+    added = sorted((o["kind"], o["metadata"]["name"]) for o in tested
+                   if (o["kind"], o["metadata"]["name"]) not in {(p["kind"], p["metadata"]["name"]) for p in plain})
+    name = next(o for o in plain if o["kind"] == "Service")["metadata"]["name"]
+    assert added == [("ConfigMap", f"{name}-loadtest-plan"), ("Job", f"{name}-loadtest"),
+                     ("PersistentVolumeClaim", f"{name}-loadtest-reports")]
+    job = next(o for o in tested if o["kind"] == "Job" and o["metadata"]["name"] == f"{name}-loadtest")
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--url") + 1] == f"{name}:8001"
 
 
 def test_multi_node_is_a_leaderworkerset(specs, tmp_path):
@@ -135,6 +146,13 @@ def test_multi_node_is_a_leaderworkerset(specs, tmp_path):
     _check_built(monitored)
     (lws,) = [o for o in monitored if o["kind"] == "LeaderWorkerSet"]
     assert "replicas" not in lws["spec"]
+    tested = _kustomize(k8s / "with-loadtest")
+    _check_built(tested)
+    job = next(o for o in tested if o["kind"] == "Job" and o["metadata"]["name"].endswith("-loadtest"))
+    pod = job["spec"]["template"]["spec"]
+    assert "affinity" not in pod  # ReadWriteMany: the load generator may run on any node
+    args = pod["containers"][0]["args"]
+    assert args[args.index("--url") + 1] == f"{service['metadata']['name']}:8001"
 
 
 def test_multi_node_needs_a_shared_volume(specs, tmp_path):

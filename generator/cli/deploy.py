@@ -20,6 +20,10 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
     dep = prepare(args.spec, inventory=args.inventory, engine_config=args.engine_config, image=args.image)
     print_notes(dep.plan)
     files = render_deployment(dep, args.target, mig_strategy=args.k8s_mig_strategy)
+    if args.target in ("compose", "k8s"):
+        from tritongen.deploy.image import tritongen_wheel
+
+        files = dict(sorted({**files, **tritongen_wheel()}.items()))  # the build context of Dockerfile.tritongen
     out = Path(args.output)
     # Ask for the engine before writing anything, so a missing one leaves no half-made deployment behind.
     client = docker_client() if args.target == "docker" else None

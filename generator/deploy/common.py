@@ -198,6 +198,14 @@ def hf_dockerfile(dep: Deployment) -> bytes:
     return render_template("Dockerfile.hf.j2", dep, base=HF_BASE_IMAGE)
 
 
+def tritongen_dockerfile(dep: Deployment) -> bytes:
+    """Dockerfile.tritongen: the image of the load test and of tritongen's OpenAI frontend (deploy.image)."""
+    from tritongen.deploy import image
+
+    return render_template("Dockerfile.tritongen.j2", dep, base=image.BASE_IMAGE, torch_index=image.TORCH_CPU_INDEX,
+                           wheel=image.wheel_name(), dist=image.DIST, tag=image.image_tag())
+
+
 def device_ids(group: ServerGroup) -> list[str]:
     """What a docker device request names: the MIG instance's UUID, or the GPU indices."""
     if group.mig_profile is None:

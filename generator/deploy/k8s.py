@@ -25,8 +25,12 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from tritongen.deploy import clients
 from tritongen.deploy.artifacts import ModelsJob, models_job
-from tritongen.deploy.common import HF_DOCKERFILE, MODELS, Deployment, hf_dockerfile, k8s_name, render_template
+from tritongen.deploy.common import (
+    CONTAINER_PORTS, HF_DOCKERFILE, MODELS, Deployment, hf_dockerfile, k8s_name, render_template, tritongen_dockerfile,
+)
+from tritongen.deploy.image import DOCKERFILE as TRITONGEN_DOCKERFILE, image_tag
 from tritongen.deploy.signals import saturation_signals
 from tritongen.errors import SpecError, problem
 from tritongen.placement.inventory import GIB
@@ -206,6 +210,70 @@ def leader_script(kind: K8sKind) -> str:
     ])
 
 
+@dataclass(frozen=True)
+class ToolPod:
+    """A pod of the tritongen image: the OpenAI frontend (Deployment + Service) or the load test (Job)."""
+
+    name: str
+    labels: dict[str, str]
+    selector: dict[str, str]
+    image: str
+    args: list[str]
+    wait_script: str
+    api_key_env: str | None
+    secret: str
+    port: int = 0
+    target: clients.LoadTarget | None = None
+    files: dict[str, str] | None = None
+    configmap: str = ""
+    reports_pvc: str = ""
+    cpu: int = 0
+    memory_gib: int = 0
+    reports: str = clients.REPORTS
+    plan_dir: str = clients.LOADTEST_DIR
+    plan_path: str = clients.LOADTEST_PLAN
+
+    @property
+    def out(self) -> str:
+        return self.args[self.args.index("--out") + 1] if "--out" in self.args else ""
+
+
+def _tool_labels(dep: Deployment, component: str) -> tuple[dict[str, str], dict[str, str]]:
+    selector = {"app.kubernetes.io/name": "tritongen", "app.kubernetes.io/instance": dep.name,
+                "app.kubernetes.io/component": component}
+    return {**selector, "app.kubernetes.io/managed-by": "tritongen", "app.kubernetes.io/part-of": dep.name}, selector
+
+
+def openai_pod(dep: Deployment) -> ToolPod | None:
+    """tritongen's OpenAI frontend (frontend.openai enabled, implementation tritongen) against the Service."""
+    if clients.frontend_mode(dep) != "tritongen":
+        return None
+    assert dep.plan.frontend is not None
+    labels, selector = _tool_labels(dep, "openai")
+    return ToolPod(name=k8s_name(dep.name, "openai"), labels=labels, selector=selector, image=image_tag(),
+                   args=clients.frontend_args(dep, dep.name), api_key_env=dep.plan.frontend.api_key_env,
+                   wait_script=clients.wait_script(f"http://{dep.name}:{CONTAINER_PORTS.http}/v2/health/ready"),
+                   secret=k8s_name(dep.name, "openai-api-key"), port=clients.openai_port(dep))
+
+
+def loadtest_pod(dep: Deployment, ks: list[K8sKind]) -> ToolPod:
+    """The Job running `tritongen loadtest` against the Service (or the OpenAI frontend's) with the plan lock."""
+    frontend = openai_pod(dep)
+    target = clients.load_target(dep, dep.name, sum(k.replicas for k in ks),
+                                 frontend_host=frontend.name if frontend else "",
+                                 triton_openai_port=clients.openai_port(dep)
+                                 if clients.frontend_mode(dep) == "triton" else None)
+    labels, selector = _tool_labels(dep, "loadtest")
+    files = {name: data.decode() for name, data in clients.loadtest_files(dep).items()}
+    processes = dep.plan.load.processes
+    api_key_env = dep.plan.frontend.api_key_env if dep.plan.frontend and target.protocol == "openai" else None
+    return ToolPod(name=k8s_name(dep.name, "loadtest"), labels=labels, selector=selector, image=image_tag(),
+                   args=target.args(f"{clients.REPORTS}/{dep.name}"), wait_script=clients.wait_script(target.ready_url),
+                   api_key_env=api_key_env, secret=k8s_name(dep.name, "openai-api-key"), target=target, files=files,
+                   configmap=k8s_name(dep.name, "loadtest-plan"), reports_pvc=k8s_name(dep.name, "loadtest-reports"),
+                   cpu=processes + 1, memory_gib=1 + processes)
+
+
 def render_k8s(dep: Deployment, *, mig_strategy: str = "mixed") -> dict[str, bytes]:
     """The base kustomization (k8s/base), the monitoring component, and an overlay that applies both."""
     ks = kinds(dep, mig_strategy)
@@ -217,7 +285,10 @@ def render_k8s(dep: Deployment, *, mig_strategy: str = "mixed") -> dict[str, byt
     pvc = k8s_name(dep.name, "models")
     job = models_job(dep)
     deploy = dep.plan.deploy
-    common = {"labels": labels, "selector": serving, "pvc": pvc, "job": job, "serves_label": SERVES_LABEL}
+    # Triton's in-process OpenAI frontend (implementation triton): its port on the server pods and the Service.
+    triton_openai = clients.openai_port(dep) if clients.frontend_mode(dep) == "triton" else None
+    common = {"labels": labels, "selector": serving, "pvc": pvc, "job": job, "serves_label": SERVES_LABEL,
+              "triton_openai": triton_openai}
     files = {"k8s/base/pvc.yaml": render_template("k8s-pvc.yaml.j2", dep, size_gib=volume_gib(dep), models=MODELS,
                                              storage_class=deploy.storage_class, access_mode=deploy.access_mode,
                                              **common),
@@ -232,11 +303,25 @@ def render_k8s(dep: Deployment, *, mig_strategy: str = "mixed") -> dict[str, byt
     if any(k.nodes > 1 for k in ks):
         files["k8s/base/rbac.yaml"] = render_template("k8s-rbac.yaml.j2", dep, **common)
     files["k8s/base/service.yaml"] = render_template("k8s-service.yaml.j2", dep, **common)
+    # Pods of the tritongen image mount the models volume; a ReadWriteOnce volume pins them to the servers' node.
+    tools = {"colocate": deploy.access_mode == "ReadWriteOnce", "models": MODELS, **common}
+    frontend = openai_pod(dep)
+    if frontend:
+        files["k8s/base/openai-deployment.yaml"] = render_template("k8s-openai-deployment.yaml.j2", dep, tool=frontend,
+                                                                   **tools)
+        files["k8s/base/openai-service.yaml"] = render_template("k8s-openai-service.yaml.j2", dep, tool=frontend)
     resources = sorted(p.removeprefix("k8s/base/") for p in files)
     files["k8s/base/kustomization.yaml"] = render_template("k8s-kustomization.yaml.j2", dep, resources=resources,
                                                       hf_image=dep.builds_hf_image, lws=any(k.nodes > 1 for k in ks))
     if dep.builds_hf_image:
         files[HF_DOCKERFILE] = hf_dockerfile(dep)
+    files[TRITONGEN_DOCKERFILE] = tritongen_dockerfile(dep)
+
+    files["k8s/loadtest/loadtest.yaml"] = render_template("k8s-loadtest.yaml.j2", dep, tool=loadtest_pod(dep, ks),
+                                                          storage_class=deploy.storage_class, **tools)
+    files["k8s/loadtest/kustomization.yaml"] = render_template("k8s-loadtest-component.yaml.j2", dep,
+                                                               image=image_tag())
+    files["k8s/with-loadtest/kustomization.yaml"] = render_template("k8s-with-loadtest.yaml.j2", dep)
 
     signals = saturation_signals(dep)
     component = {"k8s/monitoring/podmonitor.yaml": render_template("k8s-podmonitor.yaml.j2", dep, **common)}

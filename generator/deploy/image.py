@@ -1,0 +1,123 @@
+"""The tritongen image: what the load-test Job / service and tritongen's OpenAI frontend run.
+
+`tritongen deploy` writes `Dockerfile.tritongen` and, next to it, `dist/<wheel>`: a wheel of the very tritongen that
+wrote the deployment. Why a wheel in the build context rather than `pip install tritongen==X` or the source tree:
+- `docker build` in the output folder then needs nothing outside it (no checkout, no private index), and the
+  image runs exactly the code that rendered the manifests (the plan lock's format and the CLI flags match);
+- a pinned PyPI install would depend on a release being published under that name for every version a team runs.
+The wheel comes from the source checkout when tritongen runs from one (`pip wheel` on a copy, so the checkout gets
+no build/ folder), else it is re-packed from the installed files listed in the distribution's RECORD.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import functools
+import hashlib
+import importlib.metadata
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from tritongen.errors import EnvironmentMissing, problem
+
+DOCKERFILE = "Dockerfile.tritongen"
+DIST = "dist"
+BASE_IMAGE = "python:3.11-slim-bookworm"
+# torch is a dependency of tritongen; the load generator and the frontend only tokenise, so the CPU build
+# (about 200 MB instead of the CUDA wheels' several GB) is installed first and satisfies it.
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+# Fixed zip timestamps (bdist_wheel honours SOURCE_DATE_EPOCH): deploying twice writes the same wheel.
+REPRODUCIBLE_EPOCH = "315532800"
+
+
+def version() -> str:
+    return importlib.metadata.version("tritongen")
+
+
+def image_tag() -> str:
+    return f"tritongen:{version()}"
+
+
+def wheel_name() -> str:
+    return f"tritongen-{version()}-py3-none-any.whl"
+
+
+def _checkout() -> Path | None:
+    """The source checkout this tritongen is imported from (an editable install), if any."""
+    import tritongen
+
+    root = Path(tritongen.__file__).resolve().parent.parent
+    pyproject = root / "pyproject.toml"
+    if pyproject.is_file() and 'name = "tritongen"' in pyproject.read_text():
+        return root
+    return None
+
+
+_SKIP = {".git", ".venv", "tests", "build", "bench", "examples", "__pycache__", ".pytest_cache", ".hypothesis",
+         "demo-output", "dist"}
+
+
+def _wheel_from_checkout(root: Path) -> bytes:
+    with tempfile.TemporaryDirectory(prefix="tritongen-wheel-") as tmp:
+        src = Path(tmp) / "src"
+        shutil.copytree(root, src, ignore=lambda _d, names: [n for n in names if n in _SKIP
+                                                            or n.endswith(".egg-info") or n.startswith("up-")])
+        env = {**os.environ, "SOURCE_DATE_EPOCH": REPRODUCIBLE_EPOCH}
+        # First with this environment's setuptools (offline); a venv's bundled setuptools may be too old for
+        # pyproject builds (setuptools>=68), so then in pip's isolated build environment (fetches setuptools).
+        for isolation in (["--no-build-isolation"], []):
+            proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", *isolation,
+                                   "-w", str(Path(tmp) / "out"), str(src)], capture_output=True, text=True,
+                                  timeout=600, env=env)
+            if proc.returncode == 0:
+                break
+        wheels = list((Path(tmp) / "out").glob("tritongen-*.whl"))
+        if proc.returncode != 0 or len(wheels) != 1:
+            last = ((proc.stderr or proc.stdout).strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+            raise EnvironmentMissing(problem(
+                DOCKERFILE, f"could not build a wheel of tritongen from {root} ({last})",
+                "pip install 'setuptools>=68' into this environment (pip wheel builds the image's wheel with it)"))
+        return wheels[0].read_bytes()
+
+
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def _wheel_from_installation(dist: importlib.metadata.Distribution) -> bytes:
+    """Re-pack an installed (non-editable) tritongen: its RECORD lists every file the wheel installed."""
+    info = f"tritongen-{dist.version}.dist-info"
+    skip = {f"{info}/{n}" for n in ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json")}
+    entries = []
+    for f in dist.files or ():
+        rel = f.as_posix()
+        if rel in skip or rel.startswith("..") or rel.endswith(".pyc") or "__pycache__/" in rel:
+            continue
+        entries.append((rel, Path(f.locate()).read_bytes()))
+    if not any(rel.startswith("tritongen/") for rel, _ in entries):
+        raise EnvironmentMissing(problem(DOCKERFILE, "this tritongen installation lists no package files",
+                                         "reinstall tritongen from its wheel, or run deploy from a source checkout"))
+    buf, record = io.BytesIO(), io.StringIO()
+    writer = csv.writer(record, lineterminator="\n")
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for rel, data in sorted(entries):
+            zf.writestr(rel, data)
+            writer.writerow([rel, _record_hash(data), len(data)])
+        writer.writerow([f"{info}/RECORD", "", ""])
+        zf.writestr(f"{info}/RECORD", record.getvalue())
+    return buf.getvalue()
+
+
+@functools.cache
+def tritongen_wheel() -> dict[str, bytes]:
+    """{dist/<wheel>: bytes}: the wheel Dockerfile.tritongen installs (built once per process)."""
+    root = _checkout()
+    data = _wheel_from_checkout(root) if root else _wheel_from_installation(importlib.metadata.distribution("tritongen"))
+    return {f"{DIST}/{wheel_name()}": data}
