@@ -219,7 +219,7 @@ def locust_config(plan, settings: RunSettings, url: str, samples_dir: Path, leve
         add_special_tokens=plan.tokenizer.add_special_tokens, timeout_s=float(STOP_TIMEOUT_S),
         request_rate=level if settings.mode == "open" else None, arrival=settings.arrival,
         burstiness=settings.burstiness, trace_file=settings.trace_file, processes=settings.processes,
-        cancel_rate=settings.cancel_rate, cancel_after_ms=settings.cancel_after_ms,
+        cancel_rate=settings.cancel_rate, cancel_after_ms=settings.cancel_after_ms, duration_s=settings.duration_s,
         **_target_model(plan, settings)).to_dict()
 
 

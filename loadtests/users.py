@@ -37,6 +37,7 @@ grpc.experimental.gevent.init_gevent()
 
 # Every request asks the server for its token counts: they, not a re-tokenisation of the text, are the counts.
 # exclude_input_in_output: a non-streamed response that repeats the prompt counts it too (samples.py).
+STREAM_READER_SPARE = 10  # gevent hub threads beyond one per open gRPC stream (gevent's own default pool size)
 COUNT_PARAMS = {"return_num_output_tokens": True, "return_num_input_tokens": True, "exclude_input_in_output": True}
 
 
@@ -112,7 +113,7 @@ class LLMUser(User):
     def generate(self) -> None:
         due = self.pacer.wait()
         if due is None:
-            raise StopUser()  # the trace has no requests left
+            raise StopUser()  # the schedule is over (a trace's last request, or the run's end)
         lag, row = due
         prompt = self.prompts.next() if row is None else self.prompts.for_trace(row)
         if self.config.cancel_rate > 0:
@@ -156,6 +157,29 @@ class LLMUser(User):
         return params
 
 
+_open_streams = 0
+
+
+def _reserve_stream_reader() -> None:
+    """Grow gevent's hub threadpool with the open gRPC streams. Under gevent, each tritonclient stream's reader
+    blocks in a thread of that pool while it waits for a response; the pool's default 10 threads let only 10 idle
+    streams exist: an 11th stream's responses waited until another stream closed (measured: open loop, 64 slots,
+    2 requests/s -> every response of the run arrived at once, ~25 s late; closed loop hid it because busy
+    streams give their thread back between responses)."""
+    import gevent
+
+    global _open_streams
+    _open_streams += 1
+    pool = gevent.get_hub().threadpool
+    if pool.maxsize < _open_streams + STREAM_READER_SPARE:
+        pool.maxsize = _open_streams + STREAM_READER_SPARE
+
+
+def _release_stream_reader() -> None:
+    global _open_streams
+    _open_streams = max(0, _open_streams - 1)
+
+
 class GrpcStreamUser(LLMUser):
     """gRPC ModelStreamInfer through tritonclient: one stream per user, opened in on_start (after any fork)."""
 
@@ -175,6 +199,7 @@ class GrpcStreamUser(LLMUser):
         # A queue per stream: responses of a stream closed after an error or timeout never reach the next one.
         responses: queue.Queue = queue.Queue()
         self.responses = responses
+        _reserve_stream_reader()
         self.client = grpcclient.InferenceServerClient(self.config.url)
         # Timestamp in the callback: the arrival time, not when this greenlet gets to run again.
         self.client.start_stream(callback=lambda result, error: responses.put((time.perf_counter(), result, error)))
@@ -188,6 +213,7 @@ class GrpcStreamUser(LLMUser):
             except Exception:  # noqa: BLE001 - closing a broken stream must not fail the user
                 pass
             self.client = None
+            _release_stream_reader()
 
     def send(self, prompt: Prompt, sample: Sample) -> str:
         from tritongen.client import grpc_inputs

@@ -76,6 +76,9 @@ class LoadConfig:
     """Locust processes sharing the rate (each sends request_rate / processes)."""
     cancel_rate: float = 0.0
     cancel_after_ms: float = 100.0
+    duration_s: float | None = None
+    """Open loop: no arrival is sent later than this after the first (Locust's -t ends the users' loop, but a
+    user already waiting for a scheduled arrival would otherwise still send it, loading the server after the run)."""
     dialect: str = "ensemble"
     """`ensemble` (the C++ contract: text_input/max_tokens/stream, streamed text in pieces) or `llmapi` (NVIDIA's
     LLM-API model: text_input/sampling_param_max_tokens/streaming, each streamed text_output is the text so far,
@@ -220,7 +223,8 @@ class Pacer:
 
     def wait(self) -> tuple[float | None, TraceRow | None] | None:
         """Block until the next request is due. Returns (lag in seconds or None in closed loop, the trace row or
-        None), or None when a trace has no requests left."""
+        None), or None when the schedule is over (a trace has no requests left, or the next arrival falls after
+        `duration_s`)."""
         if self.offsets is None:
             return None, None
         try:
@@ -231,6 +235,8 @@ class Pacer:
         self.claimed += 1
         if self.origin is None:
             self.origin = self.clock()
+        if self.config.duration_s is not None and offset >= self.config.duration_s:
+            return None  # past the end of the run: the schedule is over
         due = self.origin + offset
         delay = due - self.clock()
         if delay > 0:

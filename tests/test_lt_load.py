@@ -101,6 +101,18 @@ def test_pacer_sends_on_schedule_and_reports_lag():
     assert closed.wait() == (None, None)
 
 
+def test_pacer_sends_nothing_after_the_run():
+    # 2 requests/s for 3 s: arrivals at 0, 0.5, ..., 2.5, then the schedule is over (no request after -t).
+    clock = FakeClock()
+    config = LoadConfig(url="x:1", protocol="grpc", samples_dir="/tmp", tokenizer_dir="/tmp", level=2,
+                        request_rate=2.0, arrival="constant", duration_s=3.0)
+    pacer = Pacer(config, sleep=clock.sleep, clock=clock)
+    sent = 0
+    while pacer.wait() is not None:
+        sent += 1
+    assert sent == 6 and clock.now == pytest.approx(102.5)
+
+
 def test_pacer_replays_a_trace_then_stops(tmp_path):
     trace = tmp_path / "t.jsonl"
     trace.write_text('{"timestamp": 0, "input_length": 8, "output_length": 4}\n'
