@@ -83,14 +83,14 @@ documented under `levels[].server`.
 - `levels[].metrics.timeline[].in_window` (bool): the bin starts inside the measurement window.
 - `levels[].slo` (object): the SLO verdict of this level.
 - `levels[].slo.passed` (bool): every objective holds at this level.
-- `levels[].slo.results` (list): one entry per objective set in the spec.
-- `levels[].slo.results[].name` (str): the spec field, e.g. ttft_p95_ms.
+- `levels[].slo.results` (list): one entry per objective set in the spec, then `client_tokens_equal_server` when the token totals are comparable (a mismatch fails the level).
+- `levels[].slo.results[].name` (str): the spec field, e.g. ttft_p95_ms, or client_tokens_equal_server.
 - `levels[].slo.results[].measured` (float|null): null when the run gives no value (then it fails).
-- `levels[].slo.results[].limit` (float): the spec's value.
-- `levels[].slo.results[].unit` (str): ms, tok/s, or empty for a fraction.
-- `levels[].slo.results[].comparison` (str): `<=` or `>=`: what must hold between measured and limit.
+- `levels[].slo.results[].limit` (float): the spec's value (for the token check: the server's counter).
+- `levels[].slo.results[].unit` (str): ms, tok/s, tokens, or empty for a fraction.
+- `levels[].slo.results[].comparison` (str): `<=`, `>=` or `==`: what must hold between measured and limit.
 - `levels[].slo.results[].passed` (bool): whether it holds.
-- `levels[].slo.results[].note` (str): why nothing was measured, else empty.
+- `levels[].slo.results[].note` (str): why nothing was measured (or why the token check failed), else empty.
 - `levels[].slo.results[].line` (str): the verdict line, e.g. `FAIL ttft_p95_ms: measured 812.4 ms > limit 500 ms`.
 - `levels[].tokens` (object): client token totals against the server's counter over the whole level.
 - `levels[].tokens.client_output_tokens` (int): sum of the server-reported counts the client received.
@@ -166,7 +166,7 @@ from tritongen.loadtests.html_report import render_html
 from tritongen.loadtests.metrics import compute_sweep
 from tritongen.loadtests.prom import ServerView
 from tritongen.loadtests.samples import Sample
-from tritongen.loadtests.slo import LevelVerdict, capacity, evaluate, goodput_limits
+from tritongen.loadtests.slo import LevelVerdict, capacity, evaluate, goodput_limits, token_check
 from tritongen.spec import SLOSection
 
 SCHEMA_VERSION = 2
@@ -219,7 +219,6 @@ def build_summary(samples: Sequence[Sample], slo: SLOSection, run: RunInputs | N
     for level, metrics in compute_sweep(samples, limits, warmup_s=run.load.warmup_s,
                                         duration_s=run.load.duration_s).items():
         results = evaluate(slo, metrics)
-        verdicts.append(LevelVerdict(level, results))
         server = run.servers.get(level, LevelServer())
         counted = server_output_tokens(server.run)
         # Tokens the server sent after a client stopped reading (a cancelled or broken stream) never reach the
@@ -227,6 +226,9 @@ def build_summary(samples: Sequence[Sample], slo: SLOSection, run: RunInputs | N
         level_samples = [s for s in samples if s.level == level]
         # A request the server reported no count for has nothing to compare.
         comparable = counted is not None and all(s.ok and s.output_tokens is not None for s in level_samples)
+        if comparable:
+            results.append(token_check(metrics.output_tokens_total, counted))
+        verdicts.append(LevelVerdict(level, results))
         levels.append({
             "level": level, "metrics": metrics.to_dict(),
             "slo": {"passed": all(r.passed for r in results), "results": [r.to_dict() for r in results]},

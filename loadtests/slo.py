@@ -44,7 +44,7 @@ class SLOResult:
     """None when the run gives no value for it (then it fails)."""
     limit: float
     unit: str
-    comparison: Literal["<=", ">="]
+    comparison: Literal["<=", ">=", "=="]
     """What must hold: measured <comparison> limit."""
     passed: bool
     note: str = ""
@@ -62,7 +62,7 @@ class SLOResult:
         if self.passed:
             op = self.comparison
         else:
-            op = ">" if self.comparison == "<=" else "<"
+            op = {"<=": ">", ">=": "<", "==": "!="}[self.comparison]
         return f"{verdict} {self.name}: measured {shown}{unit} {op} limit {limit}"
 
     def to_dict(self) -> dict:
@@ -92,6 +92,18 @@ def evaluate(slo: SLOSection, metrics: Metrics) -> list[SLOResult]:
         passed = measured <= limit if comparison == "<=" else measured >= limit
         results.append(SLOResult(name, measured, limit, unit, comparison, passed))
     return results
+
+
+TOKEN_CHECK = "client_tokens_equal_server"
+
+
+def token_check(client_tokens: int, server_tokens: float) -> SLOResult:
+    """The level's second source: the output tokens the clients counted must equal the server's counter. Every
+    token figure of the level (throughput, ITL, goodput) rests on the client count, so a mismatch fails the
+    level like a missed objective (e.g. a repository rendered by a tritongen with another count convention)."""
+    passed = client_tokens == server_tokens
+    return SLOResult(TOKEN_CHECK, float(client_tokens), float(server_tokens), "tokens", "==", passed,
+                     "" if passed else "the client's output-token total differs from the server's counter")
 
 
 def exit_code(results: list[SLOResult]) -> int:

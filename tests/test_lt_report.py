@@ -133,6 +133,21 @@ def test_token_totals_are_compared_only_when_every_request_ended_normally(tmp_pa
     assert rows[1]["tokens"]["equal"] is None  # set_a has a failed request
 
 
+def test_a_token_mismatch_fails_the_level(tmp_path):
+    # The server counted 20 tokens where the clients summed 32 (e.g. a repository rendered with another count
+    # convention): every token figure is then wrong, so the level fails even with every objective met.
+    after = AFTER + '# TYPE tritongen_llm_output_tokens_total counter\n' \
+                    'tritongen_llm_output_tokens_total{model="tensorrt_llm",version="1"} 20\n'
+    view = server_view(parse_metrics(BEFORE, taken_at=0), parse_metrics(after, taken_at=10))
+    ok = [make(1.0 + i, [0.1, 0.2], 4, concurrency=1) for i in range(8)]
+    summary = build_summary(ok, SLOSection(), RunInputs(servers={1: LevelServer(window=view, run=view)}))
+    level = summary["levels"][0]
+    assert level["tokens"]["equal"] is False and level["slo"]["passed"] is False
+    check = level["slo"]["results"][-1]
+    assert check["line"] == "FAIL client_tokens_equal_server: measured 32.0 tokens != limit 20 tokens"
+    assert summary["slo"]["exit_code"] == 1
+
+
 def test_minimal_summary_uses_only_documented_keys():
     summary = build_summary([make(1.0, [0.1, 0.2], 2)], SLOSection())
     assert key_paths(summary) <= documented_in_docs()
