@@ -3,6 +3,7 @@ the request's tensors against the rendered ensemble/BLS and Triton's own fronten
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from pydantic import ValidationError
 
@@ -114,6 +115,26 @@ def test_request_tensors_are_inputs_of_the_rendered_ensemble_and_bls(rendered_co
         # Triton's own OpenAI frontend (deploy option `implementation: triton`) can call the same models.
         assert {n: inputs.get(n) for n in TRITON_FRONTEND_INPUTS} == TRITON_FRONTEND_INPUTS, model
         assert {n: outputs.get(n) for n in TRITON_FRONTEND_OUTPUTS} == TRITON_FRONTEND_OUTPUTS, model
+
+
+def test_temperature_alone_brings_top_p_one():
+    def top_p(**kwargs):
+        request = build_request("ensemble", Generation(prompt="p", max_tokens=4, stream=False, **kwargs), "id")
+        names = [t.name for t in request.inputs]
+        if "top_p" not in names:
+            return None
+        return float(np.frombuffer(request.raw_input_contents[names.index("top_p")], np.float32)[0])
+
+    assert top_p(temperature=0.8) == 1.0
+    assert top_p(temperature=0.8, top_p=0.5) == 0.5
+    assert top_p(temperature=0.0) is None and top_p() is None
+
+
+def test_runtime_request_errors_are_client_errors():
+    for message in ("tensorrt_llm: seed: transformers' continuous batching has no per-request seed; leave it unset",
+                    "tensorrt_llm: temperature: -1.0 is negative", "runtime_top_p: 2.0 is outside [0, 1]"):
+        assert classify(message).status == 400, message
+    assert classify("tensorrt_llm: internal error while admitting the request: KeyError()").status == 500
 
 
 @pytest.fixture(scope="module")

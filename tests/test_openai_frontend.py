@@ -144,6 +144,8 @@ def test_stop_sequence_ends_the_text_before_it(client):
     ({"n": 2}, 400),
     ({"temperature": 5}, 400),
     ({"presence_penalty": 0.5}, 400),  # the hf runtime rejects penalties; Triton's error becomes a 400
+    ({"temperature": 0.7, "seed": 1}, 400),  # no per-request seed when sampling (hf runtime): a 400, not a 500
+    ({"temperature": 0.7, "seed": 1, "stream": True}, 400),
     ({"model": "no-such-model"}, 404),
     ({"model": "ensemble"}, 404),  # Triton's model names are not public names
 ])
@@ -154,6 +156,18 @@ def test_errors_are_openai_shaped(client, kwargs, status):
     assert info.value.status_code == status
     body = info.value.body
     assert set(body) >= {"message", "type"} and body["message"]
+
+
+def test_temperature_alone_samples(client):
+    # OpenAI samples at temperature > 0 with no top_p; TensorRT-LLM's contract would decode greedily without
+    # top_k/top_p, so the frontend sends top_p 1.0. Five samples of 16 tokens from a random tiny model at
+    # temperature 1.5 are never all equal when sampling; greedy gives one text five times.
+    texts = {client.completions.create(model=MODEL, prompt="Sampling test", max_tokens=16, temperature=1.5)
+             .choices[0].text for _ in range(5)}
+    assert len(texts) > 1
+    greedy = {client.completions.create(model=MODEL, prompt="Sampling test", max_tokens=16, temperature=0)
+              .choices[0].text for _ in range(3)}
+    assert len(greedy) == 1
 
 
 def test_client_disconnect_cancels_the_triton_request(frontend, triton):

@@ -42,7 +42,10 @@ class EngineError(Exception):
 _OVERLOAD = ("exceeds maximum queue size", "queue is full", "resource exhausted", "too many requests")
 _UNAVAILABLE = ("not ready", "unavailable", "is not found", "unknown model", "failed to connect", "shutting down")
 _BAD_INPUT = ("not supported", "must be", "unexpected shape", "invalid argument", "expected", "exceeds the",
-              "too long", "out of range")
+              "too long", "out of range",
+              # the hf runtime's request checks (model_repository_templates/tensorrt_llm/1/hf_requests.py)
+              "leave it unset", "is negative", "is outside", "is not a finite number", "wrong data type",
+              "is less than 1", "decodes greedily", "log probs are off")
 
 
 def classify(message: str) -> EngineError:
@@ -139,7 +142,10 @@ def build_request(model: str, gen: Generation, request_id: str):
     ]
     if gen.stop:
         tensors.append(_bytes_tensor("stop_words", list(gen.stop), pb2))
-    for name, value in (("temperature", gen.temperature), ("top_p", gen.top_p),
+    # OpenAI samples whenever temperature > 0 (top_p defaults to 1); TensorRT-LLM decodes greedily unless top_k or
+    # top_p is set. So a temperature alone brings top_p 1.0 with it.
+    top_p = 1.0 if gen.top_p is None and gen.temperature is not None and gen.temperature > 0 else gen.top_p
+    for name, value in (("temperature", gen.temperature), ("top_p", top_p),
                         ("presence_penalty", gen.presence_penalty), ("frequency_penalty", gen.frequency_penalty)):
         if value is not None:
             tensors.append(_scalar_tensor(name, value, "FP32", np.float32, pb2))
