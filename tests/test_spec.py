@@ -83,3 +83,10 @@ def test_cli_bad_yaml_exits_2(tmp_path, capsys):
     spec.write_text("name: [unclosed")
     assert main(["validate", str(spec)]) == 2
     assert "is not valid YAML" in capsys.readouterr().err
+
+
+def test_pattern_errors_quote_the_pattern_exactly():
+    with pytest.raises(SpecError) as err:
+        parse_spec({"name": "x", "model": {"checkpoint": "."}, "frontend": {"api_key_env": "sk-abc"}})
+    (line,) = err.value.problems
+    assert line.startswith("frontend.api_key_env: string should match pattern '^[A-Za-z_][A-Za-z0-9_]*$'"), line

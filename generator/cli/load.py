@@ -107,7 +107,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--url", help="host:port of the endpoint (default 127.0.0.1:8001 for grpc, :8000 for http, "
                    ":9000 for openai)")
     _load_flags(s)
-    s.add_argument("--out", help="report folder (default ./loadtest-<name>)")
+    s.add_argument("-o", "--out", help="report folder (default ./loadtest-<name>)")
     s.add_argument("--metrics-url", help="Triton /metrics URL (default http://<url host>:8002/metrics)")
     s.add_argument("--no-metrics", action="store_true", help="do not scrape Triton's /metrics")
     g = s.add_argument_group("distributed load generation (Locust master/worker)")
@@ -122,7 +122,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
 
     s = subparsers.add_parser("up", help="validate, render, verify, serve, load-test and report in one step")
     s.add_argument("spec")
-    s.add_argument("--out", help="output folder (default ./up-<name>): model_repository/, report, logs")
+    s.add_argument("-o", "--out", help="output folder (default ./up-<name>): model_repository/, report, logs")
     _load_flags(s)
     s.add_argument("--engine-dir", help="tensorrtllm: a built engine folder (default: the engine cache entry)")
     s.add_argument("--server-timeout", type=float, default=300, help="seconds to wait for tritonserver to be ready")

@@ -122,8 +122,9 @@ def _place(spec: Spec, checkpoint: Path, engine_dir: Path | None, inventory_sour
     from tritongen.placement.inventory import load_inventory
 
     if spec.placement.device != "gpu":
-        raise SpecError(problem("placement.device", "is cpu, so there is nothing to place on GPUs",
-                                "set placement.device: gpu, or drop --inventory"))
+        raise SpecError(problem("placement.device", "is cpu, and `deploy` / `plan --inventory` place servers on GPUs",
+                                "set placement.device: gpu for a GPU deployment, or run it on this machine with "
+                                "`tritongen serve` or `tritongen up` (plan without --inventory)"))
     inventory = load_inventory(inventory_source)
     memory = _memory_model(spec, checkpoint, engine_dir)
     if spec.deploy.nodes > 1:

@@ -553,7 +553,9 @@ def _format_errors(err: ValidationError) -> list[str]:
         else:
             given = e.get("input")
             got = f" (got {shown(given)})" if not isinstance(given, (dict, list)) else ""
-            lines.append(problem(path, f"{clip(e['msg'].lower())}{got}", "fix the value"))
+            # Lower-case only the first letter: the rest may quote a pattern or a value exactly.
+            msg = e["msg"][:1].lower() + e["msg"][1:]
+            lines.append(problem(path, f"{clip(msg)}{got}", "fix the value"))
     return lines
 
 
