@@ -133,3 +133,26 @@ def test_loadtest_without_tokenizer_files_exits_3(tmp_path, capsys):
     assert main(["loadtest", str(lock), "--url", "127.0.0.1:9", "-t", "1"]) == 3
     err = capsys.readouterr().err
     assert err.startswith(f"error: model.tokenizer: no tokenizer files in {tmp_path / 'ckpt'} (")
+
+
+def test_validate_runs_the_plan_checks_without_a_gpu(tmp_path, capsys):
+    # What `plan` refuses, `validate` refuses too (issue 10: tp 3, a Qwen2 engine and fp8 on an A100 used to pass
+    # validate); the engine's GPU architecture is not needed to validate.
+    def validate_error(spec: Path, *flags: str) -> str:
+        assert main(["validate", str(spec), *flags]) == 2
+        return capsys.readouterr().err
+
+    assert validate_error(_eight_b(tmp_path / "a", **{"engine.tp_size": 3, "placement.gpu_ids": [0, 1, 2]})) \
+        .startswith("error: engine.tp_size: 3 does not divide the model's 32 attention heads;")
+    a100 = str(Path(__file__).parent / "fixtures" / "inventories" / "a100-80gb-x8.yaml")
+    assert validate_error(_eight_b(tmp_path / "b", **{"engine.quantization": "fp8"}), "--inventory", a100) \
+        .startswith("error: engine.quantization: fp8 needs FP8 tensor cores")
+    spec = _eight_b(tmp_path / "c", **{"engine.gpu_arch": None})
+    config = json.loads((tmp_path / "c" / "ckpt" / "config.json").read_text())
+    config["architectures"] = ["Qwen2ForCausalLM"]
+    (tmp_path / "c" / "ckpt" / "config.json").write_text(json.dumps(config))
+    assert validate_error(spec).startswith("error: model.checkpoint: architecture Qwen2ForCausalLM has no")
+    missing = _eight_b(tmp_path / "d", **{"model.checkpoint": str(tmp_path / "nowhere")})
+    assert validate_error(missing).startswith("error: model.checkpoint: folder ")
+    assert main(["validate", str(_eight_b(tmp_path / "e"))]) == 0
+    assert capsys.readouterr().out.startswith("ok: ")

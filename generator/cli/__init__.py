@@ -40,7 +40,15 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     if not args.spec:
         raise SpecError("SPEC: missing; pass the spec file to validate")
     spec = load_spec(args.spec)
-    print(f"ok: {args.spec} ({spec.name}, runtime {spec.runtime})")
+    from tritongen.plan import plan_from_file
+
+    # Everything `plan` checks (the checkpoint and its config: parallelism, dtype, tokenizer; with --inventory
+    # placement and fp8 support), without the engine cache key's GPU architecture: no GPU needed to validate.
+    arch = None if spec.runtime != "tensorrtllm" else (spec.engine.gpu_arch or "unchecked")
+    _, plan = plan_from_file(args.spec, args.inventory, gpu_arch=arch)
+    print_notes(plan)
+    checked = "spec, checkpoint and " + ("placement on the inventory" if args.inventory else "model settings")
+    print(f"ok: {args.spec} ({spec.name}, runtime {spec.runtime}): {checked}")
     return 0
 
 
@@ -222,6 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("spec", nargs="?")
     s.add_argument("--explain", action="store_true", help="list every spec field with its type, default and doc")
     s.add_argument("--markdown", action="store_true", help="the spec reference as a Markdown table")
+    s.add_argument("--inventory", help="also place the model on these GPUs: an inventory file, saved `nvidia-smi "
+                   "-L` output, or 'nvml'")
     s.set_defaults(func=_cmd_validate)
 
     s = sub.add_parser("plan", help="print the fully resolved Plan (--json: a lock file render/deploy/loadtest take)")
