@@ -181,7 +181,7 @@ class TritonServer:
             "--disable-auto-complete-config", f"--exit-timeout-secs={EXIT_TIMEOUT_S}", *self.extra_args,
         ]
 
-    def start(self, timeout: float = 180.0) -> TritonServer:
+    def start(self, timeout: float = 180.0, *, _retried: bool = False) -> TritonServer:
         # A server already on a port would answer the readiness probe for us: refuse before starting.
         for name, port in (("http", self.http_port), ("grpc", self.grpc_port), ("metrics", self.metrics_port)):
             if port_in_use(port):
@@ -199,6 +199,15 @@ class TritonServer:
             return self.process.poll() is not None or self._load_failed()
 
         outcome = wait_until_ready(self.http_url, timeout, stopped=stopped)
+        if outcome == "stopped" and self.process.poll() is not None and self._shm_lock_crash() and not _retried:
+            # The python backend's shared-memory lock can abort tritonserver while it loads several stubs on a
+            # loaded machine (boost::interprocess::lock_exception, signal 6; upstream server#8882): not this
+            # repository's fault, so one fresh start, said on stderr.
+            print(f"tritonserver aborted while loading (python backend shared-memory lock, upstream server#8882; "
+                  f"log {self.log_path}); starting it once more", file=sys.stderr, flush=True)
+            self.process = None
+            self.log_path = Path(f"{self.log_path}.retry")
+            return self.start(timeout, _retried=True)
         if outcome == "stopped":
             if self.process.poll() is not None:
                 raise CheckFailed(f"tritonserver exited with code {self.process.returncode} before it was ready:\n"
@@ -218,6 +227,11 @@ class TritonServer:
             self._watcher = threading.Thread(target=self._watch, name="tritongen-supervisor", daemon=True)
             self._watcher.start()
         return self
+
+    def _shm_lock_crash(self) -> bool:
+        if self.log_path is None or not Path(self.log_path).exists():
+            return False
+        return "boost::interprocess::lock_exception" in Path(self.log_path).read_text(errors="replace")
 
     def _load_failed(self) -> bool:
         if self.log_path is None or not Path(self.log_path).exists():
