@@ -62,9 +62,9 @@ serving:
 def make_checkpoint(out: Path, *, tiny: bool, dtype: str) -> tuple[Path, object]:
     import torch
 
-    from tritongen.demo.model import _train_tokenizer
+    from tritongen.demo.model import train_tokenizer
 
-    tok = _train_tokenizer(512)
+    tok = train_tokenizer("bytelevel", 512)
     config = llama_config(tiny, bos=tok.bos_token_id, eos=tok.eos_token_id, pad=tok.pad_token_id)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model = build_model(config, dtype=getattr(torch, dtype), device=device, favour_ids=len(tok))
