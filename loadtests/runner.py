@@ -20,7 +20,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 

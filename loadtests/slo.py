@@ -139,7 +139,7 @@ class Capacity:
     @property
     def line(self) -> str:
         if self.level is None:
-            found = f"capacity: none (the lowest level already fails an objective)"
+            found = "capacity: none (the lowest level already fails an objective)"
         else:
             found = f"capacity: {self.level:g} {self.unit} (highest level at which every SLO holds)"
         if self.passing_above:

@@ -43,14 +43,8 @@ def tiny_repo(tmp_path_factory, tiny_spec_path) -> Path:
 @pytest.fixture(scope="session")
 def triton(tiny_repo, tmp_path_factory):
     """One real tritonserver serving the tiny repository for the whole session."""
-    from tritongen.serve import TritonServer
+    from streaming_text import start_server
 
-    log = tmp_path_factory.mktemp("logs") / "tritonserver.log"
-    server = TritonServer(tiny_repo, log_path=log)
-    try:
-        server.start(timeout=240)
-    except Exception:
-        print(server.log_tail(80))
-        raise
+    server = start_server(tiny_repo, tmp_path_factory.mktemp("logs") / "tritonserver.log")
     yield server
     server.stop()

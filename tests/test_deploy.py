@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 from unittest import mock
 
@@ -16,6 +15,7 @@ from tritongen.deploy import render_deployment
 from tritongen.deploy.common import Deployment, prepare
 from tritongen.deploy.docker import docker_run_kwargs, run_docker
 from tritongen.errors import SpecError
+from validators import compose_config
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GOLDEN = Path(__file__).parent / "golden" / "deploy"
@@ -58,14 +58,6 @@ def _run_cli(argv: list[str]) -> int:
     return cli.main(argv)
 
 
-def _compose_config(out: Path) -> dict:
-    if not shutil.which("docker-compose"):
-        pytest.skip("docker-compose (v1) not on PATH: apt-get install -y --no-install-recommends docker-compose")
-    result = subprocess.run(["docker-compose", "config"], cwd=out, capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
-    return yaml.safe_load(result.stdout)
-
-
 def _k8s_docs(out: Path) -> dict[str, dict]:
     """The single-document files of k8s/base and k8s/monitoring by file name (models-job.yaml holds two)."""
     return {p.name: yaml.safe_load(p.read_text()) for d in ("base", "monitoring")
@@ -92,7 +84,7 @@ def _validate_k8s(docs: dict[str, dict]) -> None:
 def test_compose_mig_one_service_per_fitting_instance(workdir, tmp_path):
     dep = _prepare(workdir, "llama3-8b-mig")
     out = _write(render_deployment(dep, "compose"), tmp_path)
-    config = _compose_config(out)
+    config = compose_config(out)
     servers = {k: v for k, v in config["services"].items() if k.startswith("triton-")}
     # 3g.71gb and 2g.35gb hold the 8B engine at max_seq_len 4096; the two 1g.18gb instances do not.
     assert sorted(servers) == ["triton-gpu0-mig1", "triton-gpu0-mig5"]
@@ -117,7 +109,7 @@ def test_compose_mig_one_service_per_fitting_instance(workdir, tmp_path):
 
 def test_compose_tp4_uses_mpirun_on_four_gpus(workdir, tmp_path):
     dep = _prepare(workdir, "llama3-70b-tp4")
-    config = _compose_config(_write(render_deployment(dep, "compose"), tmp_path))
+    config = compose_config(_write(render_deployment(dep, "compose"), tmp_path))
     first = config["services"]["triton-gpu0-1-2-3"]
     assert first["command"][:2] == ["mpirun", "--allow-run-as-root"]
     assert first["command"].count("/opt/tritonserver/bin/tritonserver") == 4
@@ -131,7 +123,7 @@ def test_compose_tp4_uses_mpirun_on_four_gpus(workdir, tmp_path):
 def test_compose_hf_builds_its_image(workdir, tmp_path):
     dep = _prepare(workdir, "tiny-hf-gpu")
     out = _write(render_deployment(dep, "compose"), tmp_path)
-    config = _compose_config(out)
+    config = compose_config(out)
     assert config["services"]["triton-gpu1"]["build"]["dockerfile"] == "Dockerfile.hf"
     assert "FROM nvcr.io/nvidia/tritonserver:26.07-py3" in (out / "Dockerfile.hf").read_text()
     pbtxt = (out / "model_repository" / "tensorrt_llm" / "config.pbtxt").read_text()
@@ -148,7 +140,7 @@ def test_compose_paths_are_not_interpolated(workdir, tmp_path):
     spec.write_text(yaml.safe_dump(data))
     dep = prepare(spec, inventory=str(FIXTURES / "inventories" / "a100-80gb-x8.yaml"))
     out = _write(render_deployment(dep, "compose"), tmp_path / "out")
-    volumes = _compose_config(out)["services"]["triton-gpu0"]["volumes"]
+    volumes = compose_config(out)["services"]["triton-gpu0"]["volumes"]
     # `config` prints a compose file again, so a literal $ comes back escaped as $$; interpolated, it would
     # read /root (or whatever $HOME is).
     assert {v["source"] for v in volumes if v["target"] == "/models/checkpoint"} == {str(odd).replace("$", "$$")}
@@ -215,8 +207,6 @@ def test_k8s_single_strategy(workdir, tmp_path):
 @pytest.mark.parametrize("case,target", [("llama3-8b-mig", "compose"), ("llama3-8b-mig", "k8s"),
                                          ("llama3-70b-tp4", "compose"), ("llama3-70b-tp4", "k8s")])
 def test_golden_deployment_files(workdir, case, target):
-    from tritongen.render import write_repository
-
     files = {rel: data.replace(str(workdir).encode(), b"${WORKDIR}").replace(str(FIXTURES).encode(), b"${FIXTURES}")
              for rel, data in render_deployment(_prepare(workdir, case), target).items()
              if not rel.startswith("model_repository/")}

@@ -23,6 +23,7 @@ from tritongen.deploy.common import prepare
 from tritongen.deploy.image import _wheel_from_installation, wheel_name
 from tritongen.errors import SpecError
 from tritongen.plan import plan_from_json, plan_from_file
+from validators import compose_config, kustomize
 
 FIXTURES = Path(__file__).parent / "fixtures"
 INVENTORIES = FIXTURES / "inventories"
@@ -58,22 +59,6 @@ def _write(files: dict[str, bytes], out: Path) -> Path:
 def _render(workdir: Path, spec: str, target: str, out: Path, inventory: str = "mixed-h200-node.yaml") -> Path:
     return _write(render_deployment(prepare(workdir / f"{spec}.yaml", inventory=str(INVENTORIES / inventory)),
                                     target), out)
-
-
-def _compose(out: Path) -> dict:
-    if not shutil.which("docker-compose"):
-        pytest.skip("docker-compose (v1) not on PATH: apt-get install -y --no-install-recommends docker-compose")
-    proc = subprocess.run(["docker-compose", "config"], cwd=out, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    return yaml.safe_load(proc.stdout)
-
-
-def _kustomize(path: Path) -> list[dict]:
-    if not shutil.which("kubectl"):
-        pytest.skip("kubectl not on PATH")
-    proc = subprocess.run(["kubectl", "kustomize", str(path)], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    return [d for d in yaml.safe_load_all(proc.stdout) if d]
 
 
 def _flag(argv: list[str], flag: str) -> str:
@@ -138,7 +123,7 @@ def test_dockerfile_build_context_has_every_copy_source_and_a_working_wheel(work
 
 def test_compose_loadtest_is_a_profile_service_aimed_at_the_servers(workdir, tmp_path):
     out = _render(workdir, "grpc", "compose", tmp_path)
-    config = _compose(out)
+    config = compose_config(out)
     services = config["services"]
     test = services["loadtest"]
     assert test["profiles"] == ["loadtest"], "`docker-compose up` must not start the load test"
@@ -161,7 +146,7 @@ def test_compose_loadtest_is_a_profile_service_aimed_at_the_servers(workdir, tmp
 
 
 def test_compose_single_server_scrapes_its_metrics(workdir, tmp_path):
-    config = _compose(_render(workdir, "grpc", "compose", tmp_path, "h200-1x.yaml"))
+    config = compose_config(_render(workdir, "grpc", "compose", tmp_path, "h200-1x.yaml"))
     argv = config["services"]["loadtest"]["command"]
     server = next(n for n in config["services"] if n.startswith("triton-"))
     assert _flag(argv, "--url") == f"{server}:8001"
@@ -171,7 +156,7 @@ def test_compose_single_server_scrapes_its_metrics(workdir, tmp_path):
 
 def test_compose_tritongen_frontend_with_api_key_passthrough(workdir, tmp_path):
     out = _render(workdir, "frontend", "compose", tmp_path)
-    services = _compose(out)["services"]
+    services = compose_config(out)["services"]
     openai, test = services["openai"], services["loadtest"]
     argv = openai["command"]
     assert argv[:2] == ["serve", "/models/model_repository"] and _flag(argv, "--openai-host") == "0.0.0.0"
@@ -191,7 +176,7 @@ def test_compose_tritongen_frontend_with_api_key_passthrough(workdir, tmp_path):
 
 def test_compose_triton_frontend_port_is_published_and_balanced(workdir, tmp_path):
     out = _render(workdir, "triton", "compose", tmp_path)
-    services = _compose(out)["services"]
+    services = compose_config(out)["services"]
     servers = {n: s for n, s in services.items() if n.startswith("triton-")}
     for s in servers.values():
         assert any(a.startswith("--openai-port=9100") for a in s["command"]) and 9100 in _container_ports(s)
@@ -215,7 +200,7 @@ def _service_port(services: dict[str, dict], url: str) -> dict:
 
 def test_k8s_loadtest_component_builds_with_and_without(workdir, tmp_path):
     k8s = _render(workdir, "grpc", "k8s", tmp_path) / "k8s"
-    plain, tested = _kustomize(k8s / "base"), _kustomize(k8s / "with-loadtest")
+    plain, tested = kustomize(k8s / "base"), kustomize(k8s / "with-loadtest")
     assert not _by(plain, "Job").keys() - {n for n in _by(plain, "Job") if "-models-" in n}, "base has no load test"
     for obj in tested:
         validate(obj)
@@ -253,7 +238,7 @@ def test_k8s_loadtest_component_builds_with_and_without(workdir, tmp_path):
     (both / "kustomization.yaml").write_text(yaml.safe_dump({
         "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": ["../base"],
         "components": ["../monitoring", "../loadtest"]}))
-    kinds = {o["kind"] for o in _kustomize(both)}
+    kinds = {o["kind"] for o in kustomize(both)}
     assert {"Job", "PodMonitor", "HorizontalPodAutoscaler"} <= kinds
 
 
@@ -272,13 +257,13 @@ def test_k8s_loadtest_plan_is_the_deployments_plan_moved_into_the_container(work
     for route in moved["frontend"]["models"] + original["frontend"]["models"]:
         route.pop("tokenizer_dir"), route.pop("chat_template")
     assert moved == original  # every decision as planned
-    job = _by(_kustomize(k8s / "with-loadtest"), "Job")["tiny-hf-loadtest"]["spec"]["template"]["spec"]
+    job = _by(kustomize(k8s / "with-loadtest"), "Job")["tiny-hf-loadtest"]["spec"]["template"]["spec"]
     assert _flag(job["containers"][0]["args"], "--metrics-url") == "http://tiny-hf:8002/metrics"
 
 
 def test_k8s_tritongen_frontend_deployment_service_and_secret(workdir, tmp_path):
     k8s = _render(workdir, "frontend", "k8s", tmp_path) / "k8s"
-    plain, tested = _kustomize(k8s / "base"), _kustomize(k8s / "with-loadtest")
+    plain, tested = kustomize(k8s / "base"), kustomize(k8s / "with-loadtest")
     for obj in plain + tested:
         validate(obj)
     services = _by(plain, "Service")
@@ -306,7 +291,7 @@ def test_k8s_tritongen_frontend_deployment_service_and_secret(workdir, tmp_path)
 
 def test_k8s_triton_frontend_port_on_pods_and_service(workdir, tmp_path):
     k8s = _render(workdir, "triton", "k8s", tmp_path) / "k8s"
-    tested = _kustomize(k8s / "with-loadtest")
+    tested = kustomize(k8s / "with-loadtest")
     for obj in tested:
         validate(obj)
     assert "tiny-hf-openai" not in _by(tested, "Deployment")
@@ -320,7 +305,7 @@ def test_k8s_triton_frontend_port_on_pods_and_service(workdir, tmp_path):
 
 def test_k8s_rwx_volume_needs_no_colocation(workdir, tmp_path):
     k8s = _render(workdir, "rwx", "k8s", tmp_path) / "k8s"
-    tested = _kustomize(k8s / "with-loadtest")
+    tested = kustomize(k8s / "with-loadtest")
     job = _by(tested, "Job")["tiny-hf-loadtest"]["spec"]["template"]["spec"]
     assert "affinity" not in job
     assert _service_port(_by(tested, "Service"), _flag(job["containers"][0]["args"], "--url"))["name"] == "http"

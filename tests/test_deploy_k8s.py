@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
 from k8s_schemas import validate
+from validators import kustomize
 from tritongen.deploy import render_deployment
 from tritongen.deploy.common import prepare
 from tritongen.errors import SpecError
@@ -41,14 +41,6 @@ def specs(tmp_path_factory, tiny_model) -> dict[str, Path]:
         (root / f"{key}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
         out[key] = root / f"{key}.yaml"
     return out
-
-
-def _kustomize(path: Path) -> list[dict]:
-    if not shutil.which("kubectl"):
-        pytest.skip("kubectl not on PATH")
-    proc = subprocess.run(["kubectl", "kustomize", str(path)], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    return [d for d in yaml.safe_load_all(proc.stdout) if d]
 
 
 def _render(spec: Path, inventory: str, tmp_path: Path, **kwargs) -> Path:
@@ -91,12 +83,12 @@ def test_every_inventory_and_runtime_builds_and_validates(specs, spec_name, inve
         assert spec_name == "llama3-8b-mig" and inventory == "h200-7x1g.yaml", err
         assert str(err).startswith("placement: "), err
         return
-    plain = _kustomize(k8s / "base")
+    plain = kustomize(k8s / "base")
     kinds = {o["kind"] for o in plain}
     assert {"PersistentVolumeClaim", "Job", "ConfigMap", "Deployment", "PodDisruptionBudget", "Service"} <= kinds
     assert not kinds & {"PodMonitor", "HorizontalPodAutoscaler"}, "the base applies without CRDs or an adapter"
     _check_built(plain)
-    monitored = _kustomize(k8s / "with-monitoring")
+    monitored = kustomize(k8s / "with-monitoring")
     _check_built(monitored)
     assert {o["kind"] for o in monitored} - kinds == {"PodMonitor", "HorizontalPodAutoscaler"}
     for d in (o for o in monitored if o["kind"] == "Deployment"):
@@ -112,7 +104,7 @@ def test_every_inventory_and_runtime_builds_and_validates(specs, spec_name, inve
     assert "nv_inference_queue_duration_us" not in str(rules)
     validate(yaml.safe_load((k8s / "monitoring" / "prometheus-adapter-rules.yaml").read_text()))
     # The load-test component adds exactly its ConfigMap, reports PVC and Job, aimed at the Service's gRPC port.
-    tested = _kustomize(k8s / "with-loadtest")
+    tested = kustomize(k8s / "with-loadtest")
     _check_built(tested)
     added = sorted((o["kind"], o["metadata"]["name"]) for o in tested
                    if (o["kind"], o["metadata"]["name"]) not in {(p["kind"], p["metadata"]["name"]) for p in plain})
@@ -127,7 +119,7 @@ def test_every_inventory_and_runtime_builds_and_validates(specs, spec_name, inve
 def test_multi_node_is_a_leaderworkerset(specs, tmp_path):
     # FP8 engine: a node with FP8 (an A100 node is refused at plan time).
     k8s = _render(specs["llama3-70b-tp4-2nodes"], "h100-80gb-x8.yaml", tmp_path, engine=ENGINE_70B / "config.json")
-    objects = _kustomize(k8s / "base")
+    objects = kustomize(k8s / "base")
     _check_built(objects)
     (lws,) = [o for o in objects if o["kind"] == "LeaderWorkerSet"]
     template = lws["spec"]["leaderWorkerTemplate"]
@@ -142,11 +134,11 @@ def test_multi_node_is_a_leaderworkerset(specs, tmp_path):
     service = next(o for o in objects if o["kind"] == "Service")
     assert service["spec"]["selector"]["tritongen.io/serves"] == "true"
     assert "tritongen.io/serves" not in template["workerTemplate"]["metadata"]["labels"]
-    monitored = _kustomize(k8s / "with-monitoring")
+    monitored = kustomize(k8s / "with-monitoring")
     _check_built(monitored)
     (lws,) = [o for o in monitored if o["kind"] == "LeaderWorkerSet"]
     assert "replicas" not in lws["spec"]
-    tested = _kustomize(k8s / "with-loadtest")
+    tested = kustomize(k8s / "with-loadtest")
     _check_built(tested)
     job = next(o for o in tested if o["kind"] == "Job" and o["metadata"]["name"].endswith("-loadtest"))
     pod = job["spec"]["template"]["spec"]
@@ -171,7 +163,7 @@ def test_models_job_fetches_and_builds(specs, tmp_path):
     spec = specs["llama3-8b-mig"].parent / "fetch.yaml"  # next to the checkpoint
     spec.write_text(yaml.safe_dump(data))
     k8s = _render(spec, "h200-all-balanced.yaml", tmp_path / "out", engine=ENGINE_8B / "config.json")
-    objects = _kustomize(k8s / "base")
+    objects = kustomize(k8s / "base")
     job = next(o for o in objects if o["kind"] == "Job")
     script = job["spec"]["template"]["spec"]["containers"][0]["command"][2]
     assert "snapshot_download" in script and "meta-llama/Llama-3.1-8B-Instruct main " in script

@@ -12,7 +12,7 @@ import yaml
 from tritongen.cli import main
 from tritongen.errors import EnvironmentMissing
 from tritongen.runtimes.tensorrtllm import build as trtllm_build
-from tritongen.runtimes.tensorrtllm.build import build_engine, cache_key, calibration_digest, detect_gpu_arch
+from tritongen.runtimes.tensorrtllm.build import build_engine, cache_key, detect_gpu_arch
 from tritongen.spec import parse_spec
 from tritongen.verify import parse_config
 

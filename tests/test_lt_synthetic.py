@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from streaming_text import start_server
+
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.integration
 
@@ -35,17 +37,11 @@ def synthetic_server(synthetic_spec, tmp_path_factory):
     from tritongen.pipeline import render_for
     from tritongen.plan import plan_from_file
     from tritongen.render import write_repository
-    from tritongen.serve import TritonServer
 
     spec, plan = plan_from_file(synthetic_spec)
     repo = tmp_path_factory.mktemp("synthetic-repo") / "model_repository"
     write_repository(render_for(plan), repo)
-    server = TritonServer(repo, log_path=repo.parent / "tritonserver.log")
-    try:
-        server.start(timeout=240)
-    except Exception:
-        print(server.log_tail(80))
-        raise
+    server = start_server(repo, repo.parent / "tritonserver.log")
     yield server
     server.stop()
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import yaml
 
-from streaming_text import grpc_responses
+from streaming_text import grpc_responses, start_server
 from tritongen.errors import SpecError
 from tritongen.spec import parse_spec
 
@@ -52,19 +52,13 @@ def chunked_server(chunked_spec, tmp_path_factory):
     from tritongen.pipeline import render_for
     from tritongen.plan import plan_from_file
     from tritongen.render import write_repository
-    from tritongen.serve import TritonServer
 
     _, plan = plan_from_file(chunked_spec)
     assert plan.stream_interval == INTERVAL
     repo = tmp_path_factory.mktemp("chunked-repo") / "model_repository"
     write_repository(render_for(plan), repo)
     assert f'string_value: "{INTERVAL}"' in (repo / "tensorrt_llm" / "config.pbtxt").read_text()
-    server = TritonServer(repo, log_path=repo.parent / "tritonserver.log")
-    try:
-        server.start(timeout=240)
-    except Exception:
-        print(server.log_tail(80))
-        raise
+    server = start_server(repo, repo.parent / "tritonserver.log")
     yield server
     server.stop()
 

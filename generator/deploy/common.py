@@ -20,7 +20,6 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import jinja2
 

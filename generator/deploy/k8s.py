@@ -26,7 +26,7 @@ import shlex
 from dataclasses import dataclass
 
 from tritongen.deploy import clients
-from tritongen.deploy.artifacts import ModelsJob, models_job
+from tritongen.deploy.artifacts import models_job
 from tritongen.deploy.common import (
     CONTAINER_PORTS, HF_DOCKERFILE, MODELS, Deployment, hf_dockerfile, k8s_name, render_template, tritongen_dockerfile,
 )
