@@ -30,13 +30,10 @@ def tiny_spec_path(tmp_path_factory, tiny_model) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_repo(tmp_path_factory, tiny_spec_path) -> Path:
-    from tritongen.pipeline import render_for
-    from tritongen.plan import plan_from_file
-    from tritongen.render import write_repository
+    from specs import render_spec
 
-    spec, plan = plan_from_file(tiny_spec_path)
     out = tmp_path_factory.mktemp("repo") / "model_repository"
-    write_repository(render_for(plan), out)
+    render_spec(tiny_spec_path, out)
     return out
 
 

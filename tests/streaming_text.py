@@ -32,17 +32,14 @@ def render_repo(model_dir: Path, out: Path, **serving) -> Path:
     """examples/tiny-cpu.yaml pointed at `model_dir`, with one BLS instance (it serves requests on threads)."""
     import yaml
 
-    from tritongen.pipeline import render_for
-    from tritongen.plan import plan_from_file
-    from tritongen.render import write_repository
+    from specs import render_spec
 
     data = yaml.safe_load((ROOT / "examples" / "tiny-cpu.yaml").read_text())
     data["model"]["checkpoint"] = str(model_dir)
     data["serving"].update({"bls_instances": 1, **serving})
     spec_path = out.parent / f"{out.name}.yaml"
     spec_path.write_text(yaml.safe_dump(data, sort_keys=False))
-    spec, plan = plan_from_file(spec_path)
-    write_repository(render_for(plan), out)
+    render_spec(spec_path, out)
     return out
 
 

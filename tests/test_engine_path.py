@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from specs import apply_overrides
 from tritongen.cli import main
 from tritongen.runtimes.tensorrtllm import tensorrt_llm_parameters
 from tritongen.verify import parse_config
@@ -27,12 +28,7 @@ def _spec(tmp_path: Path, tiny_model: Path, **overrides) -> Path:
             shutil.copy(f, ckpt / f.name)
     data = yaml.safe_load((ROOT / "examples" / "llama3-8b-trtllm.yaml").read_text())
     data["model"]["checkpoint"] = str(ckpt)
-    for dotted, value in overrides.items():
-        node = data
-        *parents, leaf = dotted.split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
+    apply_overrides(data, overrides)
     path = tmp_path / f"spec-{len(list(tmp_path.glob('spec-*')))}.yaml"
     path.write_text(yaml.safe_dump(data))
     return path

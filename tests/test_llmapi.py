@@ -12,6 +12,7 @@ import pytest
 import yaml
 from tritonclient.grpc import model_config_pb2
 
+from specs import apply_overrides
 from tritongen.cli import main
 from tritongen.resources import data_dir
 from tritongen.runtimes.llmapi import contract
@@ -33,12 +34,7 @@ def _spec(tmp_path: Path, tiny_model: Path, example: str, **overrides) -> Path:
             shutil.copy(f, ckpt / f.name)
     data = yaml.safe_load((ROOT / "examples" / example).read_text())
     data["model"]["checkpoint"] = str(ckpt)
-    for dotted, value in overrides.items():
-        node = data
-        *parents, leaf = dotted.split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
+    apply_overrides(data, overrides)
     path = tmp_path / f"spec-{len(list(tmp_path.glob('spec-*')))}.yaml"
     path.write_text(yaml.safe_dump(data))
     return path

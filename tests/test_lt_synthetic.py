@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from specs import render_spec
 from streaming_text import start_server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,13 +35,8 @@ def synthetic_spec(tiny_model, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def synthetic_server(synthetic_spec, tmp_path_factory):
-    from tritongen.pipeline import render_for
-    from tritongen.plan import plan_from_file
-    from tritongen.render import write_repository
-
-    spec, plan = plan_from_file(synthetic_spec)
     repo = tmp_path_factory.mktemp("synthetic-repo") / "model_repository"
-    write_repository(render_for(plan), repo)
+    render_spec(synthetic_spec, repo)
     server = start_server(repo, repo.parent / "tritonserver.log")
     yield server
     server.stop()

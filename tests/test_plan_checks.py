@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from specs import apply_overrides
 from tritongen.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,12 +63,7 @@ def _eight_b(tmp_path: Path, **overrides) -> Path:
         shutil.copytree(EIGHT_B, ckpt)
     data = yaml.safe_load((ROOT / "examples" / "llama3-8b-trtllm.yaml").read_text())
     data["model"]["checkpoint"] = str(ckpt)
-    for dotted, value in overrides.items():
-        node = data
-        *parents, leaf = dotted.split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
+    apply_overrides(data, overrides)
     spec = tmp_path / "spec.yaml"
     spec.write_text(yaml.safe_dump(data))
     return spec

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import yaml
 
+from specs import render_spec
 from streaming_text import grpc_responses, start_server
 from tritongen.errors import SpecError
 from tritongen.spec import parse_spec
@@ -49,14 +50,8 @@ def chunked_spec(tiny_spec_path, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def chunked_server(chunked_spec, tmp_path_factory):
-    from tritongen.pipeline import render_for
-    from tritongen.plan import plan_from_file
-    from tritongen.render import write_repository
-
-    _, plan = plan_from_file(chunked_spec)
-    assert plan.stream_interval == INTERVAL
     repo = tmp_path_factory.mktemp("chunked-repo") / "model_repository"
-    write_repository(render_for(plan), repo)
+    assert render_spec(chunked_spec, repo).stream_interval == INTERVAL
     assert f'string_value: "{INTERVAL}"' in (repo / "tensorrt_llm" / "config.pbtxt").read_text()
     server = start_server(repo, repo.parent / "tritonserver.log")
     yield server

@@ -211,14 +211,18 @@ class TritonPythonModel:
         else:
             self._whole(responses, prompt_ids, prompt_lengths, stop_words, send)
 
+    def _output_ids(self, response):
+        """The LLM response's output_ids; None for the empty final response of a decoupled model. Its error, raised."""
+        if response.has_error():
+            raise RequestError(f"{self.llm_name}: {response.error().message()}")
+        ids = pb_utils.get_output_tensor_by_name(response, "output_ids")
+        return None if ids is None else ids.as_numpy()
+
     def _whole(self, responses, prompt_ids, prompt_lengths, stop_words, send):
         for response in responses:
-            if response.has_error():
-                raise RequestError(f"{self.llm_name}: {response.error().message()}")
-            ids = pb_utils.get_output_tensor_by_name(response, "output_ids")
+            ids = self._output_ids(response)
             if ids is None:
-                continue  # the empty final response of a decoupled model
-            ids = ids.as_numpy()
+                continue
             lengths = pb_utils.get_output_tensor_by_name(response, "sequence_length").as_numpy()
             ids = ids.reshape(ids.shape[0], -1, ids.shape[-1])
             lengths = lengths.reshape(ids.shape[0], -1)
@@ -242,15 +246,13 @@ class TritonPythonModel:
             if request.is_cancelled():
                 self._stop_llm(request_id)
                 raise Cancelled()
-            if response.has_error():
-                raise RequestError(f"{self.llm_name}: {response.error().message()}")
-            ids = pb_utils.get_output_tensor_by_name(response, "output_ids")
+            ids = self._output_ids(response)
             if ids is None:
-                continue  # the empty final response of a decoupled model
-            ids = ids.as_numpy()
+                continue
             ids = ids.reshape(-1, ids.shape[-1])  # [beams, tokens] of one batch entry and sequence
             lengths = pb_utils.get_output_tensor_by_name(response, "sequence_length").as_numpy().reshape(-1)
-            key = (int(_first(_output(response, "batch_index"), 0)), int(_first(_output(response, "sequence_index"), 0)))
+            key = (int(_first(_output(response, "batch_index"), 0)),
+                   int(_first(_output(response, "sequence_index"), 0)))
             if key not in sequences:
                 words = _words(stop_words, key[0] if stop_words is not None and key[0] < len(stop_words) else 0)
                 sequences[key] = [_Sequence(self.tokenizer, self.skip_special_tokens, self.held, words)
