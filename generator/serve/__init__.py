@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -21,6 +22,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tritongen import native
 from tritongen.errors import CheckFailed, EnvironmentMissing
 from tritongen.readiness import server_ready, wait_until_ready
 
@@ -81,6 +83,20 @@ def backend_dir() -> Path:
             raise EnvironmentMissing(f"tritonserver: cannot install the python backend stub into {target} ({err}); "
                                      "make the nvidia-pytriton install writable or use a virtual environment") from None
     return root / "backends"
+
+
+def native_backends(repository: Path) -> tuple[str, ...]:
+    """The tritongen native backends the repository's models name (`backend: "tritongen_..."` in config.pbtxt,
+    per-group configs included), so a repository of python models needs no C++ compiler."""
+    names = set()
+    for config in [*repository.glob("*/config.pbtxt"), *repository.glob("*/configs/*.pbtxt")]:
+        for match in re.finditer(r'^\s*backend:\s*"(tritongen_\w+)"', config.read_text(errors="replace"), re.M):
+            names.add(match.group(1))
+    unknown = names - set(native.BACKENDS)
+    if unknown:
+        raise EnvironmentMissing(f"the repository names unknown native backend(s) {', '.join(sorted(unknown))}; "
+                                 f"this tritongen builds {', '.join(native.BACKENDS)}")
+    return tuple(sorted(names))
 
 
 def libpython_dir() -> Path | None:
@@ -172,10 +188,12 @@ class TritonServer:
         return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
     def command(self) -> list[str]:
+        backends = backend_dir()
+        native.install(backends, native_backends(Path(self.repository)))
         return [
             str(_pytriton_root() / "bin" / "tritonserver"),
             f"--model-repository={Path(self.repository).resolve()}",
-            f"--backend-directory={backend_dir()}",
+            f"--backend-directory={backends}",
             f"--http-port={self.http_port}", f"--grpc-port={self.grpc_port}",
             f"--metrics-port={self.metrics_port}", "--allow-metrics=true", "--allow-gpu-metrics=false",
             "--disable-auto-complete-config", f"--exit-timeout-secs={EXIT_TIMEOUT_S}", *self.extra_args,
