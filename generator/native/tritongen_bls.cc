@@ -161,6 +161,8 @@ struct Sequence {
 struct Stream : std::enable_shared_from_this<Stream> {
   ModelState* model = nullptr;
   TRITONBACKEND_ResponseFactory* factory = nullptr;
+  // Held until the final response: a frontend cancels through its request, which must still be live then.
+  TRITONBACKEND_Request* request = nullptr;
   std::string id;
   std::map<std::string, Tensor> inputs;       // the client's inputs, by name
   std::set<std::string> wanted;               // outputs the client asked for (empty: all)
@@ -173,6 +175,8 @@ struct Stream : std::enable_shared_from_this<Stream> {
 
   std::mutex mu;
   TRITONSERVER_InferenceRequest* llm = nullptr;  // until Triton releases it
+  std::string llm_id;                            // the LLM request's id, unique per request (for `stop`)
+  bool llm_started = false;
   bool finished = false;                         // the client has its final response
   bool cancel_sent = false;
   std::map<std::pair<int64_t, int64_t>, std::vector<std::unique_ptr<Sequence>>> sequences;
@@ -183,7 +187,13 @@ struct Stream : std::enable_shared_from_this<Stream> {
     auto it = inputs.find(name);
     return it == inputs.end() ? nullptr : &it->second;
   }
+  void ReleaseRequest() {
+    if (request != nullptr)
+      LogIfError(TRITONBACKEND_RequestRelease(request, TRITONSERVER_REQUEST_RELEASE_ALL), "tensorrt_llm_bls: release");
+    request = nullptr;
+  }
   ~Stream() {
+    ReleaseRequest();
     if (factory != nullptr) TRITONBACKEND_ResponseFactoryDelete(factory);
   }
 };
@@ -209,6 +219,10 @@ struct ModelState {
   std::mutex watcher_mu;
 };
 
+TRITONSERVER_Error* NewRequest(ModelState* m, const std::string& model, const std::string& id,
+                               const std::vector<Tensor>& inputs, const std::vector<std::string>& outputs,
+                               TRITONSERVER_InferenceRequest** out);
+
 // ------------------------------------------------------------------ sending to the client
 void SendError(Stream* s, TRITONSERVER_Error_Code code, const std::string& msg) {
   // Caller holds s->mu. Exactly one final response, whatever came before.
@@ -220,10 +234,12 @@ void SendError(Stream* s, TRITONSERVER_Error_Code code, const std::string& msg) 
     LogIfError(err, "tensorrt_llm_bls: response");
     LogIfError(TRITONBACKEND_ResponseFactorySendFlags(s->factory, TRITONSERVER_RESPONSE_COMPLETE_FINAL),
                "tensorrt_llm_bls: final flag");
+    s->ReleaseRequest();
     return;
   }
   LogIfError(TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, Err(code, msg)),
              "tensorrt_llm_bls: error response");
+  s->ReleaseRequest();
 }
 
 TRITONSERVER_Error* AddOutput(TRITONBACKEND_Response* response, const std::string& name,
@@ -311,23 +327,66 @@ void Finish(Stream* s) {
     }
     LogIfError(TRITONBACKEND_ResponseSend(s->whole.release(), TRITONSERVER_RESPONSE_COMPLETE_FINAL, nullptr),
                "tensorrt_llm_bls: response");
-    return;
+  } else {
+    LogIfError(TRITONBACKEND_ResponseFactorySendFlags(s->factory, TRITONSERVER_RESPONSE_COMPLETE_FINAL),
+               "tensorrt_llm_bls: final flag");
   }
-  LogIfError(TRITONBACKEND_ResponseFactorySendFlags(s->factory, TRITONSERVER_RESPONSE_COMPLETE_FINAL),
-             "tensorrt_llm_bls: final flag");
+  s->ReleaseRequest();
+}
+
+// A `stop` request for an LLM request in flight: the backend's own input, sent with the same request id (as
+// NVIDIA's BLS does). Triton's cancellation alone does not reach a model that released its request early (the
+// python backend releases decoupled requests when execute returns).
+struct StopCall {
+  std::vector<Tensor> inputs;
+};
+
+void OnStopRelease(TRITONSERVER_InferenceRequest* request, uint32_t flags, void* userp) {
+  if (!(flags & TRITONSERVER_REQUEST_RELEASE_ALL)) return;
+  TRITONSERVER_InferenceRequestDelete(request);
+  delete static_cast<StopCall*>(userp);
+}
+
+void OnStopResponse(TRITONSERVER_InferenceResponse* response, uint32_t, void*) {
+  if (response != nullptr) TRITONSERVER_InferenceResponseDelete(response);
+}
+
+void SendStop(ModelState* m, const std::string& id) {
+  auto* call = new StopCall;
+  int32_t zero = 0;
+  bool yes = true;
+  for (const char* name : {"input_ids", "input_lengths", "request_output_len"})
+    call->inputs.push_back(Tensor{name, TRITONSERVER_TYPE_INT32, {1, 1}, std::string(reinterpret_cast<char*>(&zero), 4)});
+  call->inputs.push_back(Tensor{"stop", TRITONSERVER_TYPE_BOOL, {1, 1}, std::string(reinterpret_cast<char*>(&yes), 1)});
+  TRITONSERVER_InferenceRequest* req = nullptr;
+  TRITONSERVER_Error* err = NewRequest(m, m->llm_name, id, call->inputs, {}, &req);
+  if (err == nullptr) {
+    err = TRITONSERVER_InferenceRequestSetReleaseCallback(req, OnStopRelease, call);
+    if (err == nullptr)
+      err = TRITONSERVER_InferenceRequestSetResponseCallback(req, m->allocator, nullptr, OnStopResponse, nullptr);
+    if (err == nullptr) err = TRITONSERVER_ServerInferAsync(m->server, req, nullptr);
+    if (err != nullptr) TRITONSERVER_InferenceRequestDelete(req);
+  }
+  if (err != nullptr) {
+    delete call;
+    LogIfError(err, "tensorrt_llm_bls: stop request");  // the request may have ended on its own meanwhile
+  }
 }
 
 void CancelLlm(Stream* s) {
-  // Caller holds s->mu. Triton passes the cancellation to tensorrt_llm, which ends the request.
-  if (s->cancel_sent || s->llm == nullptr) return;
+  // Caller holds s->mu. Ends the LLM request early: Triton's cancellation while the LLM still holds the request,
+  // and the backend's `stop` input by request id.
+  if (s->cancel_sent || !s->llm_started) return;
   s->cancel_sent = true;
-  LogIfError(TRITONSERVER_InferenceRequestCancel(s->llm), "tensorrt_llm_bls: cancel");
+  if (s->llm != nullptr) LogIfError(TRITONSERVER_InferenceRequestCancel(s->llm), "tensorrt_llm_bls: cancel");
+  SendStop(s->model, s->llm_id);
 }
 
 // ------------------------------------------------------------------ LLM responses
 bool CheckCancelled(Stream* s) {
   bool cancelled = false;
-  LogIfError(TRITONBACKEND_ResponseFactoryIsCancelled(s->factory, &cancelled), "tensorrt_llm_bls: is cancelled");
+  if (s->request != nullptr)
+    LogIfError(TRITONBACKEND_RequestIsCancelled(s->request, &cancelled), "tensorrt_llm_bls: is cancelled");
   if (!cancelled) return false;
   CancelLlm(s);
   SendError(s, TRITONSERVER_ERROR_CANCELLED, "request cancelled");
@@ -464,7 +523,13 @@ void OnLlmResponse(TRITONSERVER_InferenceResponse* response, uint32_t flags, voi
       if (!s->finished && !CheckCancelled(s)) Finish(s);
     }
   }
-  if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) delete holder;
+  if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) {
+    {
+      std::lock_guard<std::mutex> lk(s->model->live_mu);
+      s->model->live.erase(s);
+    }
+    delete holder;
+  }
 }
 
 void OnLlmRelease(TRITONSERVER_InferenceRequest* request, uint32_t flags, void* userp) {
@@ -475,11 +540,6 @@ void OnLlmRelease(TRITONSERVER_InferenceRequest* request, uint32_t flags, void* 
     (*holder)->llm = nullptr;
   }
   TRITONSERVER_InferenceRequestDelete(request);
-  ModelState* m = (*holder)->model;
-  {
-    std::lock_guard<std::mutex> lk(m->live_mu);
-    m->live.erase(holder->get());
-  }
   delete holder;
 }
 
@@ -535,7 +595,9 @@ void StartLlm(const std::shared_ptr<Stream>& s, Outputs pre) {
   for (const auto& name : kPassedOutputs)
     if (s->Wants(name) || name == "batch_index" || name == "sequence_index") outputs.push_back(name);
   TRITONSERVER_InferenceRequest* req = nullptr;
-  TRITONSERVER_Error* err = NewRequest(m, m->llm_name, s->id, inputs, outputs, &req);
+  static std::atomic<uint64_t> counter{0};
+  s->llm_id = "tritongen-bls-" + std::to_string(reinterpret_cast<uintptr_t>(m)) + "-" + std::to_string(++counter);
+  TRITONSERVER_Error* err = NewRequest(m, m->llm_name, s->llm_id, inputs, outputs, &req);
   std::lock_guard<std::mutex> lk(s->mu);
   if (err == nullptr) {
     auto* release = new std::shared_ptr<Stream>(s);
@@ -545,12 +607,14 @@ void StartLlm(const std::shared_ptr<Stream>& s, Outputs pre) {
                                                                                OnLlmResponse, respond);
     if (err == nullptr) {
       s->llm = req;
+      s->llm_started = true;
       {
         std::lock_guard<std::mutex> live(m->live_mu);
         m->live[s.get()] = s;
       }
       err = TRITONSERVER_ServerInferAsync(m->server, req, nullptr);
       if (err != nullptr) {
+        s->llm_started = false;
         std::lock_guard<std::mutex> live(m->live_mu);
         m->live.erase(s.get());
       }
@@ -768,8 +832,7 @@ void Serve(ModelState* m, TRITONBACKEND_Request* request, TRITONSERVER_Error* ta
     err = TRITONBACKEND_RequestOutputName(request, i, &name);
     if (err == nullptr) s->wanted.insert(name);
   }
-  // The inputs are copied: Triton can reuse the request now; the response factory stays valid.
-  LogIfError(TRITONBACKEND_RequestRelease(request, TRITONSERVER_REQUEST_RELEASE_ALL), "tensorrt_llm_bls: release");
+  s->request = request;
   if (err == nullptr && table_error != nullptr)
     err = Err(TRITONSERVER_ErrorCode(table_error), TRITONSERVER_ErrorMessage(table_error));
   if (err == nullptr) err = Validate(m, s.get());
