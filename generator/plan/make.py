@@ -326,12 +326,13 @@ def _bls_backend(spec: Spec, tokenizer: TokenizerPlan) -> dict[str, str]:
         return {"bls_backend": "native"}
     from transformers import AutoTokenizer
 
-    from tritongen.native.detok_table import NotTableDecodable, build_table, check_table
+    from tritongen.native import detok_table
 
+    table = detok_table()
     tok = AutoTokenizer.from_pretrained(tokenizer.dir)
     try:
-        check_table(tok, build_table(tok, tokenizer.skip_special_tokens), tokenizer.skip_special_tokens)
-    except NotTableDecodable as err:
+        table.check_table(tok, table.build_table(tok, tokenizer.skip_special_tokens), tokenizer.skip_special_tokens)
+    except table.NotTableDecodable as err:
         if choice == "native":
             raise SpecError(problem("serving.bls", f"native needs a table-decodable tokenizer: {clip(str(err))}",
                                     "use serving.bls: python (or auto)")) from None

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import jinja2
 
-from tritongen import contract, native
+from tritongen import contract
 from tritongen.plan import InstanceGroup, Plan, ServerGroupPlan
 from tritongen.resources import data_dir
 from tritongen.runtimes.hf import hf_parameters
@@ -146,7 +146,7 @@ def render_repository(plan: Plan, where: Locations | None = None) -> dict[str, b
     for model in ("preprocessing", "postprocessing"):
         files[f"{model}/1/model.py"] = (TEMPLATES / model / "1" / "model.py").read_bytes()
     # preprocessing builds the native BLS's detokenisation table from its tokenizer.
-    files["preprocessing/1/detok_table.py"] = native.SOURCES.joinpath("detok_table.py").read_bytes()
+    files["preprocessing/1/detok_table.py"] = (TEMPLATES / "preprocessing" / "1" / "detok_table.py").read_bytes()
 
     if plan.runtime == "hf":
         for name in ("model.py", "hf_requests.py"):
