@@ -83,6 +83,21 @@ def backend_dir() -> Path:
     return root / "backends"
 
 
+def install_native_backends(repository: Path) -> tuple[str, ...]:
+    """Build (once per source) and install the native backends the repository's models use into backend_dir(),
+    where tritonserver finds them. A repository of python models needs no compiler, so nothing is built for it."""
+    from tritongen import native
+
+    names = native.used_by(repository)
+    if names:
+        try:
+            native.install(backend_dir(), names)
+        except OSError as err:
+            raise EnvironmentMissing(f"tritonserver: cannot install native backends {', '.join(names)} into "
+                                     f"{backend_dir()} ({err}); make the nvidia-pytriton install writable") from err
+    return names
+
+
 def libpython_dir() -> Path | None:
     """A folder holding only a link to this interpreter's libpython, for the stub's loader.
 
@@ -188,6 +203,7 @@ class TritonServer:
                 flag = f"--{name}-port"
                 raise EnvironmentMissing(f"serve.{name}_port: port {port} is already in use by another process; "
                                          f"stop that process or pick another port with {flag}")
+        install_native_backends(self.repository)
         if self.log_path is None:
             self.log_path = Path(tempfile.mkstemp(prefix="tritonserver-", suffix=".log")[1])
         log = open(self.log_path, "wb")
