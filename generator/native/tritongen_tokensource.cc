@@ -135,7 +135,9 @@ class ModelState {
 
   // Sends tokens [from, to) of `s`; false when Triton refused the response.
   bool SendTokens(Stream* s, int64_t from, int64_t to, uint32_t flags);
-  void Ended() { LogIfError(TRITONSERVER_MetricSet(m_active_, static_cast<double>(--active_)), "active gauge"); }
+  // Increments, not sets: concurrent Execute calls and timer threads would otherwise race to set stale values.
+  void Started() { LogIfError(TRITONSERVER_MetricIncrement(m_active_, 1), "active gauge"); }
+  void Ended() { LogIfError(TRITONSERVER_MetricIncrement(m_active_, -1), "active gauge"); }
 
  private:
   ModelState() = default;
@@ -151,7 +153,6 @@ class ModelState {
   TRITONSERVER_MetricFamily* f_active_ = nullptr;
   TRITONSERVER_Metric* m_tokens_ = nullptr;
   TRITONSERVER_Metric* m_active_ = nullptr;
-  std::atomic<int64_t> active_{0};
   std::atomic<uint64_t> next_shard_{0};
   std::vector<std::unique_ptr<Shard>> shards_;
 };
@@ -277,7 +278,7 @@ void ModelState::Execute(TRITONBACKEND_ModelInstance* instance, TRITONBACKEND_Re
       LogIfError(TRITONBACKEND_ResponseFactoryDelete(factory), "response factory");
     } else if (err == nullptr && (err = Accept(request, &stream)) == nullptr) {
       stream->factory = factory;
-      LogIfError(TRITONSERVER_MetricSet(m_active_, static_cast<double>(++active_)), "active gauge");
+      Started();
       shards_[next_shard_++ % shards_.size()]->Add(std::move(stream), start + ttft_ns_);
     }
     if (err != nullptr) {
