@@ -15,6 +15,8 @@ $(STAMP): pyproject.toml
 	# The CPU build of torch; on a GPU machine install torch as usual before `make`.
 	$(BIN)/python -m pip install -q "torch==2.13.0" || $(BIN)/python -m pip install -q torch
 	$(BIN)/python -m pip install -q -e ".[dev]"
+	# Native backends (C++, e.g. the synthetic runtime's token source) are built now, not on the first serve.
+	$(BIN)/python -c 'from tritongen.native import prebuild; prebuild()'
 	touch $(STAMP)
 
 install: $(STAMP)

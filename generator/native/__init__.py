@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -24,6 +25,23 @@ from ..resources import data_dir
 SOURCES = Path(__file__).parent
 BACKENDS = ("tritongen_bls", "tritongen_tokensource")
 """Backend names: `tritongen_bls` (the text path's BLS), `tritongen_tokensource` (an engine-speed token source)."""
+
+
+_BACKEND_LINE = re.compile(r'^backend:\s*"([^"]+)"', re.MULTILINE)
+
+
+def used_by(repository: Path) -> tuple[str, ...]:
+    """The native backends that the models of a model repository name (config.pbtxt and configs/*.pbtxt)."""
+    root = Path(repository)
+    names = set()
+    for config in [*root.glob("*/config.pbtxt"), *root.glob("*/configs/*.pbtxt")]:
+        names.update(_BACKEND_LINE.findall(config.read_text(errors="replace")))
+    return tuple(name for name in BACKENDS if name in names)
+
+
+def available() -> tuple[str, ...]:
+    """The backends whose source is in this installation."""
+    return tuple(name for name in BACKENDS if (SOURCES / f"{name}.cc").is_file())
 
 
 def _cache_root() -> Path:
@@ -87,3 +105,14 @@ def detok_table():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def prebuild() -> int:
+    """Build every available backend into the cache (`make install`), so the first serve does not wait for g++.
+    A machine without a compiler still serves python-only repositories: that is reported, not an error."""
+    for name in available():
+        try:
+            print(f"native backend {name}: {build(name)}")
+        except EnvironmentMissing as err:
+            print(err)
+    return 0

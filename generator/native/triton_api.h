@@ -19,6 +19,9 @@ struct TRITONSERVER_ResponseAllocator;
 struct TRITONSERVER_InferenceRequest;
 struct TRITONSERVER_InferenceResponse;
 struct TRITONSERVER_InferenceTrace;
+struct TRITONSERVER_Parameter;
+struct TRITONSERVER_MetricFamily;
+struct TRITONSERVER_Metric;
 struct TRITONBACKEND_Backend;
 struct TRITONBACKEND_Model;
 struct TRITONBACKEND_ModelInstance;
@@ -45,6 +48,14 @@ typedef enum {
 
 typedef enum { TRITONSERVER_LOG_INFO, TRITONSERVER_LOG_WARN, TRITONSERVER_LOG_ERROR, TRITONSERVER_LOG_VERBOSE }
     TRITONSERVER_LogLevel;
+
+typedef enum {
+  TRITONSERVER_PARAMETER_STRING, TRITONSERVER_PARAMETER_INT, TRITONSERVER_PARAMETER_BOOL,
+  TRITONSERVER_PARAMETER_DOUBLE, TRITONSERVER_PARAMETER_BYTES
+} TRITONSERVER_ParameterType;
+
+typedef enum { TRITONSERVER_METRIC_KIND_COUNTER, TRITONSERVER_METRIC_KIND_GAUGE, TRITONSERVER_METRIC_KIND_HISTOGRAM }
+    TRITONSERVER_MetricKind;
 
 enum { TRITONSERVER_REQUEST_RELEASE_ALL = 1 };
 enum { TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1 };
@@ -73,6 +84,22 @@ TRITONSERVER_Error* TRITONSERVER_MessageSerializeToJson(TRITONSERVER_Message* me
 TRITONSERVER_Error* TRITONSERVER_MessageDelete(TRITONSERVER_Message* message);
 TRITONSERVER_Error* TRITONSERVER_LogMessage(TRITONSERVER_LogLevel level, const char* filename, int line,
                                             const char* msg);
+
+// Parameters (used here as metric labels)
+TRITONSERVER_Parameter* TRITONSERVER_ParameterNew(const char* name, TRITONSERVER_ParameterType type,
+                                                  const void* value);
+void TRITONSERVER_ParameterDelete(TRITONSERVER_Parameter* parameter);
+
+// Custom metrics, exported on Triton's /metrics beside its own. A family is deleted after its metrics.
+TRITONSERVER_Error* TRITONSERVER_MetricFamilyNew(TRITONSERVER_MetricFamily** family, TRITONSERVER_MetricKind kind,
+                                                 const char* name, const char* description);
+TRITONSERVER_Error* TRITONSERVER_MetricFamilyDelete(TRITONSERVER_MetricFamily* family);
+TRITONSERVER_Error* TRITONSERVER_MetricNew(TRITONSERVER_Metric** metric, TRITONSERVER_MetricFamily* family,
+                                           const TRITONSERVER_Parameter** labels, uint64_t label_count);
+TRITONSERVER_Error* TRITONSERVER_MetricDelete(TRITONSERVER_Metric* metric);
+TRITONSERVER_Error* TRITONSERVER_MetricValue(TRITONSERVER_Metric* metric, double* value);
+TRITONSERVER_Error* TRITONSERVER_MetricIncrement(TRITONSERVER_Metric* metric, double value);
+TRITONSERVER_Error* TRITONSERVER_MetricSet(TRITONSERVER_Metric* metric, double value);
 
 // In-process inference (a backend calling other models of its server)
 TRITONSERVER_Error* TRITONSERVER_ResponseAllocatorNew(TRITONSERVER_ResponseAllocator** allocator,
@@ -121,6 +148,7 @@ TRITONSERVER_Error* TRITONBACKEND_ModelServer(TRITONBACKEND_Model* model, TRITON
 TRITONSERVER_Error* TRITONBACKEND_ModelConfig(TRITONBACKEND_Model* model, uint32_t config_version,
                                               TRITONSERVER_Message** model_config);
 TRITONSERVER_Error* TRITONBACKEND_ModelName(TRITONBACKEND_Model* model, const char** name);
+TRITONSERVER_Error* TRITONBACKEND_ModelVersion(TRITONBACKEND_Model* model, uint64_t* version);
 TRITONSERVER_Error* TRITONBACKEND_ModelState(TRITONBACKEND_Model* model, void** state);
 TRITONSERVER_Error* TRITONBACKEND_ModelSetState(TRITONBACKEND_Model* model, void* state);
 TRITONSERVER_Error* TRITONBACKEND_ModelInstanceModel(TRITONBACKEND_ModelInstance* instance,

@@ -306,7 +306,8 @@ def _plan(spec: Spec, spec_dir: Path, checkpoint: Path, load, trt: TensorrtllmPl
         max_queue_delay_us=s.dynamic_batching.max_queue_delay_us, max_queue_size=s.dynamic_batching.max_queue_size,
         logits_datatype=logits, llm_instance_group=_llm_instance_group(spec, placed), hf=hf, llmapi=llmapi,
         tensorrtllm=trt,
-        synthetic=SyntheticPlan(ttft_ms=spec.synthetic.ttft_ms, itl_ms=spec.synthetic.itl_ms)
+        synthetic=SyntheticPlan(ttft_ms=spec.synthetic.ttft_ms, itl_ms=spec.synthetic.itl_ms,
+                                source=spec.synthetic.source)
         if spec.runtime == "synthetic" else None, bls_instances=s.bls_instances or _bls_instances(s),
         bls_parameters=bls_parameters(s.bls_accumulate_tokens), load=load, slo=spec.validation.slo, deploy=spec.deploy,
         kv_tokens_per_instance=kv_tokens, **_bls_backend(spec, tokenizer), **placement,

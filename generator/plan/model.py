@@ -74,6 +74,8 @@ class SyntheticPlan(_Frozen):
 
     ttft_ms: float
     itl_ms: float
+    source: Literal["native", "python"] = "native"
+    """native: the tritongen_tokensource C++ backend; python: model_repository_templates/synthetic/model.py."""
 
 
 class TensorrtllmPlan(_Frozen):

@@ -18,7 +18,7 @@ from tritongen.plan import InstanceGroup, Plan, ServerGroupPlan
 from tritongen.resources import data_dir
 from tritongen.runtimes.hf import hf_parameters
 from tritongen.render.write import MARKER, check_output_dir, status_lines, write_repository
-from tritongen.runtimes.synthetic import synthetic_parameters
+from tritongen.runtimes.synthetic import synthetic_backend, synthetic_parameters
 from tritongen.runtimes.tensorrtllm import id_groups, tensorrt_llm_parameters
 
 __all__ = ["HEADER", "MARKER", "Locations", "check_output_dir", "environment", "render_repository", "status_lines",
@@ -94,7 +94,7 @@ def _llm_config(plan: Plan, where: Locations, group: ServerGroupPlan | None) -> 
         instances = plan.llm_instance_group if group is None else \
             plan.llm_instance_group.model_copy(update={"count": group.instances})
     elif plan.runtime == "synthetic":
-        backend, params, instances = "python", synthetic_parameters(plan), plan.llm_instance_group
+        backend, params, instances = synthetic_backend(plan), synthetic_parameters(plan), plan.llm_instance_group
     else:
         assert where.engine is not None
         ids = group.gpu_device_ids if group else _default_device_ids(plan)
@@ -151,7 +151,7 @@ def render_repository(plan: Plan, where: Locations | None = None) -> dict[str, b
     if plan.runtime == "hf":
         for name in ("model.py", "hf_requests.py"):
             files[f"tensorrt_llm/1/{name}"] = (TEMPLATES / "tensorrt_llm" / "1" / name).read_bytes()
-    elif plan.runtime == "synthetic":
+    elif plan.runtime == "synthetic" and synthetic_backend(plan) == "python":
         files["tensorrt_llm/1/model.py"] = (TEMPLATES / "synthetic" / "model.py").read_bytes()
     else:
         files["tensorrt_llm/1/.keep"] = b""

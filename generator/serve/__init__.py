@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import re
 import shutil
 import signal
 import socket
@@ -22,7 +21,6 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tritongen import native
 from tritongen.errors import CheckFailed, EnvironmentMissing
 from tritongen.readiness import server_ready, wait_until_ready
 
@@ -85,18 +83,19 @@ def backend_dir() -> Path:
     return root / "backends"
 
 
-def native_backends(repository: Path) -> tuple[str, ...]:
-    """The tritongen native backends the repository's models name (`backend: "tritongen_..."` in config.pbtxt,
-    per-group configs included), so a repository of python models needs no C++ compiler."""
-    names = set()
-    for config in [*repository.glob("*/config.pbtxt"), *repository.glob("*/configs/*.pbtxt")]:
-        for match in re.finditer(r'^\s*backend:\s*"(tritongen_\w+)"', config.read_text(errors="replace"), re.M):
-            names.add(match.group(1))
-    unknown = names - set(native.BACKENDS)
-    if unknown:
-        raise EnvironmentMissing(f"the repository names unknown native backend(s) {', '.join(sorted(unknown))}; "
-                                 f"this tritongen builds {', '.join(native.BACKENDS)}")
-    return tuple(sorted(names))
+def install_native_backends(repository: Path) -> tuple[str, ...]:
+    """Build (once per source) and install the native backends the repository's models use into backend_dir(),
+    where tritonserver finds them. A repository of python models needs no compiler, so nothing is built for it."""
+    from tritongen import native
+
+    names = native.used_by(repository)
+    if names:
+        try:
+            native.install(backend_dir(), names)
+        except OSError as err:
+            raise EnvironmentMissing(f"tritonserver: cannot install native backends {', '.join(names)} into "
+                                     f"{backend_dir()} ({err}); make the nvidia-pytriton install writable") from err
+    return names
 
 
 def libpython_dir() -> Path | None:
@@ -189,7 +188,6 @@ class TritonServer:
 
     def command(self) -> list[str]:
         backends = backend_dir()
-        native.install(backends, native_backends(Path(self.repository)))
         return [
             str(_pytriton_root() / "bin" / "tritonserver"),
             f"--model-repository={Path(self.repository).resolve()}",
@@ -206,6 +204,7 @@ class TritonServer:
                 flag = f"--{name}-port"
                 raise EnvironmentMissing(f"serve.{name}_port: port {port} is already in use by another process; "
                                          f"stop that process or pick another port with {flag}")
+        install_native_backends(self.repository)
         if self.log_path is None:
             self.log_path = Path(tempfile.mkstemp(prefix="tritonserver-", suffix=".log")[1])
         log = open(self.log_path, "wb")

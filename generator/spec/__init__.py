@@ -255,6 +255,12 @@ class SyntheticSection(_Section):
     itl_ms: float = Field(10, ge=0)
     """Time between two tokens of one request."""
 
+    source: Literal["native", "python"] = "native"
+    """What serves the token source: `native` (a C++ Triton backend, built on first serve with the machine's C++
+    compiler; tens of thousands of tokens/s per core, so a benchmark measures the serving path, not the source) or
+    `python` (the same behaviour as a python model: no compiler needed, but its per-response IPC caps it at a few
+    thousand tokens/s)."""
+
 
 class TokenDistribution(_Section):
     mean: int = Field(ge=1)
