@@ -1,4 +1,4 @@
-"""Glue between stages that the CLI and `up` share: render for a Plan, and `up` itself."""
+"""Glue between stages that the CLI and `up` share: `up` itself and its OpenAI-frontend measurement."""
 
 from __future__ import annotations
 
@@ -10,16 +10,8 @@ from tritongen.errors import CheckFailed, EnvironmentMissing, SpecError, problem
 from tritongen.loadtests.runner import Endpoint, run_loadtest, say, settings_from_args
 from tritongen.plan import Plan
 from tritongen.plan.checks import require_tokenizer
-from tritongen.render import Locations, render_repository
+from tritongen.render import render_for
 from tritongen.runtimes.tensorrtllm.release import TRTLLM
-
-
-def render_for(plan: Plan, where: Locations | None = None) -> dict[str, bytes]:
-    """Render the repository of a Plan; for tensorrtllm, check the planned engine first when it is here."""
-    from tritongen.runtimes.tensorrtllm.checks import check_plan_engine
-
-    check_plan_engine(plan)
-    return render_repository(plan, where)
 
 
 def _stage(number: int, total: int, name: str, detail: str = "") -> None:

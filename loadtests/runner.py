@@ -24,14 +24,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tritongen.errors import CheckFailed, EnvironmentMissing, SpecError, problem
-from tritongen.resources import data_dir
+from tritongen.loadtests.distributed import LOCUSTFILE, STOP_TIMEOUT_S
 
-LOCUSTFILE = data_dir("loadtests") / "locustfile.py"
 PROTOCOLS = ("grpc", "http", "http_stream", "openai")
 STREAMING = ("grpc", "http_stream", "openai")
-# Seconds a user may take to finish its request after the run time ends; past it Locust kills the user and
-# the request goes unrecorded (while the server still counts it).
-STOP_TIMEOUT_S = 120
 DEFAULT_MAX_CONCURRENCY = 64
 BLS_MODEL = "tensorrt_llm_bls"
 

@@ -18,7 +18,7 @@ def apply_overrides(data: dict, overrides: dict) -> dict:
 
 def render_spec(spec_path: Path, out: Path):
     """Plan the spec at `spec_path` and write its model repository to `out`; returns the Plan."""
-    from tritongen.pipeline import render_for
+    from tritongen.render import render_for
     from tritongen.plan import plan_from_file
     from tritongen.render import write_repository
 

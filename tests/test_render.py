@@ -11,7 +11,7 @@ from google.protobuf import text_format
 
 from tritongen import contract
 from tritongen.errors import SpecError
-from tritongen.pipeline import render_for
+from tritongen.render import render_for
 from tritongen.plan import plan_from_file
 from tritongen.render import render_repository, write_repository
 from tritongen.verify import parse_config, verify_repository

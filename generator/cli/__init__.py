@@ -70,7 +70,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _cmd_render(args: argparse.Namespace) -> int:
-    from tritongen.pipeline import render_for
+    from tritongen.render import render_for
     from tritongen.plan import load_plan
     from tritongen.render import status_lines, write_repository
 

@@ -136,7 +136,7 @@ def prepare(source: str | Path, *, inventory: str | None = None, engine_config: 
 
     Raises SpecError / CheckFailed.
     """
-    from tritongen.pipeline import render_for
+    from tritongen.render import render_for
 
     engine_dir = None
     if engine_config is not None:

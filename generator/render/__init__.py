@@ -21,7 +21,7 @@ from tritongen.render.write import MARKER, check_output_dir, status_lines, write
 from tritongen.runtimes.synthetic import synthetic_parameters
 from tritongen.runtimes.tensorrtllm import id_groups, tensorrt_llm_parameters
 
-__all__ = ["HEADER", "MARKER", "Locations", "check_output_dir", "environment", "render_repository", "status_lines",
+__all__ = ["HEADER", "MARKER", "Locations", "check_output_dir", "environment", "render_for", "render_repository", "status_lines",
            "write_repository"]
 
 TEMPLATES = data_dir("model_repository_templates")
@@ -171,3 +171,11 @@ def render_repository(plan: Plan, where: Locations | None = None) -> dict[str, b
         # settings, with the tokenizer where the server sees it, and a chat template file copied in.
         files.update(plan.frontend.repository_files(where.tokenizer))
     return dict(sorted(files.items()))
+
+
+def render_for(plan: Plan, where: Locations | None = None) -> dict[str, bytes]:
+    """Render the repository of a Plan; for tensorrtllm, check the planned engine first when it is here."""
+    from tritongen.runtimes.tensorrtllm.checks import check_plan_engine
+
+    check_plan_engine(plan)
+    return render_repository(plan, where)

@@ -12,11 +12,13 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tritongen.errors import SpecError, problem
-from tritongen.plan.model import Plan
 from tritongen.runtimes.tensorrtllm import TRTLLM
+
+if TYPE_CHECKING:  # the plan calls these checks; the Plan type is needed for annotations only
+    from tritongen.plan.model import Plan
 
 # pretrained_config.quantization.quant_algo written by conversion, per spec quantisation.
 _QUANT_ALGO = {"none": None, "fp8": "FP8", "int8_weight_only": "W8A16", "int4_weight_only": "W4A16",
