@@ -11,7 +11,7 @@ from tritongen.loadtests.runner import Endpoint, run_loadtest, say, settings_fro
 from tritongen.plan import Plan
 from tritongen.plan.checks import require_tokenizer
 from tritongen.render import render_for
-from tritongen.runtimes.tensorrtllm.release import TRTLLM
+from tritongen.runtimes import runtime_of
 
 
 def _stage(number: int, total: int, name: str, detail: str = "") -> None:
@@ -27,10 +27,10 @@ def up(args: argparse.Namespace) -> int:
 
     total = 7
     plan = load_plan(args.spec, engine_dir=args.engine_dir)
-    if plan.runtime == "trtllm":
+    rt = runtime_of(plan)
+    if not rt.embedded:
         raise EnvironmentMissing(problem(
-            "runtime", f"trtllm serves NVIDIA's llmapi model, which needs TensorRT-LLM {TRTLLM.version} inside "
-            f"{TRTLLM.container}; the embedded tritonserver cannot load it",
+            "runtime", rt.not_embedded(),
             "run `tritongen deploy SPEC --target docker` (or compose / k8s) and `tritongen loadtest` against it"))
     require_tokenizer(plan.tokenizer.dir)
     _stage(1, total, "validate", f"{args.spec} ({plan.name}, runtime {plan.runtime})")

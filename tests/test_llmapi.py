@@ -138,7 +138,7 @@ def test_sizing_follows_the_placement_budget(tmp_path, tiny_model, capsys):
     for inv in ("h200-1x", "h200-2x3g"):
         assert main(["plan", str(spec), "--json", "--inventory", str(FIXTURES / "inventories" / f"{inv}.yaml")]) == 0
         plans[inv] = json.loads(capsys.readouterr().out)
-    full, mig = plans["h200-1x"]["llmapi"], plans["h200-2x3g"]["llmapi"]
+    full, mig = plans["h200-1x"]["runtime_settings"], plans["h200-2x3g"]["runtime_settings"]
     assert len(plans["h200-2x3g"]["server_groups"]) == 2
     for p, plan in ((full, plans["h200-1x"]), (mig, plans["h200-2x3g"])):
         kv = plan["kv_tokens_per_instance"]
@@ -148,7 +148,7 @@ def test_sizing_follows_the_placement_budget(tmp_path, tiny_model, capsys):
     assert mig["kv_max_tokens"] < full["kv_max_tokens"] and mig["max_batch_size"] < full["max_batch_size"]
     # Without a KV budget nothing is invented: the spec's batch and the LLM API's token default, said so.
     assert main(["plan", str(spec), "--json"]) == 0
-    p = json.loads(capsys.readouterr().out)["llmapi"]
+    p = json.loads(capsys.readouterr().out)["runtime_settings"]
     assert (p["max_batch_size"], p["max_num_tokens"], p["kv_max_tokens"]) == (8, 8192, None)
     assert p["sizing"]["source"].startswith("no KV budget known")
 
