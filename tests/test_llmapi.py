@@ -4,7 +4,6 @@ repositories for the LLM-API example (one H200, MIG 3g.71gb) and the TensorRT en
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import pytest
 import yaml
 from tritonclient.grpc import model_config_pb2
 
-from specs import apply_overrides
+from specs import apply_overrides, assert_golden
 from tritongen.cli import main
 from tritongen.resources import data_dir
 from tritongen.runtimes.llmapi import contract
@@ -188,16 +187,7 @@ def test_golden_repositories(tmp_path, tiny_model, case):
     shipped = [rel for rel in files if rel.endswith(".py") and "/1/" in rel]
     for rel in shipped:
         assert files.pop(rel) == (templates / rel).read_text(), f"{rel} differs from model_repository_templates"
-    golden = GOLDEN / case
-    if os.environ.get("TRITONGEN_REGEN_GOLDEN") == "1":
-        shutil.rmtree(golden, ignore_errors=True)
-        for rel, text in files.items():
-            (golden / rel).parent.mkdir(parents=True, exist_ok=True)
-            (golden / rel).write_text(text)
-    expected = {str(p.relative_to(golden)): p.read_text() for p in sorted(golden.rglob("*")) if p.is_file()}
-    assert sorted(files) == sorted(expected)
-    for rel, text in files.items():
-        assert text == expected[rel], f"{rel} differs from tests/golden/{case} (TRITONGEN_REGEN_GOLDEN=1 regenerates)"
+    assert_golden({rel: text.encode() for rel, text in files.items()}, GOLDEN / case)
 
 
 # ---------------------------------------------------------------------------------------------- deploy

@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 RUNTIMES: dict[str, Runtime] = {r.name: r for r in list(globals().values()) if isinstance(r, Runtime)}
 NAMES = tuple(RUNTIMES)
 RuntimeName = Literal[NAMES]  # type: ignore[valid-type]
+CHOICES = ("What serves the model named tensorrt_llm: "
+           + ", ".join(f"`{r.name}` ({r.choice})" for r in list(RUNTIMES.values())[:-1])
+           + f", or `{NAMES[-1]}` ({RUNTIMES[NAMES[-1]].choice}).")
+"""The spec's description of its `runtime` field, from every runtime's own `choice`."""
 RuntimeSettingsUnion = Annotated[Union[tuple(r.settings for r in RUNTIMES.values())],  # type: ignore[valid-type]
                                  Field(discriminator="runtime")]
 

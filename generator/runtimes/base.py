@@ -104,6 +104,8 @@ class Runtime(ABC):
     """Its section of the Plan (Plan.runtime_settings)."""
     summary: ClassVar[str]
     """One line for the docs: what serves the model."""
+    choice: ClassVar[str]
+    """What it is and when to pick it, for the spec's `runtime` field (validate --explain)."""
     executed_here: ClassVar[str]
     """Where tritongen has run it for real (README's runtime table), or that it has not."""
 

@@ -72,7 +72,8 @@ class HfRuntime(Runtime):
     name = "hf"
     settings = HFRuntimePlan
     summary = "python-backend model on transformers' continuous batching, the C++ model's tensors (CPU or GPU)"
-    executed_here = "yes: CPU in the test suite (embedded tritonserver); H200 (docs/benchmarks.md)"
+    executed_here = "yes: CPU in `make test` (embedded tritonserver), H200 (docs/benchmarks.md)"
+    choice = "portable python model on transformers; pick it for CPUs, CI and GPUs without TensorRT-LLM"
     needs_tokenizer_files = True
     builds_image = True
 

@@ -36,7 +36,9 @@ class SyntheticRuntime(Runtime):
     name = "synthetic"
     settings = SyntheticPlan
     summary = "a token source at a configured TTFT/ITL, no model (measures the serving path alone)"
-    executed_here = "yes: CPU in the test suite (embedded tritonserver); H200 (docs/benchmarks.md)"
+    executed_here = "yes: CPU in `make test` (embedded tritonserver), H200 (docs/benchmarks.md)"
+    choice = ("a token source with a configured TTFT/ITL and no model, to measure the serving path and the load "
+              "generator alone")
 
     def plan_settings(self, ctx: PlanContext, prepared: RuntimeSettings | None) -> SyntheticPlan:
         return SyntheticPlan(ttft_ms=ctx.spec.synthetic.ttft_ms, itl_ms=ctx.spec.synthetic.itl_ms)

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import PydanticCustomError
 
 from tritongen.errors import SpecError, clip, problem, shown
-from tritongen.runtimes import RuntimeName, names, runtime
+from tritongen.runtimes import CHOICES as RUNTIME_CHOICES, RuntimeName, names, runtime
 
 
 class _Problems(ValueError):
@@ -457,13 +457,8 @@ class Spec(_Section):
     services use it with `.` and `_` mapped to `-` (a DNS-1035 label, so Service names are valid by construction,
     with room for suffixes such as `-mig-3g-71gb`)."""
 
-    runtime: RuntimeName = "hf"
-    """What serves the model named tensorrt_llm: `trtllm` (NVIDIA's LLM-API model, maintained upstream; no engine
-    build; pick it on GPUs with the TensorRT-LLM container), `tensorrtllm` (the TensorRT engine path: C++ backend
-    and built engines, in pinned containers up to 26.07; pick it for an existing engine workflow), `hf`
-    (portable python model on transformers; pick it for CPUs, CI and GPUs without TensorRT-LLM), or `synthetic`
-    (a token source with a configured TTFT/ITL and no model, to measure the serving path and the load generator
-    alone)."""
+    runtime: RuntimeName = Field("hf", description=RUNTIME_CHOICES)
+    # Described by the runtimes themselves (tritongen.runtimes.CHOICES), so a new runtime documents itself here.
 
     model: ModelSection
     """The checkpoint and tokenizer."""

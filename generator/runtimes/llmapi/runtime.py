@@ -31,6 +31,8 @@ class LlmApiRuntime(Runtime):
     summary = (f"NVIDIA's llmapi model (LLM API, PyTorch backend, no engine build; TensorRT-LLM {TRTLLM.version}, "
                f"{TRTLLM.container})")
     executed_here = "no: rendered and checked against the release's files (tests/fixtures/nvidia); not served here"
+    choice = ("NVIDIA's LLM-API model, maintained upstream; no engine build; pick it on GPUs with the TensorRT-LLM "
+              "container")
     ensemble = False
     runs_on_cpu = False
     honours_stream_interval = False

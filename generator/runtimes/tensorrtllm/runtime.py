@@ -44,7 +44,9 @@ class TensorrtllmRuntime(Runtime):
     name = "tensorrtllm"
     settings = TensorrtllmPlan
     summary = f"C++ tensorrtllm backend, engine from trtllm-build (TensorRT-LLM {TRTLLM.version}, {TRTLLM.container})"
-    executed_here = "engine build and serving on an H200 (docs/benchmarks.md); not in the CPU test suite"
+    executed_here = "no: build commands, engine cache and engine checks tested; no engine built or served"
+    choice = ("the TensorRT engine path: C++ backend and built engines, in pinned containers up to 26.07; pick it "
+              "for an existing engine workflow")
     runs_on_cpu = False
     honours_stream_interval = False
     builds_engine = True
