@@ -16,6 +16,7 @@ from tritongen.runtimes.hf import RUNTIME as _hf
 from tritongen.runtimes.tensorrtllm.runtime import RUNTIME as _tensorrtllm
 from tritongen.runtimes.llmapi.runtime import RUNTIME as _trtllm
 from tritongen.runtimes.synthetic import RUNTIME as _synthetic
+from tritongen.runtimes.vllm import RUNTIME as _vllm
 
 if TYPE_CHECKING:
     from tritongen.plan.model import Plan
