@@ -137,3 +137,12 @@ def test_deploy_vllm_to_compose_and_k8s_with_its_image(tmp_path, tiny_model, inv
             assert sum(d["spec"]["replicas"] for d in pods) == groups
             images = {c["image"] for d in pods for c in d["spec"]["template"]["spec"]["containers"]}
             assert vllm.IMAGE in images
+
+
+def test_verify_flags_a_model_json_key_that_is_no_engine_args_field(tmp_path, tiny_model):
+    out = tmp_path / "repo"
+    assert main(["render", str(_spec(tmp_path, tiny_model)), "-o", str(out)]) == 0
+    path = out / "tensorrt_llm" / "1" / "model.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "gpu_memory_utilisation": 0.5}))
+    assert [str(f) for f in verify_repository(out)] == [
+        "tensorrt_llm/1/model.json: 'gpu_memory_utilisation' is not a vLLM EngineArgs field tritongen checked"]

@@ -187,6 +187,11 @@ class Runtime(ABC):
         """Files of the runtime's own model: for an ensemble runtime the tensorrt_llm model's version folder
         (config.pbtxt comes from `llm_config`); otherwise the whole repository."""
 
+    def check_repository(self, repo: Path) -> list[tuple[str, str]]:
+        """(relative path, problem) for each of this runtime's own files in a rendered repository that its release
+        would refuse (`tritongen verify` runs every runtime's check; each looks only at files it owns)."""
+        return []
+
     # -------------------------------------------------------------------------------------------- serving
 
     @abstractmethod

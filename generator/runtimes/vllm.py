@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from tritongen.errors import SpecError, problem
@@ -149,6 +150,23 @@ class VllmRuntime(Runtime):
         body = json.dumps(engine_args(plan, where.checkpoint, where.tokenizer), indent=2) + "\n"
         # JSON has no comments, so model.json cannot carry the generated-file header; config.pbtxt does.
         return {f"{MODEL}/config.pbtxt": model_config(plan, render.header), f"{MODEL}/1/model.json": body.encode()}
+
+    def check_repository(self, repo: Path) -> list[tuple[str, str]]:
+        """Every key of a vLLM model's 1/model.json is an EngineArgs field tritongen checked."""
+        findings = []
+        for path in sorted(repo.glob("*/1/model.json")):
+            rel = str(path.relative_to(repo))
+            try:
+                data = json.loads(path.read_text())
+            except ValueError as err:
+                findings.append((rel, f"is not valid JSON: {err}"))
+                continue
+            if not isinstance(data, dict) or "model" not in data:
+                findings.append((rel, "names no model (the checkpoint vLLM loads)"))
+                continue
+            findings += [(rel, f"{key!r} is not a vLLM EngineArgs field tritongen checked") for key in data
+                         if key not in ENGINE_ARGS_KEYS]
+        return findings
 
     def image(self) -> str:
         return IMAGE

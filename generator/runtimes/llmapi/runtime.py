@@ -72,6 +72,31 @@ class LlmApiRuntime(Runtime):
         return {"tensorrt_llm/1/model.yaml": llmapi.model_yaml_text(plan, render.header, where.checkpoint, tokenizer),
                 "tensorrt_llm/config.pbtxt": config}
 
+    def check_repository(self, repo: Path) -> list[tuple[str, str]]:
+        """Every key of an llmapi model's 1/model.yaml is one the pinned release's LLM(...) and model.py accept."""
+        import yaml
+
+        c = llmapi.contract
+        nested = {"kv_cache_config": c.KV_CACHE_CONFIG_KEYS, "cuda_graph_config": c.CUDA_GRAPH_CONFIG_KEYS,
+                  "triton_config": c.TRITON_CONFIG_KEYS}
+        findings = []
+        for path in sorted(repo.glob("*/1/model.yaml")):
+            rel = str(path.relative_to(repo))
+            try:
+                data = yaml.safe_load(path.read_text())
+            except yaml.YAMLError as err:
+                findings.append((rel, f"is not valid YAML: {err}"))
+                continue
+            if not isinstance(data, dict) or "triton_config" not in data:
+                findings.append((rel, "has no triton_config block (max_batch_size, decoupled)"))
+                continue
+            for key, value in data.items():
+                if key not in c.LLM_ARGS_KEYS | {"triton_config"}:
+                    findings.append((rel, f"{key!r} is not an LlmArgs field tritongen checked for the release"))
+                elif key in nested and isinstance(value, dict):
+                    findings += [(rel, f"{key}.{k!r} is not a field of {key}") for k in value if k not in nested[key]]
+        return findings
+
     def image(self) -> str:
         return TRTLLM.container
 
