@@ -40,7 +40,9 @@ def test_the_synthetic_runtime_renders_the_native_source_by_default(tiny_model, 
     assert (python / "tensorrt_llm" / "1" / "model.py").is_file()
     from tritongen import native as native_backends
 
-    assert native_backends.used_by(native) == ("tritongen_tokensource",) and native_backends.used_by(python) == ()
+    # Both render the native BLS (the default text path); only the native source adds the token source.
+    assert native_backends.used_by(native) == ("tritongen_bls", "tritongen_tokensource")
+    assert native_backends.used_by(python) == ("tritongen_bls",)
 
 
 @pytest.fixture(scope="module")
