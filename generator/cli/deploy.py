@@ -20,7 +20,9 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
     dep = prepare(args.spec, inventory=args.inventory, engine_config=args.engine_config, image=args.image)
     print_notes(dep.plan)
     files = render_deployment(dep, args.target, mig_strategy=args.k8s_mig_strategy)
-    if args.target in ("compose", "k8s"):
+    from tritongen.deploy.image import DOCKERFILE as TRITONGEN_DOCKERFILE
+
+    if TRITONGEN_DOCKERFILE in files:
         from tritongen.deploy.image import tritongen_wheel
 
         files = dict(sorted({**files, **tritongen_wheel()}.items()))  # the build context of Dockerfile.tritongen

@@ -383,6 +383,15 @@ class DeploySection(_Section):
     LeaderWorkerSet of this many pods, one per node, each taking engine.tp_size x engine.pp_size / nodes full GPUs
     of a node like the inventory's; mpirun on the leader starts the ranks in the worker pods."""
 
+    replicas: int | None = Field(None, ge=1)
+    """Kubernetes HPA: the most server pods of each device kind (maxReplicas), e.g. what the inventory's node
+    holds times the nodes of that layout; unset: what one node holds. More than one node holds needs
+    access_mode ReadWriteMany (a ReadWriteOnce volume keeps every pod on one node)."""
+
+    monitor_labels: dict[str, str] = {"release": "prometheus"}
+    """Kubernetes: labels of the PodMonitor, for the Prometheus Operator's podMonitorSelector (kube-prometheus-stack
+    selects `release: <helm release name>`)."""
+
     hpa_waiting_requests: float = Field(2, gt=0)
     """Kubernetes HPA: scale out when requests waiting for a batch slot exceed this per pod (average)."""
 
