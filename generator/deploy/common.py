@@ -170,7 +170,9 @@ def prepare(source: str | Path, *, inventory: str | None = None, engine_config: 
         raise SpecError(problem(str(source), "is a plan made without --inventory, so it places no server groups",
                                 "make it with `tritongen plan SPEC --inventory nvml|FILE --json`"))
     # The host folders the servers read; compose names them by variable (see Mount.variable).
-    mounts = [Mount(plan.tokenizer.dir, TOKENIZER, "TRITONGEN_TOKENIZER_DIR")]
+    # A tokenizer inside the checkpoint folder is the same host folder, so the same variable.
+    same = plan.tokenizer.dir == plan.paths.checkpoint
+    mounts = [Mount(plan.tokenizer.dir, TOKENIZER, "TRITONGEN_CHECKPOINT_DIR" if same else "TRITONGEN_TOKENIZER_DIR")]
     if plan.runtime == "tensorrtllm":
         assert plan.paths.engine is not None
         mounts.append(Mount(plan.paths.engine, ENGINE, "TRITONGEN_ENGINE_DIR"))

@@ -66,7 +66,12 @@ def _source(m: Mount) -> str:
     """A bind source: the output's own folders as they are, the model's through their variable."""
     if not m.variable:
         return m.source
-    return f"${{{m.variable}:-./models/{m.target.rsplit('/', 1)[1]}}}"
+    return f"${{{m.variable}:-{default_folder(m)}}}"
+
+
+def default_folder(m: Mount) -> str:
+    """TRITONGEN_CHECKPOINT_DIR -> ./models/checkpoint: next to the compose file unless the variable is set."""
+    return "./models/" + m.variable.removeprefix("TRITONGEN_").removesuffix("_DIR").lower()
 
 
 def _bind(m: Mount) -> dict:
@@ -188,7 +193,7 @@ def compose_document(dep: Deployment) -> dict[str, Any]:
 
 def render_compose(dep: Deployment) -> dict[str, bytes]:
     services, lb = compose_services(dep), load_balancer(dep)
-    variables = ", ".join(f"{m.variable} (default ./models/{m.target.rsplit('/', 1)[1]})" for m in dep.mounts)
+    variables = ", ".join(sorted({f"{m.variable} (default {default_folder(m)})" for m in dep.mounts}))
     comment = [HEADER.format(name=dep.plan.name),
                f"# One tritonserver per server group of the placement{', nginx (least_conn) in front' if lb else ''}.",
                f"# Model folders on the host that runs it: {variables}.",

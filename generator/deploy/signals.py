@@ -2,7 +2,7 @@
 
 Triton's queue time / compute time ratio (the usual Triton HPA metric) stays flat for an in-flight-batched LLM:
 requests leave Triton's queue at once and wait inside the batch manager instead. Measured on tensorrt_llm: queue
-0.11-0.27 ms per request while TTFT p95 went from 30 to 239 ms under rising load (issue 16). The signals here
+0.11-0.27 ms per request while TTFT p95 went from 30 to 239 ms under rising load. The signals here
 count what actually waits:
 
 - tensorrtllm: `nv_trt_llm_request_metrics{request_type="waiting"}` (requests the batch manager has not
@@ -11,7 +11,7 @@ count what actually waits:
 - hf: its model exports `tritongen_llm_active_requests`; requests beyond the planned batch
   (serving.max_batch_size x instances per pod) are the ones waiting for a slot.
 
-Extension point: a deployment that runs the OpenAI frontend (issue 15) can add a TTFT signal here (a histogram
+Extension point: a deployment that runs the OpenAI frontend can add a TTFT signal here (a histogram
 quantile of the frontend's time to first token), keyed on what the Deployment runs; runtimes added later (the
 LLM-API `trtllm` runtime) add their entry to `_SIGNALS`.
 """
