@@ -24,7 +24,9 @@ import shlex
 from dataclasses import dataclass
 
 from tritongen.deploy import pods
-from tritongen.deploy.common import CHECKPOINT, ENGINE, MODELS, REPOSITORY, TOKENIZER, Deployment, k8s_name
+from tritongen.deploy.common import (
+    CHECKPOINT, ENGINE, MODELS, REPOSITORY, TOKENIZER, Deployment, builds_engine, k8s_name,
+)
 from tritongen.errors import SpecError, problem
 from tritongen.placement.inventory import GIB
 from tritongen.runtimes.tensorrtllm import commands_for_settings
@@ -81,7 +83,7 @@ def _fetch(uri: str | None, dest: str, field: str) -> str:
 
 def fill_memory_gib(dep: Deployment) -> int:
     """Checkpoint conversion holds the whole checkpoint in host memory (tensorrtllm); a download needs little."""
-    weights = dep.memory.weight_bytes_per_rank * dep.memory.world_size if dep.plan.runtime == "tensorrtllm" else 0
+    weights = dep.memory.weight_bytes_per_rank * dep.memory.world_size if builds_engine(dep.plan) else 0
     return math.ceil(weights * 1.2 / GIB) + 4
 
 
@@ -102,7 +104,7 @@ def models_job(dep: Deployment) -> ModelsJob:
         lines.append(_fetch(deploy.tokenizer_uri, TOKENIZER, "deploy.tokenizer_uri"))
     else:
         lines.append(f"[ -e {TOKENIZER} ] || ln -s checkpoint {TOKENIZER}")
-    gpu = dep.plan.runtime == "tensorrtllm"
+    gpu = builds_engine(dep.plan)
     work_gib = 0
     if gpu:
         assert dep.plan.tensorrtllm is not None

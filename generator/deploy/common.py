@@ -200,6 +200,16 @@ def server_image(plan: Plan) -> str:
     return TRTLLM.container if plan.runtime in ("tensorrtllm", "trtllm") else HF_IMAGE
 
 
+def builds_engine(plan: Plan) -> bool:
+    """Whether the models Job builds an engine (on a GPU of the serving kind) rather than only fetching files."""
+    return plan.runtime == "tensorrtllm"
+
+
+def llm_is_python_model(plan: Plan) -> bool:
+    """Whether the model named tensorrt_llm is a python-backend model (a process and a tokenizer's memory each)."""
+    return plan.runtime in ("hf", "trtllm", "synthetic")
+
+
 def planned_on_cpu(plan: Plan) -> bool:
     return plan.placement is None and plan.runtime in CPU_RUNTIMES and plan.llm_instance_group.kind == "KIND_CPU"
 

@@ -19,9 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
-from tritongen.deploy import clients
+from tritongen.deploy import clients, pods
 from tritongen.deploy.common import (
     CONTAINER_PORTS, HF_DOCKERFILE, REPOSITORY, TOKENIZER, Deployment, Mount, device_ids, hf_dockerfile,
     render_template, tritongen_dockerfile,
@@ -205,7 +203,7 @@ def render_compose(dep: Deployment) -> dict[str, bytes]:
                               else None).why_no_metrics
     if why:
         comment.append(f"# {why}.")
-    body = yaml.safe_dump(compose_document(dep), sort_keys=False, width=120)
+    body = pods.to_yaml(compose_document(dep))
     files = {"docker-compose.yaml": ("\n".join(comment) + "\n" + body).encode()}
     if lb:
         files["nginx.conf"] = render_template("nginx.conf.j2", dep, services=services, lb=lb,

@@ -14,9 +14,7 @@ Layout (`kubectl apply -k k8s/base` applies on a plain cluster; nothing needs a 
   k8s/loadtest/         kustomize Component: Locust master Job + Service and workers (deploy/tools.py)
   k8s/with-monitoring/, k8s/with-loadtest/  the base plus one component each
 
-Storage: the models volume is correct on one node and on many. ReadWriteOnce (every default class) mounts on one
-node, so every pod that mounts it carries one label and a required pod affinity to it: the first pod picks the
-node, the others follow (Multi-Attach errors otherwise). ReadWriteMany (NFS, CephFS, EFS, ...) lets pods spread.
+Storage: the models volume is correct on one node and on many (deploy/storage.py).
 
 Resources: requests equal limits for CPU and memory (Guaranteed QoS): under node memory pressure the kubelet evicts
 BestEffort and Burstable pods first, and a tritonserver that took minutes to load its engine is the most expensive
@@ -33,9 +31,11 @@ from dataclasses import dataclass
 from tritongen.deploy import clients, pods
 from tritongen.deploy.artifacts import models_job, models_job_objects
 from tritongen.deploy.common import (
-    CONTAINER_PORTS, HF_DOCKERFILE, MODELS, Deployment, hf_dockerfile, k8s_name, tritongen_dockerfile,
+    CONTAINER_PORTS, HF_DOCKERFILE, MODELS, Deployment, hf_dockerfile, k8s_name, llm_is_python_model,
+    tritongen_dockerfile,
 )
 from tritongen.deploy.image import DOCKERFILE as TRITONGEN_DOCKERFILE, image_tag
+from tritongen.deploy.storage import Storage, pvc_object, storage
 from tritongen.errors import SpecError, problem
 from tritongen.placement import ServerGroup
 from tritongen.placement.inventory import GIB
@@ -174,7 +174,7 @@ def pod_resources(dep: Deployment, kind: K8sKind) -> PodResources:
     """
     plan = dep.plan
     python = plan.preprocessing_instances + plan.postprocessing_instances + plan.bls_instances
-    if dep.plan.runtime in ("hf", "trtllm", "synthetic"):  # the LLM model is a python model too
+    if llm_is_python_model(dep.plan):
         python += plan.llm_instance_group.count
     cpu = 2 + math.ceil(python / 2)
     ranks = max(1, kind.world_size // kind.nodes)
@@ -191,56 +191,6 @@ def volume_gib(dep: Deployment) -> int:
         return dep.plan.deploy.volume_gib
     weights = dep.memory.weight_bytes_per_rank * dep.memory.world_size
     return math.ceil(weights * 2.5 / GIB) + 10
-
-
-# ---------------------------------------------------------------------------------------------- storage
-
-
-@dataclass(frozen=True)
-class Storage:
-    """The models volume and how its users are kept where they can mount it."""
-
-    pvc: str
-    access_mode: str
-    storage_class: str | None
-
-    @property
-    def colocate(self) -> bool:
-        return self.access_mode == "ReadWriteOnce"
-
-    @property
-    def label(self) -> dict[str, str]:
-        return {pods.MODELS_VOLUME_LABEL: self.pvc}
-
-    def affinity(self) -> dict | None:
-        """Pods that mount the volume: on its node when it is ReadWriteOnce (they also carry `label`)."""
-        return pods.same_node_as(self.label) if self.colocate else None
-
-    def labels(self, labels: dict[str, str]) -> dict[str, str]:
-        return {**labels, **self.label}
-
-
-def storage(dep: Deployment, ks: list[K8sKind]) -> Storage:
-    deploy = dep.plan.deploy
-    if deploy.access_mode == "ReadWriteOncePod":
-        raise SpecError(problem("deploy.access_mode", "ReadWriteOncePod lets one pod mount the models volume, but the "
-                                f"models Job and {sum(k.replicas * k.nodes for k in ks)} server pod(s) mount it",
-                                "use ReadWriteOnce (every pod on one node) or ReadWriteMany"))
-    for kind in ks:
-        if deploy.access_mode == "ReadWriteOnce" and (deploy.replicas or 0) > kind.replicas:
-            raise SpecError(problem("deploy.replicas", f"{deploy.replicas} pods of kind {kind.component} need "
-                                    f"more than one node (a node holds {kind.replicas}), but a ReadWriteOnce models "
-                                    "volume mounts on one node", "set deploy.access_mode: ReadWriteMany with a "
-                                    f"storage_class that provides it, or deploy.replicas <= {kind.replicas}"))
-    return Storage(k8s_name(dep.name, "models"), deploy.access_mode, deploy.storage_class)
-
-
-def pvc_object(name: str, labels: dict[str, str], access_mode: str, storage_class: str | None, gib: int) -> dict:
-    spec: dict = {"accessModes": [access_mode]}
-    if storage_class:
-        spec["storageClassName"] = storage_class
-    spec["resources"] = {"requests": {"storage": f"{gib}Gi"}}
-    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": pods.metadata(name, labels), "spec": spec}
 
 
 # ---------------------------------------------------------------------------------------------- servers

@@ -132,8 +132,12 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
 _Dumper.add_representer(str, _str)
 
 
+def to_yaml(obj: object) -> str:
+    return yaml.dump(obj, Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
+
+
 def dump(name: str, docs: list[dict], comment: str = "") -> bytes:
     """A generated-file header, `comment` (why the objects look as they do) and the objects, one document each."""
     lines = [HEADER.format(name=name)] + [f"# {line}".rstrip() for line in comment.strip().splitlines() if comment]
-    body = "---\n".join(yaml.dump(d, Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True) for d in docs)
+    body = "---\n".join(to_yaml(d) for d in docs)
     return ("\n".join(lines) + "\n" + body).encode()
