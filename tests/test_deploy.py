@@ -24,7 +24,9 @@ CASES = {  # spec, inventory, engine
     "llama3-8b-mig": ("llama3-8b-mig", "h200-all-balanced.yaml", "llama3-8b-bf16-tp1"),
     "llama3-70b-tp4": ("llama3-70b-tp4", "h100-80gb-x8.yaml", "llama3-70b-fp8-tp4"),  # FP8: not on A100
     "tiny-hf-gpu": ("tiny-hf-gpu", "mixed-h200-node.yaml", None),
+    "tiny-cpu": ("tiny-cpu", None, None),  # the CPU profile: examples/tiny-cpu.yaml, no inventory
 }
+EXAMPLES = Path(__file__).parent.parent / "examples"
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +35,9 @@ def workdir(tmp_path_factory, tiny_model) -> Path:
     root = tmp_path_factory.mktemp("deploy")
     shutil.copytree(tiny_model, root / "checkpoint")
     for spec, _, engine in CASES.values():
-        data = yaml.safe_load((FIXTURES / "specs" / f"{spec}.yaml").read_text())
+        source = EXAMPLES if spec == "tiny-cpu" else FIXTURES / "specs"
+        data = yaml.safe_load((source / f"{spec}.yaml").read_text())
+        data["model"]["checkpoint"] = "checkpoint"
         if engine:
             data["engine"]["engine_dir"] = str(FIXTURES / "engines" / engine)
         (root / f"{spec}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
@@ -44,7 +48,8 @@ def _prepare(workdir: Path, case: str, **kwargs) -> Deployment:
     spec, inventory, engine = CASES[case]
     if engine:
         kwargs.setdefault("engine_config", FIXTURES / "engines" / engine / "config.json")
-    return prepare(workdir / f"{spec}.yaml", inventory=str(FIXTURES / "inventories" / inventory), **kwargs)
+    return prepare(workdir / f"{spec}.yaml", inventory=str(FIXTURES / "inventories" / inventory) if inventory else None,
+                   **kwargs)
 
 
 def _write(files: dict[str, bytes], out: Path) -> Path:
@@ -211,7 +216,8 @@ def test_k8s_single_strategy(workdir, tmp_path):
 
 
 @pytest.mark.parametrize("case,target", [("llama3-8b-mig", "compose"), ("llama3-8b-mig", "k8s"),
-                                         ("llama3-70b-tp4", "compose"), ("llama3-70b-tp4", "k8s")])
+                                         ("llama3-70b-tp4", "compose"), ("llama3-70b-tp4", "k8s"),
+                                         ("tiny-cpu", "compose"), ("tiny-cpu", "k8s")])
 def test_golden_deployment_files(workdir, case, target):
     files = {rel: data.replace(str(workdir).encode(), b"${WORKDIR}").replace(str(FIXTURES).encode(), b"${FIXTURES}")
              for rel, data in render_deployment(_prepare(workdir, case), target).items()
