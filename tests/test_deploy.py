@@ -298,6 +298,8 @@ def test_cli_deploy_compose_and_refusals(workdir, tmp_path, capsys):
     assert "   create  docker-compose.yaml" in printed and "2 server group(s)" in printed
     assert "endpoint  gpu0-mig1: http 127.0.0.1:8000  grpc 127.0.0.1:8001  metrics 127.0.0.1:8002" in printed
     assert "endpoint  load balancer (nginx, least_conn): http 127.0.0.1:8020  grpc 127.0.0.1:8021" in printed
+    assert (f"models    TRITONGEN_ENGINE_DIR={FIXTURES / 'engines' / 'llama3-8b-bf16-tp1'}  (unset: ./models/engine "
+            "next to the file)") in printed
     assert (out / "model_repository" / "ensemble" / "config.pbtxt").is_file()
     assert _run_cli(argv) == 2  # exists, no --force
     assert _run_cli([*argv, "--force"]) == 0

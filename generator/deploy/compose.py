@@ -68,8 +68,17 @@ def _source(m: Mount) -> str:
 
 
 def default_folder(m: Mount) -> str:
+    return default_folder_of(m.variable)
+
+
+def default_folder_of(variable: str) -> str:
     """TRITONGEN_CHECKPOINT_DIR -> ./models/checkpoint: next to the compose file unless the variable is set."""
-    return "./models/" + m.variable.removeprefix("TRITONGEN_").removesuffix("_DIR").lower()
+    return "./models/" + variable.removeprefix("TRITONGEN_").removesuffix("_DIR").lower()
+
+
+def model_folders(dep: Deployment) -> dict[str, str]:
+    """{variable: the folder on the machine that planned}: what `deploy` prints, never writes."""
+    return {m.variable: m.source for m in dep.mounts if m.variable}
 
 
 def _bind(m: Mount) -> dict:
