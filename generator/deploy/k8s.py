@@ -201,7 +201,7 @@ def _wait_for_models(dep: Deployment, job) -> dict:
     script = (f"until [ -e {job.marker} ]; do if [ -e {job.failed} ]; then cat {job.failed}; exit 1; fi; "
               f"echo waiting for job/{job.name}; sleep 10; done")
     return pods.container("wait-for-models", dep.image, command=["sh", "-c", script],
-                          res=pods.resources("100m", "64Mi", ephemeral_gib=0.1),
+                          res=pods.resources("100m", "64Mi", ephemeral_gib=0.125),
                           mounts=[{"name": "models", "mountPath": MODELS, "readOnly": True}])
 
 
@@ -288,7 +288,7 @@ def leaderworkerset_object(dep: Deployment, kind: K8sKind, store: Storage, job) 
     the leader waits for its workers, then mpirun starts every rank through `kubectl exec` (rbac.yaml)."""
     tools = {"name": "tools", "mountPath": "/tools", "readOnly": True}
     kubectl = pods.container("kubectl", image_tag(), command=["sh", "-c", kubessh_setup()],
-                             res=pods.resources("100m", "128Mi", ephemeral_gib=0.2),
+                             res=pods.resources("100m", "128Mi", ephemeral_gib=0.25),
                              mounts=[{"name": "tools", "mountPath": "/tools"}])
     leader = pods.container("tritonserver", dep.image, command=["sh", "-c", leader_script(kind)],
                             res=_server_resources(dep, kind), mounts=_server_mounts([tools]), ports=_server_ports(dep),

@@ -32,7 +32,7 @@ def _labels(dep: Deployment, component: str) -> tuple[dict[str, str], dict[str, 
 
 def _wait(url: str) -> dict:
     return pods.container("wait-for-target", image_tag(), command=["python3", "-c", clients.wait_script(url)],
-                          res=pods.resources("100m", "128Mi", ephemeral_gib=0.1))
+                          res=pods.resources("100m", "128Mi", ephemeral_gib=0.125))
 
 
 def _wait_tcp(host: str, port: int) -> dict:
@@ -44,7 +44,7 @@ def _wait_tcp(host: str, port: int) -> dict:
               "    except OSError as err:\n"
               f"        print('waiting for the Locust master at {host}:{port}', err, flush=True); time.sleep(5)\n")
     return pods.container("wait-for-master", image_tag(), command=["python3", "-c", script],
-                          res=pods.resources("100m", "128Mi", ephemeral_gib=0.1))
+                          res=pods.resources("100m", "128Mi", ephemeral_gib=0.125))
 
 
 def _api_key_env(dep: Deployment, env_name: str | None) -> list[dict]:
