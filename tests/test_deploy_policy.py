@@ -126,9 +126,14 @@ def test_policy_over_every_generated_manifest(workdir, name, tmp_path):
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_every_generated_manifest_builds_and_validates_strictly(workdir, name, tmp_path):
+    import kubernetes_validate
+
     out, objects = _k8s(workdir, name, tmp_path)
     for obj in objects:
         validate(obj)
+        if "monitoring.coreos.com" not in obj["apiVersion"] and "leaderworkerset" not in obj["apiVersion"]:
+            # The newest schemas kubernetes-validate ships too, not only the oldest supported release's.
+            kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
     for overlay in ("base", "with-monitoring", "with-loadtest"):
         for obj in kustomize(out / "k8s" / overlay):
             validate(obj)
