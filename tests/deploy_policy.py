@@ -170,6 +170,10 @@ def storage(objects: list[dict]) -> list[str]:
             if not shared:
                 bad.append(f"{where}: mounts ReadWriteOnce {claim} without a required same-node affinity that "
                            "every consumer matches")
+        # Sharing a node means tolerating its taints: a consumer that cannot land where the others are waits forever.
+        tolerations = {where: sorted(t["key"] for t in spec.get("tolerations", [])) for where, _m, spec, _n in consumers}
+        if len({tuple(t) for t in tolerations.values()}) > 1:
+            bad.append(f"{claim}: ReadWriteOnce consumers tolerate different taints: {tolerations}")
     return bad
 
 

@@ -166,7 +166,8 @@ def models_job_objects(dep: Deployment, job: ModelsJob, kind, store, labels: dic
                        res=pods.resources("2", memory, ephemeral_gib=job.work_gib + pods.SCRATCH_GIB, extra=devices),
                        mounts=mounts)
     pod_labels = store.labels({**labels, "app.kubernetes.io/component": "models"})
-    spec = pods.pod_spec([c], volumes=volumes, gpu=job.gpu, restart="OnFailure", affinity=store.affinity(),
+    spec = pods.pod_spec([c], volumes=volumes, gpu=job.gpu or store.tolerate_gpu(), restart="OnFailure",
+                         affinity=store.affinity(),
                          node_selector=kind.node_selector if job.gpu else None)
     return [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": pods.metadata(job.configmap, labels),
              "data": job.data},

@@ -103,7 +103,7 @@ def pod_spec(containers: list[dict], *, volumes: list[dict], init: list[dict] = 
         spec["nodeSelector"] = dict(node_selector)
     if affinity:
         spec["affinity"] = affinity
-    if gpu:
+    if gpu:  # a GPU pod, or one that must run next to GPU pods
         spec["tolerations"] = [dict(GPU_TOLERATION)]
     if init:
         spec["initContainers"] = list(init)

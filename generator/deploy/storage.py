@@ -24,6 +24,8 @@ class Storage:
     pvc: str
     access_mode: str
     storage_class: str | None
+    gpu_nodes: bool = True
+    """The servers run on GPU nodes (tainted nvidia.com/gpu on most clusters); False for the CPU profile."""
 
     @property
     def colocate(self) -> bool:
@@ -36,6 +38,10 @@ class Storage:
     def affinity(self) -> dict | None:
         """Pods that mount the volume: on its node when it is ReadWriteOnce (they also carry `label`)."""
         return pods.same_node_as(self.label) if self.colocate else None
+
+    def tolerate_gpu(self) -> bool:
+        """Pods without GPUs that must share the servers' node (ReadWriteOnce) tolerate its GPU taint."""
+        return self.colocate and self.gpu_nodes
 
     def labels(self, labels: dict[str, str]) -> dict[str, str]:
         return {**labels, **self.label}
@@ -53,7 +59,7 @@ def storage(dep: Deployment, ks: list[K8sKind]) -> Storage:
                                     f"more than one node (a node holds {kind.replicas}), but a ReadWriteOnce models "
                                     "volume mounts on one node", "set deploy.access_mode: ReadWriteMany with a "
                                     f"storage_class that provides it, or deploy.replicas <= {kind.replicas}"))
-    return Storage(k8s_name(dep.name, "models"), deploy.access_mode, deploy.storage_class)
+    return Storage(k8s_name(dep.name, "models"), deploy.access_mode, deploy.storage_class, gpu_nodes=not dep.on_cpu)
 
 
 def pvc_object(name: str, labels: dict[str, str], access_mode: str, storage_class: str | None, gib: int) -> dict:

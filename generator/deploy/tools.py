@@ -74,7 +74,8 @@ def openai_files(dep: Deployment, store, labels: dict[str, str]) -> dict[str, by
                        livenessProbe={"tcpSocket": {"port": "openai"}, "periodSeconds": 10, "failureThreshold": 6},
                        res=pods.resources("2", "2Gi"), mounts=[MODELS_MOUNT])
     ready = f"http://{dep.name}:{CONTAINER_PORTS.http}/v2/health/ready"
-    spec = pods.pod_spec([c], init=[_wait(ready)], volumes=[pods.models_volume(store.pvc)], affinity=store.affinity())
+    spec = pods.pod_spec([c], init=[_wait(ready)], volumes=[pods.models_volume(store.pvc)], affinity=store.affinity(),
+                         gpu=store.tolerate_gpu())
     deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": pods.metadata(name, pod_labels),
                   "spec": {"replicas": 1, "selector": {"matchLabels": selector},
                            "template": {"metadata": {"labels": store.labels(pod_labels)}, "spec": spec}}}
@@ -111,6 +112,7 @@ def loadtest_files(dep: Deployment, ks, store, labels: dict[str, str]) -> dict[s
                             res=pods.resources("1", "2Gi"),
                             mounts=[plan_mount, MODELS_MOUNT, {"name": "reports", "mountPath": clients.REPORTS}])
     master_spec = pods.pod_spec([master], init=[_wait(target.ready_url)], restart="Never", affinity=store.affinity(),
+                                gpu=store.tolerate_gpu(),
                                 volumes=[plan_volume, pods.models_volume(store.pvc),
                                          {"name": "reports", "persistentVolumeClaim": {"claimName": reports}}])
     # Each worker: one Locust process (a core) whose samples travel to the master over Locust's own protocol.
@@ -122,7 +124,7 @@ def loadtest_files(dep: Deployment, ks, store, labels: dict[str, str]) -> dict[s
         "topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": worker_selector}}}]}}
     # Workers start once the master listens, so a slow model load does not spend the Job's retries.
     worker_spec = pods.pod_spec([worker], init=[_wait(target.ready_url), _wait_tcp(service_name, DEFAULT_MASTER_PORT)],
-                                restart="OnFailure",
+                                restart="OnFailure", gpu=store.tolerate_gpu(),
                                 affinity=store.affinity() or spread,
                                 volumes=[plan_volume, pods.models_volume(store.pvc)])
     files = {name: data.decode() for name, data in clients.loadtest_files(dep).items()}
