@@ -351,6 +351,11 @@ def test_podmonitor_carries_the_selector_label(workdir, tmp_path):
     _out, objects = _k8s(workdir, "tiny-hf-mixed", tmp_path / "custom", spec=spec)
     (monitor,) = _by(objects, "PodMonitor").values()
     assert monitor["metadata"]["labels"]["prometheus"] == "platform" and "release" not in monitor["metadata"]["labels"]
+    data["deploy"] = {"monitor_labels": {"release": "kube prometheus"}}
+    spec.write_text(yaml.safe_dump(data))
+    with pytest.raises(SpecError, match=r"^deploy.monitor_labels: 'release: kube prometheus' is not a Kubernetes "
+                                        r"label \(keys \[prefix/\]name, values up to 63 of \[A-Za-z0-9._-\]\)"):
+        _prepare(workdir, "tiny-hf-mixed", spec=spec)
 
 
 # ---------------------------------------------------------------------------------------------- 8. Locust master + workers

@@ -355,6 +355,10 @@ class SLOSection(_Section):
     every lower level passing) is at least this level. None: every level must pass."""
 
 
+_LABEL_KEY = re.compile(r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+
+
 class DeploySection(_Section):
     """Settings of the generated deployment files (`tritongen deploy`)."""
 
@@ -391,6 +395,15 @@ class DeploySection(_Section):
     monitor_labels: dict[str, str] = {"release": "prometheus"}
     """Kubernetes: labels of the PodMonitor, for the Prometheus Operator's podMonitorSelector (kube-prometheus-stack
     selects `release: <helm release name>`)."""
+
+    @field_validator("monitor_labels")
+    @classmethod
+    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, text in value.items():
+            if not (_LABEL_KEY.fullmatch(key) and _LABEL_VALUE.fullmatch(text)):
+                raise PydanticCustomError("label", "'{key}: {text}' is not a Kubernetes label (keys [prefix/]name, "
+                                          "values up to 63 of [A-Za-z0-9._-])", {"key": key, "text": text})
+        return value
 
     hpa_waiting_requests: float = Field(2, gt=0)
     """Kubernetes HPA: scale out when requests waiting for a batch slot exceed this per pod (average)."""
