@@ -426,5 +426,9 @@ def test_cpu_profile_deploys_without_gpus(workdir, name, tmp_path):
     out = _write(render_deployment(_prepare(workdir, name), "compose"), tmp_path / "compose")
     services = compose_config(out)["services"]
     assert "deploy" not in services["triton-cpu"] and services["triton-cpu"]["build"]["dockerfile"] == "Dockerfile.hf"
+    from tritongen.deploy.docker import docker_run_kwargs
+
+    dep = _prepare(workdir, name)
+    assert docker_run_kwargs(dep, dep.placement.server_groups[0], tmp_path)["device_requests"] == []
     with pytest.raises(SpecError, match=r"^--inventory: places servers on GPUs, but placement.device is cpu"):
         prepare(workdir / f"{name}.yaml", inventory=str(INVENTORIES / "h200-1x.yaml"))
