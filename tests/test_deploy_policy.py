@@ -368,6 +368,7 @@ def test_k8s_load_test_is_a_locust_master_and_workers(workdir, tmp_path):
     margs = master["spec"]["template"]["spec"]["containers"][0]["args"]
     assert _flag(margs, "--workers") == "3" and "--master" in margs
     assert workers["spec"]["parallelism"] == workers["spec"]["completions"] == 3
+    assert workers["spec"]["activeDeadlineSeconds"] >= 1800  # workers never outlive a master that is gone
     wargs = workers["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--worker" in wargs and _flag(wargs, "--url") == _flag(margs, "--url") == "tiny-hf-openai:9000"
     service = services[_flag(wargs, "--master-host")]

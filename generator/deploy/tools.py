@@ -90,6 +90,14 @@ def openai_files(dep: Deployment, store, labels: dict[str, str]) -> dict[str, by
                                                                           f"(Deployment {name}).")}
 
 
+def worker_deadline_s(dep: Deployment) -> int:
+    from tritongen.deploy.k8s import STARTUP_MINUTES
+
+    load = dep.plan.load
+    run_s = load.duration_s * max(1, len(load.sweep))
+    return int(STARTUP_MINUTES * 60 + 2 * run_s + 600)
+
+
 def loadtest_files(dep: Deployment, ks, store, labels: dict[str, str]) -> dict[str, bytes]:
     mode = clients.frontend_mode(dep)
     target = clients.load_target(dep, dep.name, sum(k.replicas for k in ks),
@@ -144,7 +152,10 @@ def loadtest_files(dep: Deployment, ks, store, labels: dict[str, str]) -> dict[s
                                                   "spec": master_spec}}},
         {"apiVersion": "batch/v1", "kind": "Job", "metadata": pods.metadata(k8s_name(dep.name, "loadtest-workers"),
                                                                            worker_labels),
+         # Workers that outlive their master (it failed, or was deleted) would wait for it forever: the deadline is
+         # the servers' startup allowance plus twice the planned run.
          "spec": {"completions": workers, "parallelism": workers, "backoffLimit": 3 * workers,
+                  "activeDeadlineSeconds": worker_deadline_s(dep),
                   "template": {"metadata": {"labels": store.labels(worker_labels)}, "spec": worker_spec}}},
     ]
     comment = [f"The load test of validation.load against {target.url} ({target.protocol}), SLOs from the spec: a "
