@@ -369,6 +369,10 @@ class SLOSection(_Section):
     every lower level passing) is at least this level. None: every level must pass."""
 
 
+_LABEL_KEY = re.compile(r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+
+
 class DeploySection(_Section):
     """Settings of the generated deployment files (`tritongen deploy`)."""
 
@@ -396,6 +400,24 @@ class DeploySection(_Section):
     """Kubernetes: nodes one model replica spans (multi-node tensor/pipeline parallelism). Above 1 the replica is a
     LeaderWorkerSet of this many pods, one per node, each taking engine.tp_size x engine.pp_size / nodes full GPUs
     of a node like the inventory's; mpirun on the leader starts the ranks in the worker pods."""
+
+    replicas: int | None = Field(None, ge=1)
+    """Kubernetes HPA: the most server pods of each device kind (maxReplicas), e.g. what the inventory's node
+    holds times the nodes of that layout; unset: what one node holds. More than one node holds needs
+    access_mode ReadWriteMany (a ReadWriteOnce volume keeps every pod on one node)."""
+
+    monitor_labels: dict[str, str] = {"release": "prometheus"}
+    """Kubernetes: labels of the PodMonitor, for the Prometheus Operator's podMonitorSelector (kube-prometheus-stack
+    selects `release: <helm release name>`)."""
+
+    @field_validator("monitor_labels")
+    @classmethod
+    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, text in value.items():
+            if not (_LABEL_KEY.fullmatch(key) and _LABEL_VALUE.fullmatch(text)):
+                raise PydanticCustomError("label", "'{key}: {text}' is not a Kubernetes label (keys [prefix/]name, "
+                                          "values up to 63 of [A-Za-z0-9._-])", {"key": key, "text": text})
+        return value
 
     hpa_waiting_requests: float = Field(2, gt=0)
     """Kubernetes HPA: scale out when requests waiting for a batch slot exceed this per pod (average)."""
