@@ -18,7 +18,8 @@ whole run is checked against the tokens the client received.
         [--itl-ms 5] [--ttft-ms 20] [--output-tokens 128] [--input-tokens 128] [--layouts tensorrt_llm,ensemble] \
         [--set serving.stream_interval=4] [--name engine_speed]
 
-Writes bench/results/<name>.json and bench/results/<name>.md (the table it prints).
+Writes bench/results/<name>.json and bench/results/<name>.md (the table it prints); when a run has errors, requests
+that never ended or client != server token counts, also the server's log as bench/results/<name>-tritonserver.log.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import argparse
 import json
 import math
 import platform
+import shutil
 import sys
 import tempfile
 import threading
@@ -95,12 +97,16 @@ def _settled_counter(metrics_url: str, timeout: float = 30.0) -> float:
 def measure(server, cfg: streamclient.Config, prepared) -> dict:
     """One layout at one level: the client's figures, server CPU over the same window, counter vs client."""
     samples: list[dict[str, float]] = []
+    active: list[float] = []
 
     def sample_window(start: float, window: tuple[float, float]) -> None:
         def sampler() -> None:
             for at in window:
                 time.sleep(max(0.0, at - time.monotonic()))
                 samples.append(server_cpu(server.process.pid))
+            # Where a stalled run stopped: requests still active in the source means the source (or what it sends
+            # into) is stuck; none means the path never reached it.
+            active.append(source_counters(server.metrics_url)[1])
         threading.Thread(target=sampler, daemon=True).start()
 
     before = _settled_counter(server.metrics_url)
@@ -113,6 +119,7 @@ def measure(server, cfg: streamclient.Config, prepared) -> dict:
         result["server_cpu_cores"] = round(total / cfg.duration_s, 2)
         result["server_cpu_us_per_token"] = round(total * 1e6 / result["tokens_in_window"], 1) \
             if result["tokens_in_window"] else None
+    result["source_active_at_window_end"] = active[0] if active else None
     result["server_tokens"] = after - before
     result["client_equals_server_tokens"] = result["tokens_total"] == after - before
     return result
@@ -200,6 +207,9 @@ def main(argv: list[str] | None = None) -> int:
                     results.append(r)
         finally:
             server.stop()
+            if any(r["errors"] or r["unfinished_at_end"] or not r["client_equals_server_tokens"] for r in results):
+                RESULTS.mkdir(parents=True, exist_ok=True)
+                shutil.copy(Path(tmp) / "tritonserver.log", RESULTS / f"{args.name}-tritonserver.log")
 
     text = table(results)
     print("\n" + text)
