@@ -235,3 +235,24 @@ def test_the_bench_client_reports_a_text_that_differs():
     assert (good["checked"], good["exact"], good["mismatch"]) == (1, 1, None)
     assert (bad["checked"], bad["exact"], bad["mismatch"]) == (1, 0, {"prompt": 0, "got": "ac"})
     assert streamclient.synthetic_ids(3, 4, vocab_size=20, end_id=2, pad_id=17) == [16, 18, 19, 16]
+
+
+def test_serving_a_native_repository_without_a_compiler_is_exit_3(tiny_model, tmp_path, monkeypatch):
+    from tritongen import native
+    from tritongen.errors import EnvironmentMissing
+    from tritongen.serve import install_native_backends
+
+    monkeypatch.setenv("TRITONGEN_CACHE", str(tmp_path / "cache"))  # nothing built yet
+    monkeypatch.setattr(native, "compiler", lambda: None)
+    monkeypatch.setattr("tritongen.serve.backend_dir", lambda: tmp_path / "backends")
+    python = tmp_path / "python"
+    render_spec(_spec(tiny_model, tmp_path / "python.yaml", **{"synthetic.source": "python"}), python)
+    assert install_native_backends(python) == ()  # python models only: no compiler needed
+    repo = tmp_path / "native"
+    render_spec(_spec(tiny_model, tmp_path / "native.yaml"), repo)
+    with pytest.raises(EnvironmentMissing) as err:
+        install_native_backends(repo)
+    assert err.value.exit_code == 3
+    assert str(err.value) == ("native backend tritongen_tokensource: no C++ compiler (g++/clang++) on PATH; install "
+                              "one (e.g. `apt-get install g++`) or set CXX")
+    assert not (tmp_path / "backends").exists()
