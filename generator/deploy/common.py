@@ -153,6 +153,10 @@ def prepare(source: str | Path, *, inventory: str | None = None, engine_config: 
     if plan.placement is None:
         raise SpecError(problem(str(source), "is a plan made without --inventory, so it places no server groups",
                                 "make it with `tritongen plan SPEC --inventory nvml|FILE --json`"))
+    if plan.bls_backend == "native":
+        # The serving images (NGC, the hf image) do not carry the tritongen_bls backend library yet.
+        plan = plan.model_copy(update={"bls_backend": "python", "bls_backend_reason":
+                                       "deployment images do not carry the native tritongen_bls backend yet"})
     mounts = [Mount(plan.tokenizer.dir, TOKENIZER)]
     if plan.runtime == "tensorrtllm":
         assert plan.paths.engine is not None

@@ -12,6 +12,7 @@ Triton headers: `triton_api.h` declares the API they call) and copied into a bac
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import re
 import shutil
@@ -19,6 +20,7 @@ import subprocess
 from pathlib import Path
 
 from ..errors import EnvironmentMissing
+from ..resources import data_dir
 
 SOURCES = Path(__file__).parent
 BACKENDS = ("tritongen_bls", "tritongen_tokensource")
@@ -93,6 +95,16 @@ def install(backends_root: Path, names: tuple[str, ...] = BACKENDS) -> None:
         tmp = target.with_name(f".{target.name}.{os.getpid()}")
         shutil.copy2(lib, tmp)
         os.replace(tmp, target)
+
+
+def detok_table():
+    """The detokenisation-table module that preprocessing ships (model_repository_templates/preprocessing/1/
+    detok_table.py): one implementation for the planner's check, the model and the tests."""
+    path = data_dir("model_repository_templates") / "preprocessing" / "1" / "detok_table.py"
+    spec = importlib.util.spec_from_file_location("tritongen_detok_table", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def prebuild() -> int:

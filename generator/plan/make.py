@@ -310,10 +310,35 @@ def _plan(spec: Spec, spec_dir: Path, checkpoint: Path, load, trt: TensorrtllmPl
                                 source=spec.synthetic.source)
         if spec.runtime == "synthetic" else None, bls_instances=s.bls_instances or _bls_instances(s),
         bls_parameters=bls_parameters(s.bls_accumulate_tokens), load=load, slo=spec.validation.slo, deploy=spec.deploy,
-        kv_tokens_per_instance=kv_tokens, **placement,
+        kv_tokens_per_instance=kv_tokens, **_bls_backend(spec, tokenizer), **placement,
         # The LLM-API model speaks its own tensor names (no ensemble), which the frontend does not convert to.
         frontend=None if spec.runtime == "trtllm" else make_frontend_plan(spec, spec_dir, Path(tokenizer.dir)),
     )
+
+
+def _bls_backend(spec: Spec, tokenizer: TokenizerPlan) -> dict[str, str]:
+    """serving.bls resolved: native when the tokenizer's decoding is exactly a per-token table (checked here,
+    on every token and on random sequences), else python; `native` asked for a tokenizer that fails is an error."""
+    choice = spec.serving.bls
+    if choice == "python":
+        return {"bls_backend": "python"}
+    if not tokenizer.loaded:
+        # The engine path may plan without tokenizer files; preprocessing checks the table when it builds it.
+        return {"bls_backend": "native"}
+    from transformers import AutoTokenizer
+
+    from tritongen.native import detok_table
+
+    table = detok_table()
+    tok = AutoTokenizer.from_pretrained(tokenizer.dir)
+    try:
+        table.check_table(tok, table.build_table(tok, tokenizer.skip_special_tokens), tokenizer.skip_special_tokens)
+    except table.NotTableDecodable as err:
+        if choice == "native":
+            raise SpecError(problem("serving.bls", f"native needs a table-decodable tokenizer: {clip(str(err))}",
+                                    "use serving.bls: python (or auto)")) from None
+        return {"bls_backend": "python", "bls_backend_reason": f"the tokenizer is not table-decodable ({clip(str(err))})"}
+    return {"bls_backend": "native"}
 
 
 def _bls_instances(serving) -> int:

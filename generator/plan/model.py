@@ -176,6 +176,10 @@ class Plan(_Frozen):
     """The LLM-API model's settings (runtime trtllm)."""
     bls_instances: int
     bls_parameters: dict[str, str]
+    bls_backend: Literal["native", "python"] = "python"
+    """Triton backend of tensorrt_llm_bls: `native` (tritongen_bls, C++) or `python` (serving.bls)."""
+    bls_backend_reason: str = ""
+    """Why `serving.bls: auto` chose the python BLS (the tokenizer's decoder is not table-decodable), else empty."""
     load: LoadSection
     slo: SLOSection
     deploy: DeploySection = DeploySection()

@@ -145,6 +145,8 @@ def render_repository(plan: Plan, where: Locations | None = None) -> dict[str, b
     files["ensemble/1/.keep"] = b""
     for model in ("preprocessing", "postprocessing"):
         files[f"{model}/1/model.py"] = (TEMPLATES / model / "1" / "model.py").read_bytes()
+    # preprocessing builds the native BLS's detokenisation table from its tokenizer.
+    files["preprocessing/1/detok_table.py"] = (TEMPLATES / "preprocessing" / "1" / "detok_table.py").read_bytes()
 
     if plan.runtime == "hf":
         for name in ("model.py", "hf_requests.py"):
@@ -161,6 +163,7 @@ def render_repository(plan: Plan, where: Locations | None = None) -> dict[str, b
     bls_in, bls_out = _tensors("tensorrt_llm_bls", plan)
     files["tensorrt_llm_bls/config.pbtxt"] = _render(
         "tensorrt_llm_bls/config.pbtxt.j2", plan, inputs=bls_in, outputs=bls_out,
+        backend="tritongen_bls" if plan.bls_backend == "native" else "python",
         params={**plan.bls_parameters, "tokenizer_dir": where.tokenizer,
                 "skip_special_tokens": plan.tokenizer.skip_special_tokens},
         group=InstanceGroup(kind="KIND_CPU", count=plan.bls_instances))

@@ -187,10 +187,11 @@ class TritonServer:
         return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
     def command(self) -> list[str]:
+        backends = backend_dir()
         return [
             str(_pytriton_root() / "bin" / "tritonserver"),
             f"--model-repository={Path(self.repository).resolve()}",
-            f"--backend-directory={backend_dir()}",
+            f"--backend-directory={backends}",
             f"--http-port={self.http_port}", f"--grpc-port={self.grpc_port}",
             f"--metrics-port={self.metrics_port}", "--allow-metrics=true", "--allow-gpu-metrics=false",
             "--disable-auto-complete-config", f"--exit-timeout-secs={EXIT_TIMEOUT_S}", *self.extra_args,

@@ -197,6 +197,13 @@ class ServingSection(_Section):
     requests on threads; default min(4, max_batch_size). Not streaming: each serves one request at a time; default
     serving.max_batch_size."""
 
+    bls: Literal["auto", "native", "python"] = "auto"
+    """What runs tensorrt_llm_bls, the text path's per-token step. native: tritongen's C++ backend
+    (tritongen_bls), which detokenises each LLM response inside tritonserver (no IPC round trip into a Python
+    process per token); it needs a byte-level BPE or SentencePiece byte-fallback tokenizer (checked against the
+    tokenizer when planning) and a C++ compiler where tritonserver starts. python: the python BLS (any tokenizer,
+    speculative decoding). auto: native when the tokenizer allows it, else python."""
+
     bls_accumulate_tokens: bool = False
     """tensorrt_llm_bls streams the text of all tokens so far in each response (beam width 1)."""
 
