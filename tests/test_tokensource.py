@@ -256,3 +256,18 @@ def test_serving_a_native_repository_without_a_compiler_is_exit_3(tiny_model, tm
     assert str(err.value) == ("native backend tritongen_tokensource: no C++ compiler (g++/clang++) on PATH; install "
                               "one (e.g. `apt-get install g++`) or set CXX")
     assert not (tmp_path / "backends").exists()
+
+
+def test_a_deployed_synthetic_runtime_serves_the_python_source(tiny_model, tmp_path):
+    from tritongen.deploy.common import prepare
+
+    data = yaml.safe_load((ROOT / "tests" / "fixtures" / "specs" / "tiny-hf-gpu.yaml").read_text())
+    data["model"]["checkpoint"] = str(tiny_model)
+    data["runtime"] = "synthetic"
+    spec = tmp_path / "synthetic-gpu.yaml"
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
+    dep = prepare(spec, inventory=str(ROOT / "tests" / "fixtures" / "inventories" / "mixed-h200-node.yaml"))
+    # The serving images carry the python backend only.
+    assert dep.plan.synthetic.source == "python"
+    assert b'backend: "python"' in dep.repository["tensorrt_llm/config.pbtxt"]
+    assert "tensorrt_llm/1/model.py" in dep.repository

@@ -157,6 +157,9 @@ def prepare(source: str | Path, *, inventory: str | None = None, engine_config: 
         # The serving images (NGC, the hf image) do not carry the tritongen_bls backend library yet.
         plan = plan.model_copy(update={"bls_backend": "python", "bls_backend_reason":
                                        "deployment images do not carry the native tritongen_bls backend yet"})
+    if plan.synthetic is not None and plan.synthetic.source == "native":
+        # Nor the tritongen_tokensource backend: a deployed synthetic runtime serves the python source.
+        plan = plan.model_copy(update={"synthetic": plan.synthetic.model_copy(update={"source": "python"})})
     mounts = [Mount(plan.tokenizer.dir, TOKENIZER)]
     if plan.runtime == "tensorrtllm":
         assert plan.paths.engine is not None
