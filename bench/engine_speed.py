@@ -18,7 +18,9 @@ whole run is checked against the tokens the client received.
         [--itl-ms 5] [--ttft-ms 20] [--output-tokens 128] [--input-tokens 128] [--layouts tensorrt_llm,ensemble] \
         [--set serving.stream_interval=4] [--name engine_speed]
 
-Writes bench/results/<name>.json and bench/results/<name>.md (the table it prints); when a run has errors, requests
+With --repeat R each level runs R rounds of every layout, interleaved; the table shows each layout's median round
+(a path above its source's ceiling means the machine was busier during the ceiling's run: repeat, or use a quiet
+machine). Writes bench/results/<name>.json (every round) and bench/results/<name>.md (the table it prints); when a run has errors, requests
 that never ended or client != server token counts, also the server's log as bench/results/<name>-tritonserver.log.
 """
 
@@ -150,7 +152,16 @@ ROW_COLS = [("level", "concurrency"), ("layout", "layout"), ("delivered tok/s", 
             ("exact text", "exact"), ("client = server tokens", "client_equals_server_tokens")]
 
 
+def medians(results: list[dict]) -> list[dict]:
+    """Per level and layout, the round with the median delivered tok/s (the only one without --repeat)."""
+    groups: dict[tuple[int, str], list[dict]] = {}
+    for r in results:
+        groups.setdefault((r["concurrency"], r["config"]["target"]), []).append(r)
+    return [sorted(g, key=lambda r: r["tok_per_s"])[(len(g) - 1) // 2] for g in groups.values()]
+
+
 def table(results: list[dict]) -> str:
+    results = medians(results)
     ceilings = {r["concurrency"]: r["tok_per_s"] for r in results if r["config"]["target"] == "tensorrt_llm"}
     rows = []
     for r in results:
@@ -175,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration", type=float, default=5.0, help="measured window per run, seconds")
     ap.add_argument("--warmup", type=float, default=2.0, help="seconds from the first sent request to the window")
     ap.add_argument("--layouts", default=",".join(LAYOUTS), help="targets, in order; tensorrt_llm is the ceiling")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="rounds per level (layouts interleaved); the table shows each layout's median round")
     ap.add_argument("--itl-ms", type=float, default=5.0)
     ap.add_argument("--ttft-ms", type=float, default=20.0)
     ap.add_argument("--output-tokens", type=int, default=128)
@@ -198,13 +211,16 @@ def main(argv: list[str] | None = None) -> int:
             for level in args.levels:
                 processes = min(args.processes, level)
                 streams = math.ceil(level / processes)
-                for target in layouts:
-                    cfg = streamclient.Config(server.grpc_url, target, processes, streams, args.duration,
-                                              args.warmup, args.output_tokens, args.input_tokens)
-                    r = measure(server, cfg, streamclient.prepare(cfg))
-                    print(streamclient.summary_line(r) + f"  server CPU {r.get('server_cpu_cores')} cores, "
-                          f"{r.get('server_cpu_us_per_token')} µs/token", flush=True)
-                    results.append(r)
+                # Rounds interleave the layouts, so a busy spell of a shared machine does not land on one of them.
+                for round_ in range(args.repeat):
+                    for target in layouts:
+                        cfg = streamclient.Config(server.grpc_url, target, processes, streams, args.duration,
+                                                  args.warmup, args.output_tokens, args.input_tokens)
+                        r = measure(server, cfg, streamclient.prepare(cfg))
+                        r["round"] = round_
+                        print(streamclient.summary_line(r) + f"  server CPU {r.get('server_cpu_cores')} cores, "
+                              f"{r.get('server_cpu_us_per_token')} µs/token", flush=True)
+                        results.append(r)
         finally:
             server.stop()
             if any(r["errors"] or r["unfinished_at_end"] or not r["client_equals_server_tokens"] for r in results):
