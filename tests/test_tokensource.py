@@ -40,8 +40,9 @@ def test_the_synthetic_runtime_renders_the_native_source_by_default(tiny_model, 
     assert (python / "tensorrt_llm" / "1" / "model.py").is_file()
     from tritongen import native as native_backends
 
-    assert "tritongen_tokensource" in native_backends.used_by(native)
-    assert "tritongen_tokensource" not in native_backends.used_by(python)
+    # Both render the native BLS (the default text path); only the native source adds the token source.
+    assert native_backends.used_by(native) == ("tritongen_bls", "tritongen_tokensource")
+    assert native_backends.used_by(python) == ("tritongen_bls",)
 
 
 @pytest.fixture(scope="module")
@@ -270,6 +271,6 @@ def test_a_deployed_synthetic_runtime_serves_the_python_source(tiny_model, tmp_p
     spec.write_text(yaml.safe_dump(data, sort_keys=False))
     dep = prepare(spec, inventory=str(ROOT / "tests" / "fixtures" / "inventories" / "mixed-h200-node.yaml"))
     # The serving images carry the python backend only.
-    assert dep.plan.synthetic.source == "python"
+    assert dep.plan.runtime_settings.source == "python"
     assert b'backend: "python"' in dep.repository["tensorrt_llm/config.pbtxt"]
     assert "tensorrt_llm/1/model.py" in dep.repository

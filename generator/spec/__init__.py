@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import PydanticCustomError
 
 from tritongen.errors import SpecError, clip, problem, shown
+from tritongen.runtimes import CHOICES as RUNTIME_CHOICES, RuntimeName, names, runtime
 
 
 class _Problems(ValueError):
@@ -470,13 +471,8 @@ class Spec(_Section):
     services use it with `.` and `_` mapped to `-` (a DNS-1035 label, so Service names are valid by construction,
     with room for suffixes such as `-mig-3g-71gb`)."""
 
-    runtime: Literal["hf", "tensorrtllm", "trtllm", "synthetic"] = "hf"
-    """What serves the model named tensorrt_llm: `trtllm` (NVIDIA's LLM-API model, maintained upstream; no engine
-    build; pick it on GPUs with the TensorRT-LLM container), `tensorrtllm` (the TensorRT engine path: C++ backend
-    and built engines, in pinned containers up to 26.07; pick it for an existing engine workflow), `hf`
-    (portable python model on transformers; pick it for CPUs, CI and GPUs without TensorRT-LLM), or `synthetic`
-    (a token source with a configured TTFT/ITL and no model, to measure the serving path and the load generator
-    alone)."""
+    runtime: RuntimeName = Field("hf", description=RUNTIME_CHOICES)
+    # Described by the runtimes themselves (tritongen.runtimes.CHOICES), so a new runtime documents itself here.
 
     model: ModelSection
     """The checkpoint and tokenizer."""
@@ -521,13 +517,14 @@ class Spec(_Section):
         if self.placement.device == "cpu" and self.placement.gpu_ids:
             problems.append(problem("placement.gpu_ids", "is set but placement.device is cpu",
                                     "set placement.device: gpu or remove gpu_ids"))
-        if self.runtime in ("tensorrtllm", "trtllm") and self.placement.device == "cpu":
+        rt = runtime(self.runtime)
+        if not rt.runs_on_cpu and self.placement.device == "cpu":
             problems.append(problem("placement.device", f"cpu cannot run the {self.runtime} runtime",
                                     "set placement.device: gpu, or runtime: hf"))
-        if self.runtime in ("tensorrtllm", "trtllm") and self.serving.stream_interval != 1:
+        if not rt.honours_stream_interval and self.serving.stream_interval != 1:
             problems.append(problem("serving.stream_interval", f"({self.serving.stream_interval}) is honoured by the "
-                                    f"hf and synthetic runtimes only; the {self.runtime} runtime sends a response per "
-                                    "generated token", "remove it (or set 1)"))
+                                    f"{names(lambda r: r.honours_stream_interval)} runtimes only; the {self.runtime} "
+                                    "runtime sends a response per generated token", "remove it (or set 1)"))
         if self.engine.max_input_len >= self.engine.max_seq_len:
             problems.append(problem("engine.max_input_len", f"({self.engine.max_input_len}) must be below "
                                     f"engine.max_seq_len ({self.engine.max_seq_len})",
