@@ -18,7 +18,10 @@ whole run is checked against the tokens the client received.
         [--itl-ms 5] [--ttft-ms 20] [--output-tokens 128] [--input-tokens 128] [--layouts tensorrt_llm,ensemble] \
         [--set serving.stream_interval=4] [--name engine_speed]
 
-Writes bench/results/<name>.json and bench/results/<name>.md (the table it prints).
+With --repeat R each level runs R rounds of every layout, interleaved; the table shows each layout's median round
+(a path above its source's ceiling means the machine was busier during the ceiling's run: repeat, or use a quiet
+machine). Writes bench/results/<name>.json (every round) and bench/results/<name>.md (the table it prints); when a run has errors, requests
+that never ended or client != server token counts, also the server's log as bench/results/<name>-tritonserver.log.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import argparse
 import json
 import math
 import platform
+import shutil
 import sys
 import tempfile
 import threading
@@ -95,12 +99,16 @@ def _settled_counter(metrics_url: str, timeout: float = 30.0) -> float:
 def measure(server, cfg: streamclient.Config, prepared) -> dict:
     """One layout at one level: the client's figures, server CPU over the same window, counter vs client."""
     samples: list[dict[str, float]] = []
+    active: list[float] = []
 
     def sample_window(start: float, window: tuple[float, float]) -> None:
         def sampler() -> None:
             for at in window:
                 time.sleep(max(0.0, at - time.monotonic()))
                 samples.append(server_cpu(server.process.pid))
+            # Where a stalled run stopped: requests still active in the source means the source (or what it sends
+            # into) is stuck; none means the path never reached it.
+            active.append(source_counters(server.metrics_url)[1])
         threading.Thread(target=sampler, daemon=True).start()
 
     before = _settled_counter(server.metrics_url)
@@ -113,6 +121,7 @@ def measure(server, cfg: streamclient.Config, prepared) -> dict:
         result["server_cpu_cores"] = round(total / cfg.duration_s, 2)
         result["server_cpu_us_per_token"] = round(total * 1e6 / result["tokens_in_window"], 1) \
             if result["tokens_in_window"] else None
+    result["source_active_at_window_end"] = active[0] if active else None
     result["server_tokens"] = after - before
     result["client_equals_server_tokens"] = result["tokens_total"] == after - before
     return result
@@ -143,7 +152,16 @@ ROW_COLS = [("level", "concurrency"), ("layout", "layout"), ("delivered tok/s", 
             ("exact text", "exact"), ("client = server tokens", "client_equals_server_tokens")]
 
 
+def medians(results: list[dict]) -> list[dict]:
+    """Per level and layout, the round with the median delivered tok/s (the only one without --repeat)."""
+    groups: dict[tuple[int, str], list[dict]] = {}
+    for r in results:
+        groups.setdefault((r["concurrency"], r["config"]["target"]), []).append(r)
+    return [sorted(g, key=lambda r: r["tok_per_s"])[(len(g) - 1) // 2] for g in groups.values()]
+
+
 def table(results: list[dict]) -> str:
+    results = medians(results)
     ceilings = {r["concurrency"]: r["tok_per_s"] for r in results if r["config"]["target"] == "tensorrt_llm"}
     rows = []
     for r in results:
@@ -168,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration", type=float, default=5.0, help="measured window per run, seconds")
     ap.add_argument("--warmup", type=float, default=2.0, help="seconds from the first sent request to the window")
     ap.add_argument("--layouts", default=",".join(LAYOUTS), help="targets, in order; tensorrt_llm is the ceiling")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="rounds per level (layouts interleaved); the table shows each layout's median round")
     ap.add_argument("--itl-ms", type=float, default=5.0)
     ap.add_argument("--ttft-ms", type=float, default=20.0)
     ap.add_argument("--output-tokens", type=int, default=128)
@@ -191,15 +211,21 @@ def main(argv: list[str] | None = None) -> int:
             for level in args.levels:
                 processes = min(args.processes, level)
                 streams = math.ceil(level / processes)
-                for target in layouts:
-                    cfg = streamclient.Config(server.grpc_url, target, processes, streams, args.duration,
-                                              args.warmup, args.output_tokens, args.input_tokens)
-                    r = measure(server, cfg, streamclient.prepare(cfg))
-                    print(streamclient.summary_line(r) + f"  server CPU {r.get('server_cpu_cores')} cores, "
-                          f"{r.get('server_cpu_us_per_token')} µs/token", flush=True)
-                    results.append(r)
+                # Rounds interleave the layouts, so a busy spell of a shared machine does not land on one of them.
+                for round_ in range(args.repeat):
+                    for target in layouts:
+                        cfg = streamclient.Config(server.grpc_url, target, processes, streams, args.duration,
+                                                  args.warmup, args.output_tokens, args.input_tokens)
+                        r = measure(server, cfg, streamclient.prepare(cfg))
+                        r["round"] = round_
+                        print(streamclient.summary_line(r) + f"  server CPU {r.get('server_cpu_cores')} cores, "
+                              f"{r.get('server_cpu_us_per_token')} µs/token", flush=True)
+                        results.append(r)
         finally:
             server.stop()
+            if any(r["errors"] or r["unfinished_at_end"] or not r["client_equals_server_tokens"] for r in results):
+                RESULTS.mkdir(parents=True, exist_ok=True)
+                shutil.copy(Path(tmp) / "tritonserver.log", RESULTS / f"{args.name}-tritonserver.log")
 
     text = table(results)
     print("\n" + text)

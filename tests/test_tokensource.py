@@ -196,3 +196,81 @@ def test_token_counter_equals_the_clients_count(source_server):
                 client_tokens += int(r.as_numpy("num_output_tokens").sum())
     after = _wait_idle(source_server)["tritongen_llm_output_tokens_total"]
     assert client_tokens == 7 + 9 + N + 2 * N and after - before == client_tokens
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("target", ["tensorrt_llm", "ensemble"])
+def test_the_bench_client_sees_exact_text_and_the_servers_count(source_server, target):
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import streamclient
+
+    cfg = streamclient.Config(source_server.grpc_url, target, processes=1, streams=4, duration_s=1.0, warmup_s=0.5,
+                              output_tokens=16, input_tokens=8)
+    before = _wait_idle(source_server)["tritongen_llm_output_tokens_total"]
+    result = streamclient.run(cfg, *streamclient.prepare(cfg), start_in=1.0)
+    after = _wait_idle(source_server)["tritongen_llm_output_tokens_total"]
+    assert result["errors"] == 0 and result["text_checked"] > 0
+    assert result["text_exact"] == result["text_checked"] and result["tok_per_s"] > 0
+    assert result["tokens_total"] == after - before
+    assert result.get("ids_decoded_exact", True) is True
+
+
+def test_the_bench_client_reports_a_text_that_differs():
+    import struct
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import streamclient
+
+    prompt = streamclient.Prompt("p", [1, 2], expected_ids=[20, 21], expected_text=b"ab")
+    cfg = streamclient.Config("unused", "ensemble")
+
+    def record(*pieces: bytes):
+        chunks = [struct.pack("<I", len(p)) + p for p in pieces]
+        return (0, 1.0, [1.1, 1.2], [1, 1], chunks, None)
+
+    good = streamclient._summarize_process(cfg, [record(b"a", b"b")], [prompt], (0.0, 9.0), [0.0, 1.0], 0.0, 0,
+                                           False)
+    bad = streamclient._summarize_process(cfg, [record(b"a", b"c")], [prompt], (0.0, 9.0), [0.0, 1.0], 0.0, 0, False)
+    assert (good["checked"], good["exact"], good["mismatch"]) == (1, 1, None)
+    assert (bad["checked"], bad["exact"], bad["mismatch"]) == (1, 0, {"prompt": 0, "got": "ac"})
+    assert streamclient.synthetic_ids(3, 4, vocab_size=20, end_id=2, pad_id=17) == [16, 18, 19, 16]
+
+
+def test_serving_a_native_repository_without_a_compiler_is_exit_3(tiny_model, tmp_path, monkeypatch):
+    from tritongen import native
+    from tritongen.errors import EnvironmentMissing
+    from tritongen.serve import install_native_backends
+
+    monkeypatch.setenv("TRITONGEN_CACHE", str(tmp_path / "cache"))  # nothing built yet
+    monkeypatch.setattr(native, "compiler", lambda: None)
+    monkeypatch.setattr("tritongen.serve.backend_dir", lambda: tmp_path / "backends")
+    python = tmp_path / "python"
+    render_spec(_spec(tiny_model, tmp_path / "python.yaml", **{"synthetic.source": "python", "serving.bls": "python"}),
+                python)
+    assert install_native_backends(python) == ()  # python models only: no compiler needed
+    repo = tmp_path / "native"
+    render_spec(_spec(tiny_model, tmp_path / "native.yaml", **{"serving.bls": "python"}), repo)
+    with pytest.raises(EnvironmentMissing) as err:
+        install_native_backends(repo)
+    assert err.value.exit_code == 3
+    assert str(err.value) == ("native backend tritongen_tokensource: no C++ compiler (g++/clang++) on PATH; install "
+                              "one (e.g. `apt-get install g++`) or set CXX")
+    assert not (tmp_path / "backends").exists()
+
+
+def test_a_deployed_synthetic_runtime_serves_the_python_source(tiny_model, tmp_path):
+    from tritongen.deploy.common import prepare
+
+    data = yaml.safe_load((ROOT / "tests" / "fixtures" / "specs" / "tiny-hf-gpu.yaml").read_text())
+    data["model"]["checkpoint"] = str(tiny_model)
+    data["runtime"] = "synthetic"
+    spec = tmp_path / "synthetic-gpu.yaml"
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
+    dep = prepare(spec, inventory=str(ROOT / "tests" / "fixtures" / "inventories" / "mixed-h200-node.yaml"))
+    # The serving images carry the python backend only.
+    assert dep.plan.runtime_settings.source == "python"
+    assert b'backend: "python"' in dep.repository["tensorrt_llm/config.pbtxt"]
+    assert "tensorrt_llm/1/model.py" in dep.repository

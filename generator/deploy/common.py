@@ -163,6 +163,10 @@ def prepare(source: str | Path, *, inventory: str | None = None, engine_config: 
         # The serving images (NGC, the hf image) do not carry the tritongen_bls backend library yet.
         plan = plan.model_copy(update={"bls_backend": "python", "bls_backend_reason":
                                        "deployment images do not carry the native tritongen_bls backend yet"})
+    if getattr(plan.runtime_settings, "source", None) == "native":
+        # Nor the tritongen_tokensource backend: a deployed synthetic runtime serves the python source.
+        settings = plan.runtime_settings.model_copy(update={"source": "python"})
+        plan = plan.model_copy(update={"runtime_settings": settings})
     # The host folders the servers read; compose names them by variable (see Mount.variable).
     # A tokenizer inside the checkpoint folder is the same host folder, so the same variable.
     same = plan.tokenizer.dir == plan.paths.checkpoint

@@ -68,6 +68,8 @@ class SyntheticRuntime(Runtime):
     def image(self) -> str:
         return HF_IMAGE
 
+    builds_image = True
+
     def server_command(self, plan: Plan, world_size: int, repository: str, ports: tuple[int, int, int],
                        extra_args: Sequence[str]) -> list[str]:
         return ensemble_server_command(world_size, repository, ports, extra_args)

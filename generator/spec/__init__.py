@@ -260,7 +260,8 @@ class SyntheticSection(_Section):
     """What serves the token source: `native` (a C++ Triton backend, built on first serve with the machine's C++
     compiler; tens of thousands of tokens/s per core, so a benchmark measures the serving path, not the source) or
     `python` (the same behaviour as a python model: no compiler needed, but its per-response IPC caps it at a few
-    thousand tokens/s)."""
+    thousand tokens/s). Deployments (`tritongen deploy`) serve the python source: their images do not carry the native
+    backend."""
 
 
 class TokenDistribution(_Section):
