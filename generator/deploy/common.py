@@ -43,6 +43,9 @@ CHECKPOINT = f"{MODELS}/checkpoint"
 TOKENIZER = f"{MODELS}/tokenizer"
 CONTAINER_PORTS = Ports(8000, 8001, 8002)
 
+STARTUP_MINUTES = 30
+"""How long a server pod may take to become ready (model load, engine build waits) before Kubernetes restarts it."""
+
 # The image a runtime builds from a generated Dockerfile (the hf runtime's: Triton's python image plus torch and
 # transformers, runtimes/hf.py) is written under this name.
 HF_DOCKERFILE = "Dockerfile.hf"

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from tritongen.deploy import clients, pods
 from tritongen.deploy.artifacts import models_job, models_job_objects
 from tritongen.deploy.common import (
+    STARTUP_MINUTES,
     CONTAINER_PORTS, HF_DOCKERFILE, MODELS, Deployment, hf_dockerfile, k8s_name, llm_is_python_model,
     tritongen_dockerfile,
 )
@@ -41,7 +42,6 @@ from tritongen.placement import ServerGroup
 from tritongen.runtimes import runtime_of
 from tritongen.placement.inventory import GIB
 
-STARTUP_MINUTES = 30
 SERVES_LABEL = "tritongen.io/serves"
 SHM_GIB = 2
 MIG_STRATEGIES = ("mixed", "single")

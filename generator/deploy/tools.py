@@ -16,7 +16,7 @@ over the cluster (preferred anti-affinity between workers).
 from __future__ import annotations
 
 from tritongen.deploy import clients, pods
-from tritongen.deploy.common import CONTAINER_PORTS, MODELS, Deployment, k8s_name
+from tritongen.deploy.common import CONTAINER_PORTS, MODELS, STARTUP_MINUTES, Deployment, k8s_name
 from tritongen.deploy.image import image_tag
 
 DEFAULT_MASTER_PORT = 5557
@@ -91,7 +91,6 @@ def openai_files(dep: Deployment, store, labels: dict[str, str]) -> dict[str, by
 
 
 def worker_deadline_s(dep: Deployment) -> int:
-    from tritongen.deploy.k8s import STARTUP_MINUTES
 
     load = dep.plan.load
     run_s = load.duration_s * max(1, len(load.sweep))
