@@ -165,7 +165,14 @@ def _cmd_generate(args: argparse.Namespace) -> int:
               "top_p": args.top_p}
     url = args.url or ("127.0.0.1:8001" if args.protocol == "grpc" else "127.0.0.1:8000")
     client.require_server(url, args.protocol)
-    if args.protocol == "grpc":
+    if args.path == "ids":
+        if args.protocol != "grpc":
+            raise SpecError(problem("--path", "ids needs --protocol grpc (tensorrt_llm streams over gRPC)",
+                                    "drop --protocol http"))
+        codec = client.ids_codec(url, args.tokenizer)
+        for text in client.stream_ids(url, codec, args.prompt, args.max_tokens, stream=args.stream, **params):
+            print(text, end="", flush=True)
+    elif args.protocol == "grpc":
         for text in client.stream_grpc(url, args.prompt, args.max_tokens, stream=args.stream,
                                        model=args.model, **params):
             print(text, end="" if args.stream else "\n", flush=True)
@@ -284,7 +291,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--temperature", type=float)
     s.add_argument("--top-k", type=int)
     s.add_argument("--top-p", type=float)
-    s.add_argument("--model", default="ensemble")
+    s.add_argument("--model", default="ensemble", help="the Triton model of the text path")
+    s.add_argument("--path", choices=["text", "ids"], default="text",
+                   help="text: send text to --model, which tokenizes and detokenizes in tritonserver; ids: send "
+                   "token ids to tensorrt_llm and detokenize here (same text, no Python model per response)")
+    s.add_argument("--tokenizer", help="--path ids: the tokenizer folder (default: the one the server's "
+                   "preprocessing model names)")
     s.set_defaults(func=_cmd_generate)
 
     s = sub.add_parser("demo-model", help="make a tiny Llama checkpoint and tokenizer locally")

@@ -1,0 +1,123 @@
+"""The ids path (tritongen.token_ids): clients send token ids to tensorrt_llm and detokenize the streamed ids
+themselves; the text is byte for byte the text path's (ensemble -> tensorrt_llm_bls).
+
+One real tritonserver per tokenizer kind (byte-level BPE and SentencePiece) serves the tiny Llama that recites
+multi-script text (CJK, emoji, accents; tests/streaming_text.py), so characters come out split over tokens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import re
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from streaming_text import PROMPTS, TEXT, render_repo, start_server
+from tritongen import client
+from tritongen.demo.model import TOKENIZERS
+
+pytestmark = pytest.mark.integration
+N = 20  # tokens per request; min_tokens = N makes every request exactly this long
+
+
+@pytest.fixture(scope="module", params=TOKENIZERS)
+def served(request, tmp_path_factory):
+    from tritongen.demo.model import make_demo_model
+
+    tmp = tmp_path_factory.mktemp(f"ids-{request.param}")
+    model = make_demo_model(tmp / "model", tokenizer=request.param, recite=TEXT)
+    repo = render_repo(model, tmp / "repo")
+    server = start_server(repo, tmp / "tritonserver.log")
+    server.spec_path = repo.parent / f"{repo.name}.yaml"  # what render_repo rendered from
+    server.kind = request.param
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def codec(served):
+    return client.ids_codec(served.grpc_url)
+
+
+@pytest.fixture(scope="module")
+def wholes(served):
+    """The text path's unstreamed text of every prompt (HTTP generate of the ensemble)."""
+    return {p: client.generate_http(served.http_url, p, N, min_tokens=N) for p in PROMPTS}
+
+
+def _ids_text(served, codec, prompt, stream=True, max_tokens=N, **params):
+    chunks = list(client.stream_ids(served.grpc_url, codec, prompt, max_tokens, stream=stream, **params))
+    return "".join(chunks), chunks
+
+
+def test_codec_reads_the_deployments_tokenizer_settings(served, codec):
+    assert codec.add_special_tokens is True and codec.skip_special_tokens is True
+    assert bool(codec.held) == (served.kind == "sentencepiece")  # byte-fallback tokens exist only there
+
+
+def test_ids_path_text_equals_the_text_path_byte_for_byte(served, codec, wholes):
+    for prompt, whole in wholes.items():
+        streamed, chunks = _ids_text(served, codec, prompt, min_tokens=N)
+        unstreamed, _ = _ids_text(served, codec, prompt, stream=False, min_tokens=N)
+        assert streamed.encode() == unstreamed.encode() == whole.encode(), prompt
+        assert len(chunks) >= N // 2, prompt  # streamed per token (held-back bytes join the next chunk)
+        assert sum(c.count("\ufffd") for c in chunks) == whole.count("\ufffd"), prompt
+
+
+def test_many_concurrent_streams_each_get_their_own_text(served, codec, wholes):
+    prompts = list(itertools.islice(itertools.cycle(PROMPTS), 24))
+    with ThreadPoolExecutor(12) as pool:
+        texts = list(pool.map(lambda p: _ids_text(served, codec, p, min_tokens=N)[0], prompts))
+    assert [t.encode() for t in texts] == [wholes[p].encode() for p in prompts]
+
+
+def test_ended_early_streams_equal_the_text_path(served, codec, wholes):
+    # max_tokens: a stream that ends mid-character releases the bytes held back, as the BLS does.
+    for n in (1, 2, 3, 5):
+        for prompt in PROMPTS:
+            text_path = "".join(client.stream_grpc(served.grpc_url, prompt, n, min_tokens=n))
+            assert _ids_text(served, codec, prompt, max_tokens=n, min_tokens=n)[0] == text_path, (n, prompt)
+    # A text stop sequence ends the text right after it (and the request), on both paths.
+    prompt = PROMPTS[1]
+    whole = wholes[prompt]
+    start = next(i for i, ch in enumerate(whole) if i > 2 and ord(ch) > 127 and "\ufffd" not in whole[i:i + 3])
+    stop = whole[start:start + 3]
+    text_path = "".join(client.stream_grpc(served.grpc_url, prompt, N, min_tokens=N, stop_words=[stop]))
+    assert text_path == whole[: whole.index(stop) + len(stop)]
+    for stream in (True, False):
+        ids_text = _ids_text(served, codec, prompt, stream=stream, min_tokens=N, stop_words=[stop])[0]
+        assert ids_text == text_path, stream
+    assert _active_requests(served) == 0
+
+
+def test_a_cancelled_ids_stream_ends_its_request(served, codec, wholes):
+    chunks = client.stream_ids(served.grpc_url, codec, PROMPTS[0], 1500, min_tokens=1500)
+    received = next(chunks) + next(chunks)
+    assert _active_requests(served, timeout=0) == 1
+    chunks.close()  # the client stops reading: the stream is cancelled on the server
+    assert _active_requests(served, timeout=30) == 0
+    assert wholes[PROMPTS[0]].startswith(received)
+
+
+def test_generate_cli_ids_path_prints_the_text_paths_text(served, wholes, capsys):
+    from tritongen.cli import main
+
+    for path in ("text", "ids"):
+        assert main(["generate", PROMPTS[2], "--url", served.grpc_url, "--stream", "--max-tokens", str(N),
+                     "--min-tokens", str(N), "--path", path]) == 0
+        assert capsys.readouterr().out == wholes[PROMPTS[2]] + "\n", path
+
+
+def _active_requests(server, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.closing(urllib.request.urlopen(server.metrics_url, timeout=10)) as r:
+            text = r.read().decode()
+        value = float(re.search(r"^tritongen_llm_active_requests{[^}]*} (\S+)$", text, re.MULTILINE).group(1))
+        if value == 0 or time.monotonic() > deadline:
+            return value
+        time.sleep(0.2)
