@@ -121,3 +121,32 @@ def _active_requests(server, timeout=20.0):
         if value == 0 or time.monotonic() > deadline:
             return value
         time.sleep(0.2)
+
+
+def test_load_test_on_the_ids_path_counts_equal_the_servers(served, tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    import yaml
+
+    from streaming_text import ROOT
+
+    data = yaml.safe_load(served.spec_path.read_text())
+    data["validation"]["load"]["output_tokens"] = {"mean": 8, "stddev": 0}  # short requests: several per user
+    spec = tmp_path / "short.yaml"
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
+    out = tmp_path / "lt"
+    proc = subprocess.run([sys.executable, "-m", "tritongen.cli", "loadtest", str(spec), "--url",
+                           served.grpc_url, "--metrics-url", served.metrics_url, "--protocol", "grpc", "--path", "ids",
+                           "-u", "4", "-r", "4", "-t", "4", "--out", str(out)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    report = json.loads((out / "loadtest.json").read_text())
+    level = report["levels"][0]
+    assert report["metadata"]["workload"]["path"] == "ids"
+    assert report["metadata"]["workload"]["model"] == "tensorrt_llm"
+    # Every request counts (not only those inside the measured window: a busy CI machine makes them slow).
+    samples = [json.loads(line) for f in (out / "samples").rglob("*.jsonl") for line in f.read_text().splitlines()]
+    assert samples and all(s["error"] is None and s["output_text"] and s["output_tokens"] == 8 for s in samples)
+    assert level["tokens"]["equal"] is True  # client totals (the server's per-response counts) == server counter
