@@ -32,7 +32,7 @@ def served(request, tmp_path_factory):
     model = make_demo_model(tmp / "model", tokenizer=request.param, recite=TEXT)
     repo = render_repo(model, tmp / "repo")
     server = start_server(repo, tmp / "tritonserver.log")
-    server.spec_path = repo.parent / f"{repo.name}.yaml"  # what render_repo rendered from
+    server.repo, server.spec_path = repo, repo.parent / f"{repo.name}.yaml"  # render_repo wrote both
     server.kind = request.param
     yield server
     server.stop()
@@ -150,3 +150,72 @@ def test_load_test_on_the_ids_path_counts_equal_the_servers(served, tmp_path):
     samples = [json.loads(line) for f in (out / "samples").rglob("*.jsonl") for line in f.read_text().splitlines()]
     assert samples and all(s["error"] is None and s["output_text"] and s["output_tokens"] == 8 for s in samples)
     assert level["tokens"]["equal"] is True  # client totals (the server's per-response counts) == server counter
+
+
+@pytest.fixture(scope="module", params=[("text", 3), ("ids", 1), ("ids", 3)], ids=lambda p: f"{p[0]}-{p[1]}w")
+def frontend(request, served, tmp_path_factory):
+    """The OpenAI frontend on `path` with `workers` processes (uvicorn workers sharing the port)."""
+    from tritongen.frontend.server import FrontendServer, FrontendWorkers
+    from tritongen.plan.frontend import FrontendPlan
+
+    path, workers = request.param
+    repo = served.repo
+    if workers > 1:
+        log = tmp_path_factory.mktemp("frontend") / "frontend.log"
+        server = FrontendWorkers(repo, served.grpc_url, workers=workers, port=0, path=path, log_path=log)
+    else:
+        server = FrontendServer(FrontendPlan.read(repo), served.grpc_url, port=0, path=path)
+    server.model = FrontendPlan.read(repo).models[0].name
+    with server:
+        yield server
+
+
+def test_frontend_streamed_text_equals_unstreamed_text(served, frontend, wholes):
+    import asyncio
+
+    import openai
+
+    async def one(aclient, prompt, stream):
+        common = dict(model=frontend.model, prompt=prompt, max_tokens=N, extra_body={"min_tokens": N})
+        if not stream:
+            answer = await aclient.completions.create(**common)
+            return answer.choices[0].text, answer.usage.completion_tokens
+        chunks = await aclient.completions.create(**common, stream=True, stream_options={"include_usage": True})
+        parts, usage = [], None
+        async for chunk in chunks:
+            usage = chunk.usage or usage
+            parts += [c.text for c in chunk.choices]
+        return "".join(parts), usage.completion_tokens
+
+    async def main():
+        aclient = openai.AsyncOpenAI(base_url=frontend.base_url, api_key="unused", max_retries=0, timeout=300)
+        prompts = list(itertools.islice(itertools.cycle(PROMPTS), 16))  # concurrent: spread over the workers
+        try:
+            return await asyncio.gather(*(one(aclient, p, s) for p in prompts for s in (True, False))), prompts
+        finally:
+            await aclient.close()
+
+    results, prompts = asyncio.run(main())
+    expected = [wholes[p] for p in prompts for _ in (True, False)]
+    assert [text.encode() for text, _ in results] == [e.encode() for e in expected]
+    assert {tokens for _, tokens in results} == {N}  # usage from the server's counts
+
+
+def test_frontend_client_disconnect_cancels_the_request(served, frontend):
+    import http.client
+    import json
+
+    conn = http.client.HTTPConnection(frontend.host, frontend.port, timeout=60)
+    body = {"model": frontend.model, "prompt": PROMPTS[0], "max_tokens": 1500, "min_tokens": 1500, "stream": True}
+    conn.request("POST", "/v1/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
+    response = conn.getresponse()
+    assert response.status == 200
+    events = 0
+    while events < 3:
+        line = response.fp.readline()
+        assert line, "stream ended early"
+        events += line.startswith(b"data:")
+    assert _active_requests(served, timeout=0) == 1
+    conn.sock.close()
+    conn.close()
+    assert _active_requests(served, timeout=30) == 0
