@@ -280,6 +280,7 @@ def _plan(spec: Spec, spec_dir: Path, checkpoint: Path, load, trt: TensorrtllmPl
                                                                else None),
             max_memory_percent=kv.free_gpu_mem_fraction,
             cancellation_check_period_ms=spec.serving.cancellation_check_period_ms, sampling=spec.serving.sampling,
+            stream_flush_ms=spec.serving.stream_flush_ms,
             cuda_graphs=spec.serving.cuda_graphs, attention=spec.serving.attention, log_probs=spec.serving.log_probs,
         )
     llmapi = None

@@ -63,6 +63,8 @@ class HFRuntimePlan(_Frozen):
     max_batch_tokens: int | None
     max_memory_percent: float
     cancellation_check_period_ms: int = 100
+    stream_flush_ms: int = 0
+    """Streamed tokens are sent at most every N ms (serving.stream_flush_ms); 0: every step."""
     sampling: str = "per_request"
     cuda_graphs: bool | None = None
     attention: str | None = None

@@ -12,6 +12,8 @@ def hf_parameters(plan: Plan, checkpoint_dir: str, kv_tokens: int | None) -> dic
     assert hf is not None
     # An absolute token budget becomes a block count; without one transformers sizes the cache from memory.
     blocks = hf.num_blocks if kv_tokens is None else -(-kv_tokens // hf.block_size)
+    # Off (0) is the model's own default, so the parameter is rendered only when set.
+    flush = {"stream_flush_ms": str(hf.stream_flush_ms)} if hf.stream_flush_ms else {}
     return {
         "hf_model_path": checkpoint_dir,
         "dtype": hf.dtype,
@@ -28,4 +30,5 @@ def hf_parameters(plan: Plan, checkpoint_dir: str, kv_tokens: int | None) -> dic
         "attention": hf.attention or "",
         "log_probs": str(hf.log_probs).lower(),
         "stream_interval": str(plan.stream_interval),
+        **flush,
     }
