@@ -15,10 +15,11 @@ test). tokens / (serving-path CPU seconds) is the sustainable rate per core; the
 the cost is. The load generator's CPU is reported by the load test itself.
 
     .venv/bin/python bench/serving_path.py [--levels 8,32] [--duration 12] [--warmup 3] [--itl-ms 5]
-        [--stream-interval N] [--model ensemble|tensorrt_llm_bls]
+        [--stream-interval N] [--model ensemble|tensorrt_llm_bls] [--path text|ids]
 
 --stream-interval sets serving.stream_interval (tokens per streamed response); --model the Triton model the load
-test calls (the ensemble, or its only step, the BLS, directly).
+test calls (the ensemble, or its only step, the BLS, directly); --path ids has the load generator call tensorrt_llm
+with token ids and detokenize itself (tritongen.token_ids), so no python model of the text path runs per response.
 
 Writes bench/results/serving_path.json and prints a table.
 """
@@ -72,7 +73,7 @@ def tokens_sent(metrics_url: str) -> float:
 
 
 def measure_level(server, spec: Path, users: int, duration: float, warmup: float, out: Path,
-                  model: str = "ensemble") -> dict:
+                  model: str = "ensemble", path: str = "text") -> dict:
     """Run one closed-loop level; sample CPU and the token counter at the window's edges."""
     root = psutil.Process(server.process.pid)
     # CPU and the token counter are sampled all along (wall clock); the window's edges are chosen afterwards,
@@ -88,7 +89,9 @@ def measure_level(server, spec: Path, users: int, duration: float, warmup: float
     # -r users: every user starts at once, so the load is whole from the first request on.
     cmd = [sys.executable, "-m", "tritongen.cli", "loadtest", str(spec), "--url", server.grpc_url,
            "--metrics-url", server.metrics_url, "-u", str(users), "-r", str(users), "-t", f"{duration:g}",
-           "--warmup", f"{warmup:g}", "--out", str(out), "--model", model]
+           "--warmup", f"{warmup:g}", "--out", str(out)]
+    # The ids path calls tensorrt_llm itself; the load generator tokenizes and detokenizes.
+    cmd += ["--path", "ids"] if path == "ids" else ["--model", model]
     sampler = threading.Thread(target=sample_all, daemon=True)
     sampler.start()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -135,6 +138,8 @@ def main() -> int:
     parser.add_argument("--output-tokens", type=int, default=128)
     parser.add_argument("--stream-interval", type=int, default=1)
     parser.add_argument("--model", default="ensemble", choices=("ensemble", "tensorrt_llm_bls"))
+    parser.add_argument("--path", default="text", choices=("text", "ids"),
+                        help="ids: the load generator sends token ids to tensorrt_llm and detokenizes (--model unused)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "serving_path.json"))
     args = parser.parse_args()
 
@@ -162,7 +167,8 @@ def main() -> int:
     results = []
     try:
         for users in (int(x) for x in args.levels.split(",")):
-            r = measure_level(server, spec, users, args.duration, args.warmup, work / f"u{users}", args.model)
+            r = measure_level(server, spec, users, args.duration, args.warmup, work / f"u{users}", args.model,
+                              args.path)
             results.append(r)
             print(f"users {users}: {r['tokens_per_s']:.0f} tok/s delivered; serving path "
                   f"{r['serving_path_tokens_per_cpu_s'] or 0:.0f} tok per CPU-s; CPU cores: "

@@ -5,6 +5,7 @@ The same request shape serves every runtime, because the ensemble's inputs are t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import urllib.error
@@ -165,9 +166,11 @@ def stream_grpc(url: str, prompt: str, max_tokens: int, *, model: str = "ensembl
                 timeout: float = 120.0, **params: Any) -> Iterator[str]:
     """Yield the text of each response of one ModelStreamInfer request until the final response."""
     inputs = grpc_inputs(prompt, max_tokens, stream=stream, **params)
-    for result, _ in _grpc_results(url, model, inputs, timeout):
-        if result.as_numpy("text_output") is not None:
-            yield _text(result)
+    # closing: a caller that stops reading cancels the request now, not when the generator is collected.
+    with contextlib.closing(_grpc_results(url, model, inputs, timeout)) as results:
+        for result, _ in results:
+            if result.as_numpy("text_output") is not None:
+                yield _text(result)
 
 
 def ids_codec(url: str, tokenizer_dir: str | None = None):
@@ -216,12 +219,13 @@ def stream_ids(url: str, codec, prompt: str, max_tokens: int, *, stream: bool = 
         tensor.set_data_from_numpy(value)
         inputs.append(tensor)
     text = codec.text(max_tokens, stop_words or ())
-    for result, final in _grpc_results(url, LLM_MODEL, inputs, timeout, OUTPUTS):
-        ids = response_ids(result.as_numpy("output_ids"), result.as_numpy("sequence_length"))
-        if ids or final:
-            yield text.push(ids, final=final)
-        if text.stopped:
-            return  # leaving the generator cancels the request (stop_stream(cancel_requests=True))
+    with contextlib.closing(_grpc_results(url, LLM_MODEL, inputs, timeout, OUTPUTS)) as results:
+        for result, final in results:
+            ids = response_ids(result.as_numpy("output_ids"), result.as_numpy("sequence_length"))
+            if ids or final:
+                yield text.push(ids, final=final)
+            if text.stopped:
+                return  # leaving cancels the request (stop_stream(cancel_requests=True)): the text has ended
 
 
 def generate_http(url: str, prompt: str, max_tokens: int, *, model: str = "ensemble", timeout: float = 120.0,

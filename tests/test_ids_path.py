@@ -195,10 +195,20 @@ def test_frontend_streamed_text_equals_unstreamed_text(served, frontend, wholes)
         finally:
             await aclient.close()
 
+    before = _completion_tokens(frontend)
     results, prompts = asyncio.run(main())
     expected = [wholes[p] for p in prompts for _ in (True, False)]
     assert [text.encode() for text, _ in results] == [e.encode() for e in expected]
     assert {tokens for _, tokens in results} == {N}  # usage from the server's counts
+    # /metrics counts every worker's requests, whichever worker answers the scrape.
+    assert _completion_tokens(frontend) - before == N * len(results)
+
+
+def _completion_tokens(frontend) -> float:
+    with contextlib.closing(urllib.request.urlopen(f"http://{frontend.url}/metrics", timeout=10)) as r:
+        text = r.read().decode()
+    return sum(float(v) for v in re.findall(r"^tritongen_openai_completion_tokens_total{[^}]*} (\S+)$", text,
+                                            re.MULTILINE))
 
 
 def test_frontend_client_disconnect_cancels_the_request(served, frontend):

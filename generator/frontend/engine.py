@@ -17,6 +17,7 @@ exclude_input_in_output true keeps the prompt out of a non-streamed response's c
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
@@ -230,8 +231,11 @@ class TritonEngine:
                        on_sent: Callable[[], None] | None = None) -> AsyncIterator[Delta]:
         """Yield each response of one request until the final one; closing the iterator early cancels it.
         `on_sent` is called once the request has been written to the channel."""
-        async for message in self._stream(build_request(model, gen, request_id), request_id, on_sent):
-            yield _parse(message)
+        # aclosing: closing this iterator closes the call's at once (cancelling the request), not at loop cleanup.
+        async with contextlib.aclosing(self._stream(build_request(model, gen, request_id), request_id,
+                                                    on_sent)) as messages:
+            async for message in messages:
+                yield _parse(message)
 
     async def _stream(self, request, request_id: str, on_sent: Callable[[], None] | None):
         """The infer responses of one ModelStreamInfer call, up to and including the final one."""

@@ -10,6 +10,7 @@ on the text path. Token counts are tensorrt_llm's own num_input_tokens / num_out
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping
 
 import numpy as np
@@ -50,11 +51,13 @@ class TritonIdsEngine(TritonEngine):
 
         codec = self.codecs[model]
         text = codec.text(gen.max_tokens)
-        async for message in self._stream(build_ids_request(codec, gen, request_id), request_id, on_sent):
-            result = InferResult(message)
-            final = message.parameters.get("triton_final_response")
-            final = final is not None and final.bool_param
-            ids = response_ids(result.as_numpy("output_ids"), result.as_numpy("sequence_length"))
-            yield Delta(text=text.push(ids, final=final) if ids or final else "",
-                        output_tokens=count(result, "num_output_tokens"),
-                        input_tokens=count(result, "num_input_tokens"), final=final)
+        request = build_ids_request(codec, gen, request_id)
+        async with contextlib.aclosing(self._stream(request, request_id, on_sent)) as messages:
+            async for message in messages:
+                result = InferResult(message)
+                final = message.parameters.get("triton_final_response")
+                final = final is not None and final.bool_param
+                ids = response_ids(result.as_numpy("output_ids"), result.as_numpy("sequence_length"))
+                yield Delta(text=text.push(ids, final=final) if ids or final else "",
+                            output_tokens=count(result, "num_output_tokens"),
+                            input_tokens=count(result, "num_input_tokens"), final=final)

@@ -104,6 +104,7 @@ class FrontendWorkers:
         self.port = port or free_port()
         self.log_path = log_path
         self.process: subprocess.Popen | None = None
+        self._metrics_dir: str | None = None
 
     @property
     def base_url(self) -> str:
@@ -118,8 +119,13 @@ class FrontendWorkers:
 
         from tritongen.frontend.app import FACTORY_ENV
 
+        import tempfile
+
+        # One folder where every worker's metrics live, so /metrics (answered by any worker) shows them all.
+        self._metrics_dir = tempfile.mkdtemp(prefix="tritongen-openai-metrics-")
         env = {**os.environ, FACTORY_ENV["repository"]: str(self.repository.resolve()),
-               FACTORY_ENV["grpc_url"]: self.grpc_url, FACTORY_ENV["path"]: self.path}
+               FACTORY_ENV["grpc_url"]: self.grpc_url, FACTORY_ENV["path"]: self.path,
+               "PROMETHEUS_MULTIPROC_DIR": self._metrics_dir}
         cmd = [sys.executable, "-m", "uvicorn", "tritongen.frontend.app:app_from_env", "--factory",
                "--workers", str(self.workers), "--host", self.host, "--port", str(self.port),
                "--log-level", "warning", "--no-access-log", "--timeout-graceful-shutdown", "5"]
@@ -134,7 +140,11 @@ class FrontendWorkers:
         return self
 
     def stop(self) -> None:
+        import shutil
+
         _terminate(self.process)
+        if self._metrics_dir:
+            shutil.rmtree(self._metrics_dir, ignore_errors=True)
 
     def __enter__(self) -> FrontendWorkers:
         return self.start()
