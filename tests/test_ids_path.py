@@ -211,6 +211,27 @@ def _completion_tokens(frontend) -> float:
                                             re.MULTILINE))
 
 
+def test_frontend_ended_early_streams_equal_the_text_path(served, frontend, wholes):
+    import openai
+
+    aclient = openai.OpenAI(base_url=frontend.base_url, api_key="unused", max_retries=0, timeout=300)
+    prompt = PROMPTS[1]
+    whole = wholes[prompt]
+    start = next(i for i, ch in enumerate(whole) if i > 2 and ord(ch) > 127 and "\ufffd" not in whole[i:i + 3])
+    stop = whole[start:start + 3]
+    cases = [dict(max_tokens=n, extra_body={"min_tokens": n}) for n in (1, 3)]  # may end mid-character
+    cases.append(dict(max_tokens=N, stop=[stop], extra_body={"min_tokens": N}))  # OpenAI: text ends before it
+    for case in cases:
+        n = case["max_tokens"]
+        expected = whole[: whole.index(stop)] if "stop" in case else \
+            "".join(client.stream_grpc(served.grpc_url, prompt, n, min_tokens=n))
+        unstreamed = aclient.completions.create(model=frontend.model, prompt=prompt, **case).choices[0].text
+        streamed = "".join(c.text for chunk in aclient.completions.create(model=frontend.model, prompt=prompt,
+                                                                           stream=True, **case)
+                           for c in chunk.choices)
+        assert streamed == unstreamed == expected, case
+
+
 def test_frontend_client_disconnect_cancels_the_request(served, frontend):
     import http.client
     import json
