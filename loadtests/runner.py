@@ -24,14 +24,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tritongen.errors import CheckFailed, EnvironmentMissing, SpecError, problem
-from tritongen.resources import data_dir
+from tritongen.loadtests.distributed import LOCUSTFILE, STOP_TIMEOUT_S
+from tritongen.runtimes import runtime_of
 
-LOCUSTFILE = data_dir("loadtests") / "locustfile.py"
 PROTOCOLS = ("grpc", "http", "http_stream", "openai")
 STREAMING = ("grpc", "http_stream", "openai")
-# Seconds a user may take to finish its request after the run time ends; past it Locust kills the user and
-# the request goes unrecorded (while the server still counts it).
-STOP_TIMEOUT_S = 120
 DEFAULT_MAX_CONCURRENCY = 64
 BLS_MODEL = "tensorrt_llm_bls"
 
@@ -150,13 +147,14 @@ def settings_from_args(args: argparse.Namespace, plan) -> RunSettings:
     if settings.cancel_rate > 0 and settings.protocol not in STREAMING:
         raise SpecError(problem("--cancel-rate", f"needs a streaming protocol (got {settings.protocol})",
                                 "use --protocol grpc or http_stream"))
-    if settings.model is not None and (settings.protocol == "openai" or plan.runtime == "trtllm"):
+    target = runtime_of(plan).load_target()
+    if settings.model is not None and (settings.protocol == "openai" or target is not None):
         what = "the OpenAI protocol calls the frontend's public model" if settings.protocol == "openai" else \
-            "the trtllm runtime is load-tested through NVIDIA's LLM-API model tensorrt_llm alone"
+            target.why
         raise SpecError(problem("--model", f"does not apply here: {what}", "drop --model"))
-    if settings.path == "ids" and (settings.protocol != "grpc" or plan.runtime == "trtllm" or settings.model):
+    if settings.path == "ids" and (settings.protocol != "grpc" or not runtime_of(plan).ensemble or settings.model):
         why = "drop --model (the ids path calls tensorrt_llm)" if settings.model else \
-            "use --protocol grpc" if settings.protocol != "grpc" else "use the text path for the trtllm runtime"
+            "use --protocol grpc" if settings.protocol != "grpc" else f"use the text path for the {plan.runtime} runtime"
         raise SpecError(problem("--path", "ids streams token ids from tensorrt_llm over gRPC, with the C++ "
                                 "backend's tensors (not NVIDIA's LLM-API model, not HTTP or OpenAI)", why))
     if settings.cancel_rate > 0 and settings.model == "ensemble":
@@ -238,8 +236,9 @@ def _target_model(plan, settings: RunSettings) -> dict:
     steps, so a cancelled ensemble request keeps generating)."""
     if settings.protocol == "openai" and plan.frontend is not None:
         return {"model": plan.frontend.models[0].name, "api_key_env": plan.frontend.api_key_env}
-    if plan.runtime == "trtllm":
-        return {"dialect": "llmapi", "model": "tensorrt_llm"}
+    target = runtime_of(plan).load_target()
+    if target is not None:
+        return {"dialect": target.dialect, "model": target.model}
     if settings.path == "ids":
         from tritongen.token_ids import LLM_MODEL
 

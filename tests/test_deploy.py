@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 from unittest import mock
@@ -15,6 +14,7 @@ from tritongen.deploy import render_deployment
 from tritongen.deploy.common import Deployment, prepare
 from tritongen.deploy.docker import docker_run_kwargs, run_docker
 from tritongen.errors import SpecError
+from specs import assert_golden
 from validators import compose_config
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -210,16 +210,7 @@ def test_golden_deployment_files(workdir, case, target):
     files = {rel: data.replace(str(workdir).encode(), b"${WORKDIR}").replace(str(FIXTURES).encode(), b"${FIXTURES}")
              for rel, data in render_deployment(_prepare(workdir, case), target).items()
              if not rel.startswith("model_repository/")}
-    golden = GOLDEN / f"{case}-{target}"
-    if os.environ.get("TRITONGEN_REGEN_GOLDEN") == "1":
-        shutil.rmtree(golden, ignore_errors=True)  # golden folders are plain files: no tritongen marker
-        for rel, data in files.items():
-            (golden / rel).parent.mkdir(parents=True, exist_ok=True)
-            (golden / rel).write_bytes(data)
-    expected = {str(p.relative_to(golden)): p.read_bytes() for p in sorted(golden.rglob("*")) if p.is_file()}
-    assert sorted(files) == sorted(expected)
-    for rel, data in files.items():
-        assert data == expected[rel], f"{rel} differs from tests/golden/deploy (TRITONGEN_REGEN_GOLDEN=1 regenerates)"
+    assert_golden(files, GOLDEN / f"{case}-{target}")
 
 
 # ---------------------------------------------------------------------------------------------- docker

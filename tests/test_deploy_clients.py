@@ -251,8 +251,11 @@ def test_k8s_loadtest_plan_is_the_deployments_plan_moved_into_the_container(work
     original = plan_from_file(workdir / "grpc.yaml", str(INVENTORIES / "h200-1x.yaml"))[1].model_dump(mode="json")
     assert moved["tokenizer"].pop("dir") == "/models/tokenizer"
     assert moved["paths"].pop("checkpoint") == "/models/checkpoint"
-    assert moved["hf"].pop("checkpoint_dir") == "/models/checkpoint"
-    for section, key in (("tokenizer", "dir"), ("paths", "checkpoint"), ("hf", "checkpoint_dir")):
+    assert moved["runtime_settings"].pop("checkpoint_dir") == "/models/checkpoint"
+    # Deployment images do not carry the native BLS backend: deployments run the python BLS.
+    assert (original.pop("bls_backend"), moved.pop("bls_backend")) == ("native", "python")
+    assert "native tritongen_bls" in moved.pop("bls_backend_reason") and original.pop("bls_backend_reason") == ""
+    for section, key in (("tokenizer", "dir"), ("paths", "checkpoint"), ("runtime_settings", "checkpoint_dir")):
         original[section].pop(key)
     for route in moved["frontend"]["models"] + original["frontend"]["models"]:
         route.pop("tokenizer_dir"), route.pop("chat_template")

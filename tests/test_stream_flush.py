@@ -52,7 +52,7 @@ def flush_spec(tiny_spec_path, tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def flush_server(flush_spec, tmp_path_factory):
     repo = tmp_path_factory.mktemp("flush-repo") / "model_repository"
-    assert render_spec(flush_spec, repo).hf.stream_flush_ms == FLUSH_MS
+    assert render_spec(flush_spec, repo).runtime_settings.stream_flush_ms == FLUSH_MS
     assert f'string_value: "{FLUSH_MS}"' in (repo / "tensorrt_llm" / "config.pbtxt").read_text()
     server = start_server(repo, repo.parent / "tritonserver.log")
     yield server

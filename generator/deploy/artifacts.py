@@ -19,10 +19,9 @@ from dataclasses import dataclass
 
 from tritongen.deploy.common import CHECKPOINT, ENGINE, MODELS, REPOSITORY, TOKENIZER, Deployment, k8s_name
 from tritongen.errors import SpecError, problem
-from tritongen.runtimes.tensorrtllm import TRTLLM, commands_for_settings
+from tritongen.runtimes import runtime_of
 
 CONFIGMAP_LIMIT = 900 * 1024  # ConfigMaps hold at most 1 MiB; leave room for metadata
-EXAMPLES = "/tmp/tensorrt-llm/examples"
 
 
 @dataclass(frozen=True)
@@ -79,16 +78,11 @@ def models_job(dep: Deployment) -> ModelsJob:
         lines.append(_fetch(deploy.tokenizer_uri, TOKENIZER, "deploy.tokenizer_uri"))
     else:
         lines.append(f"[ -e {TOKENIZER} ] || ln -s checkpoint {TOKENIZER}")
-    gpu = dep.plan.runtime == "tensorrtllm"
-    if gpu:
-        assert dep.plan.tensorrtllm is not None
-        commands = commands_for_settings(dep.plan.tensorrtllm.build, CHECKPOINT, f"{ENGINE}.partial", converted_dir="/tmp/tllm_checkpoint",
-                                  examples_dir=EXAMPLES)
-        build = " && ".join(shlex.join(c) for c in commands)
-        lines.append(
-            f"if [ ! -e {ENGINE}/config.json ]; then "
-            f"git clone --depth 1 --branch {TRTLLM.source_tag} https://github.com/NVIDIA/TensorRT-LLM "
-            f"/tmp/tensorrt-llm && rm -rf {ENGINE}.partial && {build} && mv {ENGINE}.partial {ENGINE}; fi")
+    # The engine build (runtimes that serve one) needs the GPU and the release's conversion scripts.
+    build = runtime_of(dep.plan).engine_build_script(dep.plan, CHECKPOINT, ENGINE)
+    gpu = build is not None
+    if build is not None:
+        lines.append(build)
     key_source = repr((sorted((k, v) for k, v in data.items()), items, lines)).encode()
     key = hashlib.sha256(key_source).hexdigest()[:10]
     marker = f"{MODELS}/.tritongen/{key}.done"

@@ -21,6 +21,7 @@ from tritongen.deploy.common import (
     CHECKPOINT, CONTAINER_PORTS, ENGINE, MODELS, REPOSITORY, TOKENIZER, Deployment,
 )
 from tritongen.errors import SpecError, problem
+from tritongen.runtimes import runtime_of
 
 LOADTEST_DIR = "/loadtest"
 LOADTEST_PLAN = f"{LOADTEST_DIR}/plan.json"
@@ -57,10 +58,8 @@ def loadtest_files(dep: Deployment) -> dict[str, bytes]:
                                                "engine": ENGINE if plan.paths.engine else None}),
     }
     # Runtime sections name host folders too; in the container they are the volume's.
-    if plan.hf is not None:
-        updates["hf"] = plan.hf.model_copy(update={"checkpoint_dir": CHECKPOINT})
-    if plan.tensorrtllm is not None:
-        updates["tensorrtllm"] = plan.tensorrtllm.model_copy(update={"engine_dir": ENGINE, "cache_dir": MODELS})
+    updates["runtime_settings"] = runtime_of(plan).weights_in_container(plan.runtime_settings, CHECKPOINT, ENGINE,
+                                                                        MODELS)
     if plan.paths.prompts_file:
         files[PROMPTS] = _read(plan.paths.prompts_file, "validation.load.prompts_file")
         updates["paths"] = updates["paths"].model_copy(update={"prompts_file": f"{LOADTEST_DIR}/{PROMPTS}"})

@@ -30,7 +30,9 @@ from tritongen.placement.memory import MemoryModel
 from tritongen.plan import Plan, is_plan_file, load_plan
 from tritongen.render import HEADER, Locations, environment
 from tritongen.resources import data_dir
-from tritongen.runtimes.tensorrtllm import TRTLLM, Ports, launch_command
+from tritongen.runtimes import runtime_of
+from tritongen.runtimes.hf import HF_BASE_IMAGE
+from tritongen.runtimes.tensorrtllm import Ports
 
 TEMPLATES = data_dir("deploy_templates")
 
@@ -42,11 +44,8 @@ CHECKPOINT = f"{MODELS}/checkpoint"
 TOKENIZER = f"{MODELS}/tokenizer"
 CONTAINER_PORTS = Ports(8000, 8001, 8002)
 
-# The hf runtime runs on Triton's plain python image of the same release as the TensorRT-LLM one, plus torch
-# and transformers baked in by a generated Dockerfile (installing at start would download on every restart).
-_RELEASE = re.search(r":(\d+\.\d+)-", TRTLLM.container).group(1)
-HF_BASE_IMAGE = f"nvcr.io/nvidia/tritonserver:{_RELEASE}-py3"
-HF_IMAGE = f"tritongen-hf:{_RELEASE}"
+# The image a runtime builds from a generated Dockerfile (the hf runtime's: Triton's python image plus torch and
+# transformers, runtimes/hf.py) is written under this name.
 HF_DOCKERFILE = "Dockerfile.hf"
 
 
@@ -81,7 +80,8 @@ class Deployment:
 
     @property
     def builds_hf_image(self) -> bool:
-        return self.plan.runtime == "hf" and self.image == HF_IMAGE
+        rt = runtime_of(self.plan)
+        return rt.builds_image and self.image == rt.image()
 
     def gpu_name(self, group: ServerGroup) -> str:
         return next(g.name for g in self.inventory.gpus if g.index == group.gpu_indices[0])
@@ -92,12 +92,6 @@ class Deployment:
         frontend = self.plan.frontend
         if frontend is not None and frontend.enabled and frontend.implementation == "triton":
             return self._triton_openai_command(group)
-        if self.plan.runtime == "trtllm":
-            from tritongen.runtimes import llmapi
-
-            metrics = () if group.gpu_metrics else ("--allow-gpu-metrics=false",)
-            return llmapi.launch_command(REPOSITORY, CONTAINER_PORTS, extra_args=metrics)
-        argv = launch_command(group.world_size, REPOSITORY, CONTAINER_PORTS)
         extra = []
         if not group.gpu_metrics:
             # Triton's DCGM metrics fail to start on MIG; every rank gets the flag (only rank 0 serves).
@@ -105,20 +99,16 @@ class Deployment:
         if self.plan.group_configs:
             # This group's own KV budget and instances: tensorrt_llm/configs/<group>.pbtxt.
             extra.append(f"--model-config-name={group.name}")
-        out = []
-        for arg in argv:
-            out.append(arg)
-            if arg == TRTLLM.tritonserver:
-                out.extend(extra)
-        return out
+        return runtime_of(self.plan).server_command(self.plan, group.world_size, REPOSITORY, CONTAINER_PORTS, extra)
 
     def _triton_openai_command(self, group: ServerGroup) -> list[str]:
         from tritongen.frontend.ngc import triton_frontend_command
         from tritongen.plan.frontend import FrontendPlan
 
-        if group.world_size > 1 or self.plan.runtime == "trtllm":
+        if group.world_size > 1 or not runtime_of(self.plan).ensemble:
             raise SpecError(problem("frontend.openai.implementation", "triton starts one in-process tritonserver "
-                                    "for the ensemble, but this server group is an MPI launch or runtime trtllm",
+                                    "for the ensemble, but this server group is an MPI launch or its runtime "
+                                    f"({self.plan.runtime}) has no ensemble",
                                     "use implementation: tritongen (it fronts any Triton), or tp_size*pp_size = 1"))
         # The frontend's settings as rendered into the container's repository (tokenizer and template paths).
         rendered = FrontendPlan.model_validate_json(self.repository["frontend.json"])
@@ -136,7 +126,7 @@ def prepare(source: str | Path, *, inventory: str | None = None, engine_config: 
 
     Raises SpecError / CheckFailed.
     """
-    from tritongen.pipeline import render_for
+    from tritongen.render import render_for
 
     engine_dir = None
     if engine_config is not None:
@@ -153,15 +143,20 @@ def prepare(source: str | Path, *, inventory: str | None = None, engine_config: 
     if plan.placement is None:
         raise SpecError(problem(str(source), "is a plan made without --inventory, so it places no server groups",
                                 "make it with `tritongen plan SPEC --inventory nvml|FILE --json`"))
+    if plan.bls_backend == "native":
+        # The serving images (NGC, the hf image) do not carry the tritongen_bls backend library yet.
+        plan = plan.model_copy(update={"bls_backend": "python", "bls_backend_reason":
+                                       "deployment images do not carry the native tritongen_bls backend yet"})
     mounts = [Mount(plan.tokenizer.dir, TOKENIZER)]
-    if plan.runtime == "tensorrtllm":
+    rt = runtime_of(plan)
+    if rt.builds_engine:
         assert plan.paths.engine is not None
         mounts.append(Mount(plan.paths.engine, ENGINE))
     else:
         mounts.append(Mount(plan.paths.checkpoint, CHECKPOINT))
     # Inside a container the files are under /models and each server sees its devices numbered from 0.
     repository = render_for(plan, Locations(tokenizer=TOKENIZER, checkpoint=CHECKPOINT, engine=ENGINE))
-    chosen = image or (TRTLLM.container if plan.runtime in ("tensorrtllm", "trtllm") else HF_IMAGE)
+    chosen = image or rt.image()
     return Deployment(plan, plan.placement.placed(), plan.placement.gpus(), plan.placement.memory_model(), chosen,
                       repository, tuple(mounts))
 

@@ -35,6 +35,7 @@ from tritongen.deploy.signals import saturation_signals
 from tritongen.errors import SpecError, problem
 from tritongen.placement.inventory import GIB
 from tritongen.placement import ServerGroup
+from tritongen.runtimes import runtime_of
 
 STARTUP_MINUTES = 30
 SERVES_LABEL = "tritongen.io/serves"
@@ -157,7 +158,7 @@ def pod_resources(dep: Deployment, kind: K8sKind) -> PodResources:
     """
     plan = dep.plan
     python = plan.preprocessing_instances + plan.postprocessing_instances + plan.bls_instances
-    if dep.plan.runtime in ("hf", "trtllm"):  # the LLM model is a python model too
+    if runtime_of(dep.plan).python_model:  # the LLM model is a python model too
         python += plan.llm_instance_group.count
     cpu = 2 + math.ceil(python / 2)
     ranks = kind.world_size // kind.nodes
@@ -171,7 +172,7 @@ def pod_resources(dep: Deployment, kind: K8sKind) -> PodResources:
 def fill_memory_gib(dep: Deployment) -> int:
     """The models Job: checkpoint conversion holds the whole checkpoint in host memory (tensorrtllm); a download
     needs little."""
-    weights = dep.memory.weight_bytes_per_rank * dep.memory.world_size if dep.plan.runtime == "tensorrtllm" else 0
+    weights = dep.memory.weight_bytes_per_rank * dep.memory.world_size if runtime_of(dep.plan).builds_engine else 0
     return math.ceil(weights * 1.2 / GIB) + 4
 
 

@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from tritongen.runtimes.llmapi import contract
+from tritongen.runtimes.llmapi.plan import LlmApiPlan
 from tritongen.runtimes.tensorrtllm.release import TRTLLM
 
-if TYPE_CHECKING:  # the plan imports this runtime's sizing; import the Plan type only for annotations
+if TYPE_CHECKING:  # the plan imports the runtimes; import the Plan type only for annotations
     from tritongen.plan import Plan
 
 
@@ -24,8 +25,8 @@ def model_yaml(plan: Plan, checkpoint: str | None = None, tokenizer: str | None 
 
     `checkpoint`/`tokenizer` are the paths the server sees (default: the plan's host paths).
     """
-    p = plan.llmapi
-    assert p is not None, "model_yaml needs a trtllm plan"
+    p = plan.runtime_settings
+    assert isinstance(p, LlmApiPlan), "model_yaml needs a trtllm plan"
     kv: dict[str, Any] = {"free_gpu_memory_fraction": p.kv_free_gpu_memory_fraction,
                           "enable_block_reuse": p.enable_block_reuse, "dtype": p.kv_cache_dtype}
     if p.kv_max_tokens is not None:
@@ -60,8 +61,8 @@ def model_yaml_text(plan: Plan, header: str, checkpoint: str | None = None, toke
 
 def parameters(plan: Plan) -> dict[str, str]:
     """config.pbtxt parameters: gpu_device_ids when a server runs several instances (the model requires it)."""
-    p = plan.llmapi
-    assert p is not None
+    p = plan.runtime_settings
+    assert isinstance(p, LlmApiPlan)
     return {"gpu_device_ids": p.gpu_device_ids} if p.instances > 1 else {}
 
 

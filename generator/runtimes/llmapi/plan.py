@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import TYPE_CHECKING, Literal
 
+from tritongen.runtimes.base import RuntimeSettings
 from tritongen.runtimes.llmapi.sizing import cuda_graph_batch_sizes, size_for
-from tritongen.spec import Spec
+
+if TYPE_CHECKING:
+    from tritongen.spec import Spec
 
 # LLM API defaults used when no KV budget is known (no inventory, no serving.kv_cache.max_tokens).
 DEFAULT_MAX_NUM_TOKENS = 8192
 
 
-class LlmApiPlan(BaseModel):
+class LlmApiPlan(RuntimeSettings):
     """Settings of NVIDIA's llmapi model; `sizing` says where max_batch_size and max_num_tokens came from."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+    runtime: Literal["trtllm"] = "trtllm"
     checkpoint_dir: str
     tokenizer_dir: str | None
     dtype: str
