@@ -175,7 +175,8 @@ def served(args, work: Path, spec_path: Path, repo: Path) -> dict:
     out = Path(args.out) / "loadtest"
     cmd = [sys.executable, "-m", "tritongen", "loadtest", str(spec_path), "--url", server.grpc_url,
            "--metrics-url", server.metrics_url, "--sweep", args.levels, "-t", str(args.warmup + args.duration),
-           "--out", str(out)]
+           # The in-process side measures [warmup, warmup + duration] after its first request; so does this side.
+           "--warmup", str(args.warmup), "--out", str(out)]
     settings = {}
     try:
         settings = scrape_settings(server.metrics_url)

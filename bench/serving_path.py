@@ -7,17 +7,19 @@ way, what costs CPU is the serving path itself: tritonserver (gRPC, the ensemble
 (once per request), postprocessing (once per streamed response) and the synthetic token source (which stands
 in for the TensorRT-LLM backend's own response path).
 
-Per level, the CPU seconds of every server process (tritonserver and each python backend stub, by model) are
-read with psutil at the start and the end of the measured window, and the tokens the server sent in between
+Per level, all users start at once; the CPU seconds of every server process (tritonserver and each python backend
+stub, by model) are read with psutil every 0.2 s, and the reads nearest the measured window's edges (warm-up after
+the first request sent, to 0.5 s before the run's end) are used, and the tokens the server sent in between
 from its counter tritongen_llm_output_tokens_total (the client's own count is checked against it by the load
 test). tokens / (serving-path CPU seconds) is the sustainable rate per core; the per-process split says where
 the cost is. The load generator's CPU is reported by the load test itself.
 
     .venv/bin/python bench/serving_path.py [--levels 8,32] [--duration 12] [--warmup 3] [--itl-ms 5]
-        [--stream-interval N] [--model ensemble|tensorrt_llm_bls]
+        [--stream-interval N] [--model ensemble|tensorrt_llm_bls] [--path text|ids]
 
 --stream-interval sets serving.stream_interval (tokens per streamed response); --model the Triton model the load
-test calls (the ensemble, or its only step, the BLS, directly).
+test calls (the ensemble, or its only step, the BLS, directly); --path ids has the load generator call tensorrt_llm
+with token ids and detokenize itself (tritongen.token_ids), so no python model of the text path runs per response.
 
 Writes bench/results/serving_path.json and prints a table.
 """
@@ -71,35 +73,42 @@ def tokens_sent(metrics_url: str) -> float:
 
 
 def measure_level(server, spec: Path, users: int, duration: float, warmup: float, out: Path,
-                  model: str = "ensemble") -> dict:
+                  model: str = "ensemble", path: str = "text") -> dict:
     """Run one closed-loop level; sample CPU and the token counter at the window's edges."""
     root = psutil.Process(server.process.pid)
-    marks: dict[str, tuple[float, dict[str, float], float]] = {}
+    # CPU and the token counter are sampled all along (wall clock); the window's edges are chosen afterwards,
+    # from the first request *sent* (the samples' send times), which is only known once requests complete.
+    marks: list[tuple[float, dict[str, float], float]] = []
+    done = threading.Event()
 
-    def mark(name: str, at: float) -> None:
-        time.sleep(max(0.0, at - time.monotonic()))
-        marks[name] = (time.monotonic(), cpu_by_process(root), tokens_sent(server.metrics_url))
+    def sample_all() -> None:
+        while not done.is_set():
+            marks.append((time.time(), cpu_by_process(root), tokens_sent(server.metrics_url)))
+            done.wait(0.2)
 
+    # -r users: every user starts at once, so the load is whole from the first request on.
     cmd = [sys.executable, "-m", "tritongen.cli", "loadtest", str(spec), "--url", server.grpc_url,
-           "--metrics-url", server.metrics_url, "-u", str(users), "-t", f"{duration:g}", "--warmup", f"{warmup:g}",
-           "--out", str(out), "--model", model]
+           "--metrics-url", server.metrics_url, "-u", str(users), "-r", str(users), "-t", f"{duration:g}",
+           "--warmup", f"{warmup:g}", "--out", str(out)]
+    # The ids path calls tensorrt_llm itself; the load generator tokenizes and detokenizes.
+    cmd += ["--path", "ids"] if path == "ids" else ["--model", model]
+    sampler = threading.Thread(target=sample_all, daemon=True)
+    sampler.start()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    # The window starts when the load does: wait for Locust's first request (the level's first sample line).
-    samples = out / "samples"
-    t0 = None
-    deadline = time.monotonic() + 120
-    while t0 is None and time.monotonic() < deadline and proc.poll() is None:
-        if any(f.stat().st_size for f in samples.glob("level-*/samples-*.jsonl")):
-            t0 = time.monotonic()
-        time.sleep(0.05)
-    if t0 is None:
-        raise SystemExit(f"no request was sent: {proc.communicate()[0][-2000:]}")
-    # Sample inside the load's own window, with a margin so the ramp and the drain stay out.
-    watcher = threading.Thread(target=lambda: (mark("start", t0 + warmup), mark("end", t0 + duration - 0.5)))
-    watcher.start()
-    log, _ = proc.communicate(timeout=duration + 300)
-    watcher.join()
-    (w0, cpu0, tok0), (w1, cpu1, tok1) = marks["start"], marks["end"]
+    try:
+        log, _ = proc.communicate(timeout=duration + 300)
+    finally:
+        done.set()
+        sampler.join()
+    from tritongen.loadtests.samples import read_samples, sample_files
+
+    sent = [s.send_wall_ns / 1e9 for s in read_samples(sample_files(next((out / "samples").glob("level-*"))))]
+    if not sent:
+        raise SystemExit(f"no request was sent: {log[-2000:]}")
+    t0 = min(sent)
+    # The load's own window, with a margin at the end so the drain stays out.
+    nearest = lambda at: min(marks, key=lambda m: abs(m[0] - at))  # noqa: E731
+    (w0, cpu0, tok0), (w1, cpu1, tok1) = nearest(t0 + warmup), nearest(t0 + duration - 0.5)
     wall = w1 - w0
     cpu = {k: cpu1.get(k, 0.0) - cpu0.get(k, 0.0) for k in cpu1}
     path_cpu = sum(v for k, v in cpu.items() if k in PATH_MODELS)
@@ -129,6 +138,8 @@ def main() -> int:
     parser.add_argument("--output-tokens", type=int, default=128)
     parser.add_argument("--stream-interval", type=int, default=1)
     parser.add_argument("--model", default="ensemble", choices=("ensemble", "tensorrt_llm_bls"))
+    parser.add_argument("--path", default="text", choices=("text", "ids"),
+                        help="ids: the load generator sends token ids to tensorrt_llm and detokenizes (--model unused)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "serving_path.json"))
     args = parser.parse_args()
 
@@ -156,7 +167,8 @@ def main() -> int:
     results = []
     try:
         for users in (int(x) for x in args.levels.split(",")):
-            r = measure_level(server, spec, users, args.duration, args.warmup, work / f"u{users}", args.model)
+            r = measure_level(server, spec, users, args.duration, args.warmup, work / f"u{users}", args.model,
+                              args.path)
             results.append(r)
             print(f"users {users}: {r['tokens_per_s']:.0f} tok/s delivered; serving path "
                   f"{r['serving_path_tokens_per_cpu_s'] or 0:.0f} tok per CPU-s; CPU cores: "

@@ -5,6 +5,7 @@ The same request shape serves every runtime, because the ensemble's inputs are t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import urllib.error
@@ -132,17 +133,18 @@ def _text(result) -> str:
     return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
 
 
-def stream_grpc(url: str, prompt: str, max_tokens: int, *, model: str = "ensemble", stream: bool = True,
-                timeout: float = 120.0, **params: Any) -> Iterator[str]:
-    """Yield the text of each response of one ModelStreamInfer request until the final response."""
+def _grpc_results(url: str, model: str, inputs: list, timeout: float,
+                  outputs: Iterable[str] | None = None) -> Iterator[tuple[object, bool]]:
+    """(InferResult, final) for each response of one ModelStreamInfer request until the final one; `outputs`:
+    the output tensors to ask for (None: all)."""
     import tritonclient.grpc as grpcclient
 
     responses: queue.Queue = queue.Queue()
     client = grpcclient.InferenceServerClient(url)
     client.start_stream(callback=lambda result, error: responses.put((result, error)))
     try:
-        client.async_stream_infer(model, grpc_inputs(prompt, max_tokens, stream=stream, **params),
-                                  enable_empty_final_response=True)
+        requested = None if outputs is None else [grpcclient.InferRequestedOutput(n) for n in outputs]
+        client.async_stream_infer(model, inputs, outputs=requested, enable_empty_final_response=True)
         while True:
             try:
                 result, error = responses.get(timeout=timeout)
@@ -151,13 +153,79 @@ def stream_grpc(url: str, prompt: str, max_tokens: int, *, model: str = "ensembl
             if error is not None:
                 raise CheckFailed(f"gRPC stream: {error}")
             final = result.get_response().parameters.get("triton_final_response")
-            if result.as_numpy("text_output") is not None:
-                yield _text(result)
-            if final is not None and final.bool_param:
+            is_final = final is not None and final.bool_param
+            yield result, is_final
+            if is_final:
                 return
     finally:
         client.stop_stream(cancel_requests=True)
         client.close()
+
+
+def stream_grpc(url: str, prompt: str, max_tokens: int, *, model: str = "ensemble", stream: bool = True,
+                timeout: float = 120.0, **params: Any) -> Iterator[str]:
+    """Yield the text of each response of one ModelStreamInfer request until the final response."""
+    inputs = grpc_inputs(prompt, max_tokens, stream=stream, **params)
+    # closing: a caller that stops reading cancels the request now, not when the generator is collected.
+    with contextlib.closing(_grpc_results(url, model, inputs, timeout)) as results:
+        for result, _ in results:
+            if result.as_numpy("text_output") is not None:
+                yield _text(result)
+
+
+def ids_codec(url: str, tokenizer_dir: str | None = None):
+    """The ids path's codec for the deployment at gRPC `url`: the tokenizer folder and the special-token settings
+    its preprocessing and tensorrt_llm_bls models were rendered with (read from their configs on the server), so
+    the client encodes and decodes as the text path does. `tokenizer_dir` overrides the folder (a client on
+    another host sees the tokenizer elsewhere)."""
+    import tritonclient.grpc as grpcclient
+
+    from tritongen.token_ids import Codec
+
+    def params(model: str) -> dict[str, str]:
+        config = client.get_model_config(model, as_json=True)["config"]
+        return {k: v.get("string_value", "") for k, v in config.get("parameters", {}).items()}
+
+    client = grpcclient.InferenceServerClient(url)
+    try:
+        pre, bls = params("preprocessing"), params("tensorrt_llm_bls")
+    except Exception as err:  # noqa: BLE001 - a server without the text models cannot tell us the tokenizer
+        raise EnvironmentMissing(problem("--tokenizer", f"the server at {url} does not say which tokenizer it uses "
+                                         f"({str(err).splitlines()[0][:160]})", "pass --tokenizer DIR")) from None
+    finally:
+        client.close()
+    directory = tokenizer_dir or pre.get("tokenizer_dir")
+    if not directory:
+        raise EnvironmentMissing(problem("--tokenizer", f"the server at {url} names no tokenizer_dir",
+                                         "pass --tokenizer DIR"))
+    flag = lambda value: value.lower() in ("true", "1", "yes", "t")  # noqa: E731 - the models' own parsing
+    return Codec.load(directory, add_special_tokens=flag(pre.get("add_special_tokens", "true")),
+                      skip_special_tokens=flag(bls.get("skip_special_tokens", "true")))
+
+
+def stream_ids(url: str, codec, prompt: str, max_tokens: int, *, stream: bool = True,
+               stop_words: list[str] | None = None, timeout: float = 120.0, **params: Any) -> Iterator[str]:
+    """The ids path (tritongen.token_ids): `tensorrt_llm` called with the prompt's token ids; yields the text of
+    each response, decoded here incrementally with `codec` (a token_ids.Codec), the same text the ensemble sends.
+    A stop string ends the text (after it) and the request."""
+    import tritonclient.grpc as grpcclient
+    from tritonclient.utils import np_to_triton_dtype
+
+    from tritongen.token_ids import LLM_MODEL, OUTPUTS, response_ids
+
+    inputs = []
+    for name, value in codec.inputs(prompt, max_tokens, stream=stream, stop=stop_words or (), **params).items():
+        tensor = grpcclient.InferInput(name, list(value.shape), np_to_triton_dtype(value.dtype))
+        tensor.set_data_from_numpy(value)
+        inputs.append(tensor)
+    text = codec.text(max_tokens, stop_words or ())
+    with contextlib.closing(_grpc_results(url, LLM_MODEL, inputs, timeout, OUTPUTS)) as results:
+        for result, final in results:
+            ids = response_ids(result.as_numpy("output_ids"), result.as_numpy("sequence_length"))
+            if ids or final:
+                yield text.push(ids, final=final)
+            if text.stopped:
+                return  # leaving cancels the request (stop_stream(cancel_requests=True)): the text has ended
 
 
 def generate_http(url: str, prompt: str, max_tokens: int, *, model: str = "ensemble", timeout: float = 120.0,

@@ -21,7 +21,8 @@ from tritongen.loadtests import distributed, openai_user, users
 from tritongen.loadtests.metadata import ProcessCPU
 
 _config = users.preload()
-TritonUser = {**users.USER_CLASSES, "openai": openai_user.OpenAIChatUser}[_config.protocol]
+TritonUser = (users.IDS_USER_CLASSES if _config.path == "ids" else
+              {**users.USER_CLASSES, "openai": openai_user.OpenAIChatUser})[_config.protocol]
 _cpu = ProcessCPU(_config.samples_dir)
 
 

@@ -67,6 +67,8 @@ class RunSettings:
     model: str | None = None
     """The Triton model the users call (`--model`); None: the ensemble, or tensorrt_llm_bls when streams are
     cancelled (the ensemble cannot stop a running step)."""
+    path: str = "text"
+    """`ids`: the users send token ids to tensorrt_llm and detokenize themselves (tritongen.token_ids)."""
 
     @property
     def mode(self) -> str:
@@ -128,7 +130,7 @@ def settings_from_args(args: argparse.Namespace, plan) -> RunSettings:
         burstiness=pick("burstiness", load.burstiness), max_concurrency=pick("max_concurrency", load.max_concurrency),
         trace_file=_resolve(plan, pick("trace", load.trace_file), "--trace / validation.load.trace_file"),
         cancel_rate=pick("cancel_rate", load.cancel_rate), cancel_after_ms=pick("cancel_after_ms", load.cancel_after_ms),
-        model=getattr(args, "model", None))
+        model=getattr(args, "model", None), path=getattr(args, "path", None) or "text")
     for flag, value in (("-u", settings.users), ("-t", settings.duration_s), ("-r", settings.spawn_rate),
                         ("--processes", settings.processes), ("--burstiness", settings.burstiness),
                         ("--cancel-after-ms", settings.cancel_after_ms)):
@@ -150,6 +152,11 @@ def settings_from_args(args: argparse.Namespace, plan) -> RunSettings:
         what = "the OpenAI protocol calls the frontend's public model" if settings.protocol == "openai" else \
             target.why
         raise SpecError(problem("--model", f"does not apply here: {what}", "drop --model"))
+    if settings.path == "ids" and (settings.protocol != "grpc" or not runtime_of(plan).ensemble or settings.model):
+        why = "drop --model (the ids path calls tensorrt_llm)" if settings.model else \
+            "use --protocol grpc" if settings.protocol != "grpc" else f"use the text path for the {plan.runtime} runtime"
+        raise SpecError(problem("--path", "ids streams token ids from tensorrt_llm over gRPC, with the C++ "
+                                "backend's tensors (not NVIDIA's LLM-API model, not HTTP or OpenAI)", why))
     if settings.cancel_rate > 0 and settings.model == "ensemble":
         say("warning: --cancel-rate through `ensemble`: Triton's ensemble scheduler checks cancellation only between "
             "steps, so cancelled streams keep generating to their end (drop --model to cancel through "
@@ -213,7 +220,8 @@ def locust_config(plan, settings: RunSettings, url: str, samples_dir: Path, leve
         level=level, input_tokens=TokenDist(**load.input_tokens.model_dump()),
         output_tokens=TokenDist(**load.output_tokens.model_dump()),
         prompts_file=plan.paths.prompts_file,
-        add_special_tokens=plan.tokenizer.add_special_tokens, timeout_s=float(STOP_TIMEOUT_S),
+        add_special_tokens=plan.tokenizer.add_special_tokens,
+        skip_special_tokens=plan.tokenizer.skip_special_tokens, path=settings.path, timeout_s=float(STOP_TIMEOUT_S),
         request_rate=level if settings.mode == "open" else None, arrival=settings.arrival,
         burstiness=settings.burstiness, trace_file=settings.trace_file, processes=settings.processes,
         cancel_rate=settings.cancel_rate, cancel_after_ms=settings.cancel_after_ms, duration_s=settings.duration_s,
@@ -231,6 +239,10 @@ def _target_model(plan, settings: RunSettings) -> dict:
     target = runtime_of(plan).load_target()
     if target is not None:
         return {"dialect": target.dialect, "model": target.model}
+    if settings.path == "ids":
+        from tritongen.token_ids import LLM_MODEL
+
+        return {"model": LLM_MODEL}
     if settings.model is not None:
         return {"model": settings.model}
     return {"model": BLS_MODEL if settings.cancel_rate > 0 else "ensemble"}

@@ -47,6 +47,8 @@ class _ProcessState:
 
     config: LoadConfig | None = None
     tokenizer: object = None
+    codec: object = None
+    """The ids path's codec (tritongen.token_ids.Codec): the tokenizer as the server's models load it."""
     pid: int | None = None
     prompts: PromptSource
     pacer: Pacer
@@ -58,6 +60,11 @@ class _ProcessState:
             # Loading a tokenizer can take seconds; in on_start it would block every greenlet of the run.
             cls.config = LoadConfig.from_env()
             cls.tokenizer = load_tokenizer(cls.config.tokenizer_dir)
+            if cls.config.path == "ids":
+                from tritongen.token_ids import Codec
+
+                cls.codec = Codec.load(cls.config.tokenizer_dir, add_special_tokens=cls.config.add_special_tokens,
+                                       skip_special_tokens=cls.config.skip_special_tokens)
         return cls.config
 
     @classmethod
@@ -215,21 +222,21 @@ class GrpcStreamUser(LLMUser):
             self.client = None
             _release_stream_reader()
 
-    def send(self, prompt: Prompt, sample: Sample) -> str:
-        from tritongen.client import grpc_inputs
+    def request(self, prompt: Prompt) -> tuple[list, list | None, _TextPieces | _IdsText]:
+        """The request's inputs, the outputs to ask for (None: all) and what turns its responses into text."""
+        from tritongen.client import grpc_inputs, llmapi_grpc_inputs
 
+        if self.config.dialect == "llmapi":  # each text_output is the whole text so far
+            return llmapi_grpc_inputs(prompt.text, prompt.max_tokens, stream=True), None, _TextPieces(replace=True)
+        return grpc_inputs(prompt.text, prompt.max_tokens, stream=True, **self.params(prompt)), None, _TextPieces()
+
+    def send(self, prompt: Prompt, sample: Sample) -> str:
         if self.client is None:
             self._open()
-        if self.config.dialect == "llmapi":
-            from tritongen.client import llmapi_grpc_inputs
-
-            inputs = llmapi_grpc_inputs(prompt.text, prompt.max_tokens, stream=True)
-        else:
-            inputs = grpc_inputs(prompt.text, prompt.max_tokens, stream=True, **self.params(prompt))
+        inputs, outputs, text = self.request(prompt)
         sample.send_time, sample.send_wall_ns = time.perf_counter(), time.time_ns()
-        self.client.async_stream_infer(self.config.model, inputs, request_id=sample.request_id,
+        self.client.async_stream_infer(self.config.model, inputs, request_id=sample.request_id, outputs=outputs,
                                        enable_empty_final_response=True)
-        parts = []
         deadline = sample.send_time + self.config.timeout_s
         cancel_at = None if prompt.cancel_after_s is None else sample.send_time + prompt.cancel_after_s
         while True:
@@ -250,19 +257,75 @@ class GrpcStreamUser(LLMUser):
                 continue  # a late response of an earlier, abandoned request
             final = response.parameters.get("triton_final_response")
             is_final = final is not None and final.bool_param
-            out = result.as_numpy("text_output")
-            if out is not None:
-                value = out.reshape(-1)[0] if out.size else b""
-                text = value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
-                parts = [text] if self.config.dialect == "llmapi" else [*parts, text]
+            carried = text.add(result, is_final)
             tokens = _count(result.as_numpy("num_output_tokens"))
-            if out is not None or tokens is not None or is_final:
+            if carried or tokens is not None or is_final:
                 sample.mark_response(at, tokens=tokens)
             n_in = _count(result.as_numpy("num_input_tokens"))
             if n_in is not None:
                 sample.input_tokens = n_in
             if is_final:
-                return "".join(parts)
+                return text.text
+
+
+class GrpcIdsUser(GrpcStreamUser):
+    """The ids path (tritongen.token_ids): token ids to `tensorrt_llm` over the same gRPC stream, the text decoded
+    here with the deployment's tokenizer (exactly the text path's text); counts still come from the server."""
+
+    def request(self, prompt: Prompt) -> tuple[list, list | None, _IdsText]:
+        import tritonclient.grpc as grpcclient
+        from tritonclient.utils import np_to_triton_dtype
+
+        from tritongen.token_ids import OUTPUTS
+
+        codec = _ProcessState.codec
+        inputs = []
+        for name, value in codec.inputs(prompt.text, prompt.max_tokens, stream=True,
+                                        min_tokens=prompt.min_tokens).items():
+            tensor = grpcclient.InferInput(name, list(value.shape), np_to_triton_dtype(value.dtype))
+            tensor.set_data_from_numpy(value)
+            inputs.append(tensor)
+        return inputs, [grpcclient.InferRequestedOutput(n) for n in OUTPUTS], _IdsText(codec.text(prompt.max_tokens))
+
+
+class _TextPieces:
+    """The text path: each response's text_output is the next piece (or, `replace`, the whole text so far)."""
+
+    def __init__(self, replace: bool = False):
+        self.replace, self.parts = replace, []
+
+    def add(self, result, final: bool) -> bool:
+        out = result.as_numpy("text_output")
+        if out is None:
+            return False
+        value = out.reshape(-1)[0] if out.size else b""
+        piece = value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
+        self.parts = [piece] if self.replace else [*self.parts, piece]
+        return True
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+class _IdsText:
+    """The ids path: each response's output_ids, decoded incrementally (tritongen.token_ids.SequenceText)."""
+
+    def __init__(self, sequence):
+        self.sequence, self.parts = sequence, []
+
+    def add(self, result, final: bool) -> bool:
+        from tritongen.token_ids import response_ids
+
+        out = result.as_numpy("output_ids")
+        ids = response_ids(out, result.as_numpy("sequence_length"))
+        if ids or final:
+            self.parts.append(self.sequence.push(ids, final=final))
+        return out is not None
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
 
 
 class _HttpUserBase(LLMUser):
@@ -370,3 +433,5 @@ class HttpUser(_HttpUserBase):
 
 
 USER_CLASSES: dict[str, type[LLMUser]] = {"grpc": GrpcStreamUser, "http_stream": HttpStreamUser, "http": HttpUser}
+# The ids path has a user of its own per protocol that carries it (gRPC only: tensorrt_llm streams over gRPC).
+IDS_USER_CLASSES: dict[str, type[LLMUser]] = {"grpc": GrpcIdsUser}

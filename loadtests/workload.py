@@ -62,7 +62,13 @@ class LoadConfig:
     prompts_file: str | None = None
     """JSONL of {"text_input", "max_tokens"[, "min_tokens"]}, used instead of synthetic prompts."""
     add_special_tokens: bool = True
-    """Count input tokens as the preprocessing model tokenizes them (used only when the server reports none)."""
+    """Tokenize as the preprocessing model does: counts input tokens when the server reports none, and the ids path
+    encodes prompts with it."""
+    skip_special_tokens: bool = True
+    """The ids path decodes as tensorrt_llm_bls does (Plan.tokenizer.skip_special_tokens)."""
+    path: str = "text"
+    """`text`: the model (ensemble, tensorrt_llm_bls) tokenizes and detokenizes; `ids`: the users send token ids to
+    `tensorrt_llm` and detokenize themselves (tritongen.token_ids), gRPC only."""
     timeout_s: float = 120.0
     """Per-request limit; a request past it is a failure."""
     seed: int = 0

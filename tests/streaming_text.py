@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DETOKENIZER = ROOT / "model_repository_templates" / "tensorrt_llm_bls" / "1" / "detokenizer.py"
 
 # What the test models recite, and what their tokenizers are trained on: CJK, Cyrillic, accents, emoji
 # (with a skin-tone modifier and a flag: several code points per glyph), leading spaces, tabs, newlines.
@@ -22,10 +20,10 @@ SAMPLES = [" Привет мир", "日本語 🙂 ok", "\tcafé\n naïve", "  t
 
 
 def load_detokenizer():
-    spec = importlib.util.spec_from_file_location("tritongen_detokenizer", DETOKENIZER)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The detokenizer module the BLS ships (rendered from tritongen.detokenizer) and the ids path's clients use."""
+    from tritongen import detokenizer
+
+    return detokenizer
 
 
 def render_repo(model_dir: Path, out: Path, **serving) -> Path:

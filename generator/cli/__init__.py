@@ -154,7 +154,13 @@ def _start_openai(args: argparse.Namespace, grpc_url: str):
 
     config = FrontendPlan.read(args.repo)
     port = config.port if args.openai == -1 else args.openai
-    frontend = FrontendServer(config, grpc_url, host=args.openai_host, port=port).start()
+    if args.openai_workers > 1:
+        from tritongen.frontend.server import FrontendWorkers
+
+        frontend = FrontendWorkers(Path(args.repo), grpc_url, workers=args.openai_workers, port=port,
+                                   host=args.openai_host, path=args.openai_path).start()
+    else:
+        frontend = FrontendServer(config, grpc_url, host=args.openai_host, port=port, path=args.openai_path).start()
     names = ", ".join(m.name for m in config.models)
     print(f"openai {frontend.base_url}  models: {names}  (Triton gRPC {grpc_url})", flush=True)
     return frontend
@@ -167,7 +173,14 @@ def _cmd_generate(args: argparse.Namespace) -> int:
               "top_p": args.top_p}
     url = args.url or ("127.0.0.1:8001" if args.protocol == "grpc" else "127.0.0.1:8000")
     client.require_server(url, args.protocol)
-    if args.protocol == "grpc":
+    if args.path == "ids":
+        if args.protocol != "grpc":
+            raise SpecError(problem("--path", "ids needs --protocol grpc (tensorrt_llm streams over gRPC)",
+                                    "drop --protocol http"))
+        codec = client.ids_codec(url, args.tokenizer)
+        for text in client.stream_ids(url, codec, args.prompt, args.max_tokens, stream=args.stream, **params):
+            print(text, end="", flush=True)
+    elif args.protocol == "grpc":
         for text in client.stream_grpc(url, args.prompt, args.max_tokens, stream=args.stream,
                                        model=args.model, **params):
             print(text, end="" if args.stream else "\n", flush=True)
@@ -274,6 +287,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also serve the OpenAI-compatible API (default port: frontend.openai.port of the spec; "
                    "0: a free port)")
     s.add_argument("--openai-host", default="127.0.0.1", help="address the OpenAI API listens on")
+    s.add_argument("--openai-workers", type=int, default=1, metavar="N",
+                   help="OpenAI API worker processes sharing its port, each with its own gRPC channel (default 1)")
+    s.add_argument("--openai-path", choices=("text", "ids"), default="text",
+                   help="text: the API calls the ensemble with text; ids: it calls tensorrt_llm with token ids and "
+                   "detokenizes in its workers (same text)")
     s.add_argument("--triton-url", help="host:port of a running Triton's gRPC endpoint to front with --openai "
                    "(local or remote); no tritonserver is started")
     s.set_defaults(func=_cmd_serve)
@@ -288,7 +306,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--temperature", type=float)
     s.add_argument("--top-k", type=int)
     s.add_argument("--top-p", type=float)
-    s.add_argument("--model", default="ensemble")
+    s.add_argument("--model", default="ensemble", help="the Triton model of the text path")
+    s.add_argument("--path", choices=["text", "ids"], default="text",
+                   help="text: send text to --model, which tokenizes and detokenizes in tritonserver; ids: send "
+                   "token ids to tensorrt_llm and detokenize here (same text, no Python model per response)")
+    s.add_argument("--tokenizer", help="--path ids: the tokenizer folder (default: the one the server's "
+                   "preprocessing model names)")
     s.set_defaults(func=_cmd_generate)
 
     s = sub.add_parser("demo-model", help="make a tiny Llama checkpoint and tokenizer locally")

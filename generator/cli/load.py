@@ -98,6 +98,9 @@ def _load_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("--cancel-after-ms", type=float, help="when, after sending, a request is cancelled")
     s.add_argument("--model", help="Triton model to call (grpc/http): ensemble (default) or tensorrt_llm_bls "
                    "(the default with --cancel-rate: the ensemble cannot stop a running step)")
+    s.add_argument("--path", choices=("text", "ids"), help="text (default): send text to --model, which tokenizes "
+                   "and detokenizes in tritonserver; ids: send token ids to tensorrt_llm and detokenize in the "
+                   "load generator (grpc only; the same text, no Python model per response)")
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:

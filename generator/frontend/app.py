@@ -40,10 +40,25 @@ class _CountRequests:
         return await self.app(scope, receive, counting_send)
 
 
-def create_app(config: FrontendPlan, grpc_url: str) -> FastAPI:
-    """The app for one deployment. Tokenizers load here; the gRPC channel opens when the app starts."""
+PATHS = ("text", "ids")
+# What `app_from_env` reads: uvicorn's worker processes build their app from a factory without arguments.
+FACTORY_ENV = {"repository": "TRITONGEN_FRONTEND_REPOSITORY", "grpc_url": "TRITONGEN_FRONTEND_TRITON_URL",
+               "path": "TRITONGEN_FRONTEND_PATH"}
+
+
+def create_app(config: FrontendPlan, grpc_url: str, path: str = "text") -> FastAPI:
+    """The app for one deployment. Tokenizers load here; the gRPC channel opens when the app starts (in each
+    worker process). `path`: `text` calls the route's Triton model (ensemble / tensorrt_llm_bls) with text; `ids`
+    calls tensorrt_llm with token ids and detokenizes here (tritongen.frontend.ids)."""
     metrics = FrontendMetrics()
-    state = FrontendState(config=config, engine=TritonEngine(grpc_url), metrics=metrics,
+    if path == "ids":
+        from tritongen.frontend.ids import TritonIdsEngine
+        engine = TritonIdsEngine(grpc_url, _codecs(config, grpc_url))
+    elif path == "text":
+        engine = TritonEngine(grpc_url)
+    else:
+        raise ValueError(f"path {path!r}: not one of {', '.join(PATHS)}")
+    state = FrontendState(config=config, engine=engine, metrics=metrics,
                           templates={m.name: ChatTemplate(m.tokenizer_dir, m.chat_template) for m in config.models},
                           api_key=config.api_key(), created=int(time.time()))
 
@@ -62,3 +77,21 @@ def create_app(config: FrontendPlan, grpc_url: str) -> FastAPI:
         app.include_router(module.router)
     app.add_middleware(_CountRequests, metrics=metrics)
     return app
+
+
+def _codecs(config: FrontendPlan, grpc_url: str) -> dict:
+    """The ids path's codec per route (keyed by its text model): the route's tokenizer with the special-token
+    settings the server's preprocessing and tensorrt_llm_bls were rendered with (asked from the server, so Triton
+    must answer when the frontend starts)."""
+    from tritongen.client import ids_codec
+
+    return {m.triton_model: ids_codec(grpc_url, m.tokenizer_dir) for m in config.models}
+
+
+def app_from_env() -> FastAPI:
+    """The app of one uvicorn worker (`uvicorn --factory --workers N`, tritongen.frontend.server.FrontendWorkers):
+    the repository's frontend.json, the Triton gRPC URL and the path, from FACTORY_ENV."""
+    import os
+
+    return create_app(FrontendPlan.read(os.environ[FACTORY_ENV["repository"]]), os.environ[FACTORY_ENV["grpc_url"]],
+                      os.environ.get(FACTORY_ENV["path"], "text"))

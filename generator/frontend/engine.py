@@ -17,7 +17,8 @@ exclude_input_in_output true keeps the prompt out of a non-streamed response's c
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 import grpc
@@ -142,22 +143,31 @@ def build_request(model: str, gen: Generation, request_id: str):
     ]
     if gen.stop:
         tensors.append(_bytes_tensor("stop_words", list(gen.stop), pb2))
+    dtypes = {"min_tokens": ("INT32", np.int32), "seed": ("UINT64", np.uint64)}
+    for name, value in sampling(gen).items():
+        datatype, dtype = dtypes.get(name, ("FP32", np.float32))
+        tensors.append(_scalar_tensor(name, value, datatype, dtype, pb2))
+    return _infer_request(model, request_id, tensors, OUTPUTS)
+
+
+def sampling(gen: Generation) -> dict[str, object]:
+    """The sampling inputs of a generation under the ensemble's names (those set)."""
     # OpenAI samples whenever temperature > 0 (top_p defaults to 1); TensorRT-LLM decodes greedily unless top_k or
     # top_p is set. So a temperature alone brings top_p 1.0 with it.
     top_p = 1.0 if gen.top_p is None and gen.temperature is not None and gen.temperature > 0 else gen.top_p
-    for name, value in (("temperature", gen.temperature), ("top_p", top_p),
-                        ("presence_penalty", gen.presence_penalty), ("frequency_penalty", gen.frequency_penalty)):
-        if value is not None:
-            tensors.append(_scalar_tensor(name, value, "FP32", np.float32, pb2))
-    if gen.min_tokens is not None:
-        tensors.append(_scalar_tensor("min_tokens", gen.min_tokens, "INT32", np.int32, pb2))
-    if gen.seed is not None:
-        tensors.append(_scalar_tensor("seed", gen.seed, "UINT64", np.uint64, pb2))
+    values = {"temperature": gen.temperature, "top_p": top_p, "presence_penalty": gen.presence_penalty,
+              "frequency_penalty": gen.frequency_penalty, "min_tokens": gen.min_tokens, "seed": gen.seed}
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def _infer_request(model: str, request_id: str, tensors: list, outputs) -> object:
+    from tritonclient.grpc import service_pb2 as pb2
+
     request = pb2.ModelInferRequest(model_name=model, id=request_id)
     for tensor, raw in tensors:
         request.inputs.append(tensor)
         request.raw_input_contents.append(raw)
-    for name in OUTPUTS:
+    for name in outputs:
         request.outputs.append(pb2.ModelInferRequest().InferRequestedOutputTensor(name=name))
     # Without this a decoupled model's flags-only final response never reaches the client.
     request.parameters["triton_enable_empty_final_response"].bool_param = True
@@ -175,12 +185,14 @@ def _parse(response) -> Delta:
         value = out.reshape(-1)[0]
         text = value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
 
-    def count(name: str) -> int | None:
-        array = result.as_numpy(name)
-        return None if array is None or not array.size else int(array.reshape(-1)[0])
+    return Delta(text=text, output_tokens=count(result, "num_output_tokens"),
+                 input_tokens=count(result, "num_input_tokens"), final=final is not None and final.bool_param)
 
-    return Delta(text=text, output_tokens=count("num_output_tokens"), input_tokens=count("num_input_tokens"),
-                 final=final is not None and final.bool_param)
+
+def count(result, name: str) -> int | None:
+    """A token count output of one response (InferResult); None when it carries none."""
+    array = result.as_numpy(name)
+    return None if array is None or not array.size else int(array.reshape(-1)[0])
 
 
 class TritonEngine:
@@ -215,13 +227,25 @@ class TritonEngine:
         except Exception:  # noqa: BLE001 - an unreachable server is simply not ready
             return False
 
-    async def generate(self, model: str, gen: Generation, request_id: str) -> AsyncIterator[Delta]:
-        """Yield each response of one request until the final one; closing the iterator early cancels it."""
-        request = build_request(model, gen, request_id)
+    async def generate(self, model: str, gen: Generation, request_id: str,
+                       on_sent: Callable[[], None] | None = None) -> AsyncIterator[Delta]:
+        """Yield each response of one request until the final one; closing the iterator early cancels it.
+        `on_sent` is called once the request has been written to the channel."""
+        # aclosing: closing this iterator closes the call's at once (cancelling the request), not at loop cleanup.
+        async with contextlib.aclosing(self._stream(build_request(model, gen, request_id), request_id,
+                                                    on_sent)) as messages:
+            async for message in messages:
+                yield _parse(message)
+
+    async def _stream(self, request, request_id: str, on_sent: Callable[[], None] | None):
+        """The infer responses of one ModelStreamInfer call, up to and including the final one."""
         done = asyncio.Event()
 
         async def requests():
             yield request
+            # grpc asks for the next message once this one is written: the request has left.
+            if on_sent is not None:
+                on_sent()
             # Keep our side of the stream open until the final response: a half-closed stream is fine for
             # Triton, but holding it makes the call's lifetime the request's lifetime.
             await done.wait()
@@ -233,11 +257,12 @@ class TritonEngine:
                 if message.error_message:
                     finished = True
                     raise classify(message.error_message)
-                delta = _parse(message.infer_response)
-                yield delta
-                if delta.final:
+                final = message.infer_response.parameters.get("triton_final_response")
+                if final is not None and final.bool_param:
                     finished = True
+                    yield message.infer_response
                     return
+                yield message.infer_response
             finished = True
             raise EngineError(502, f"Triton closed the stream of request {request_id} before its final response")
         except grpc.aio.AioRpcError as err:

@@ -20,8 +20,9 @@ class FrontendMetrics:
         r = self.registry
         self.requests = Counter("tritongen_openai_requests", "OpenAI API requests by endpoint and HTTP status",
                                 ["endpoint", "status"], registry=r)
+        # livesum: with several worker processes (multiprocess mode) the gauge is the sum over the live ones.
         self.active = Gauge("tritongen_openai_active_requests", "Requests in flight to Triton", ["model"],
-                            registry=r)
+                            registry=r, multiprocess_mode="livesum")
         self.ttft = Histogram("tritongen_openai_time_to_first_token_seconds",
                               "Request received to first content chunk sent", ["model"], buckets=_LATENCY_BUCKETS,
                               registry=r)
@@ -41,6 +42,19 @@ class FrontendMetrics:
         self.cancelled = Counter("tritongen_openai_cancelled_requests",
                                  "Requests cancelled at Triton because the client went away or a stop matched",
                                  ["model", "reason"], registry=r)
+
+
+def exposition(registry: CollectorRegistry) -> bytes:
+    """/metrics of this frontend: its registry, or, when its workers share a PROMETHEUS_MULTIPROC_DIR
+    (tritongen.frontend.server.FrontendWorkers), every worker's metrics merged, whichever worker answers."""
+    import os
+
+    from prometheus_client import generate_latest, multiprocess
+
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+    return generate_latest(registry)
 
 
 def histogram_buckets(metrics_text: str, name: str) -> dict[float, float]:

@@ -38,7 +38,7 @@ class FrontendServer:
     """uvicorn serving the app for one Triton endpoint; `start()` returns once /health answers."""
 
     def __init__(self, config: FrontendPlan, grpc_url: str, *, host: str = "127.0.0.1", port: int | None = None,
-                 log_level: str = "warning"):
+                 log_level: str = "warning", path: str = "text"):
         import uvicorn
 
         from tritongen.frontend.app import create_app
@@ -47,7 +47,7 @@ class FrontendServer:
         self.host = host
         self.port = config.port if port is None else port
         self.port = self.port or free_port()  # 0: any free port
-        self.app = create_app(config, grpc_url)
+        self.app = create_app(config, grpc_url, path)
         self._server = uvicorn.Server(uvicorn.Config(self.app, host=host, port=self.port, log_level=log_level,
                                                      access_log=False, timeout_graceful_shutdown=5))
         self._thread: threading.Thread | None = None
@@ -88,6 +88,82 @@ class FrontendServer:
         self.stop()
 
 
+class FrontendWorkers:
+    """The frontend in `workers` processes that share one listening socket (uvicorn's multiprocess mode: the
+    supervisor binds the port, the kernel hands each connection to one worker). Each worker builds its own app
+    from the repository's frontend.json, with its own gRPC channel, tokenizer and event loop, so the frontend's
+    CPU work (JSON, SSE, the ids path's detokenization) spreads over cores. A client that disconnects cancels its
+    request in the worker that served it, as with one process."""
+
+    def __init__(self, repository: Path, grpc_url: str, *, workers: int, port: int, host: str = "127.0.0.1",
+                 path: str = "text", log_path: Path | None = None):
+        from tritongen.serve import free_port
+
+        self.repository, self.grpc_url, self.workers, self.host, self.path = Path(repository), grpc_url, workers, \
+            host, path
+        self.port = port or free_port()
+        self.log_path = log_path
+        self.process: subprocess.Popen | None = None
+        self._metrics_dir: str | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def url(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def start(self, timeout: float = 120.0) -> FrontendWorkers:
+        import os
+
+        from tritongen.frontend.app import FACTORY_ENV
+
+        import tempfile
+
+        # One folder where every worker's metrics live, so /metrics (answered by any worker) shows them all.
+        self._metrics_dir = tempfile.mkdtemp(prefix="tritongen-openai-metrics-")
+        env = {**os.environ, FACTORY_ENV["repository"]: str(self.repository.resolve()),
+               FACTORY_ENV["grpc_url"]: self.grpc_url, FACTORY_ENV["path"]: self.path,
+               "PROMETHEUS_MULTIPROC_DIR": self._metrics_dir}
+        cmd = [sys.executable, "-m", "uvicorn", "tritongen.frontend.app:app_from_env", "--factory",
+               "--workers", str(self.workers), "--host", self.host, "--port", str(self.port),
+               "--log-level", "warning", "--no-access-log", "--timeout-graceful-shutdown", "5"]
+        log = open(self.log_path, "ab") if self.log_path else None
+        try:
+            self.process = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT if log else None,
+                                            start_new_session=True)
+        finally:
+            if log is not None:
+                log.close()
+        wait_healthy(self.url, timeout, alive=lambda: self.process.poll() is None, stop=self.stop)
+        return self
+
+    def stop(self) -> None:
+        import shutil
+
+        _terminate(self.process)
+        if self._metrics_dir:
+            shutil.rmtree(self._metrics_dir, ignore_errors=True)
+
+    def __enter__(self) -> FrontendWorkers:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _terminate(process: subprocess.Popen | None) -> None:
+    if process is None or process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=5)
+
+
 class FrontendProcess:
     """The frontend in a process of its own (`tritongen serve REPO --openai PORT --triton-url URL`), so it
     shares no interpreter lock with the caller: what `up` uses when it load-tests through it."""
@@ -116,11 +192,4 @@ class FrontendProcess:
         return self
 
     def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=5)
+        _terminate(self.process)

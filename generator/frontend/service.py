@@ -90,7 +90,7 @@ class Run:
         self.counts = Counts()
         self.matcher = StopMatcher(list(gen.stop))
         self.request_id = uuid.uuid4().hex
-        self._responses = state.engine.generate(route.triton_model, gen, self.request_id)
+        self._responses = state.engine.generate(route.triton_model, gen, self.request_id, on_sent=self._mark_sent)
         self._first: list[str] | None = None
         self._last_chunk: float | None = None
         self._sent_at = self._first_response_at = 0.0
@@ -104,12 +104,15 @@ class Run:
         """Wait for Triton's first response, so a rejection still becomes the HTTP status of the reply."""
         self.state.metrics.active.labels(self.route.name).inc()
         try:
-            self._sent_at = time.perf_counter()
             self._first = await self._next()
             self._first_response_at = time.perf_counter()
         except BaseException:
             await self.close()
             raise
+
+    def _mark_sent(self) -> None:
+        # After the request is built and written to the channel: building and sending are the frontend's cost.
+        self._sent_at = time.perf_counter()
 
     async def _next(self) -> list[str] | None:
         """Text pieces safe to send from the next Triton response; None at the end."""
@@ -145,7 +148,7 @@ class Run:
         m = self.state.metrics
         if self._last_chunk is None:
             m.ttft.labels(self.route.name).observe(now - self.started)
-            if self._first_response_at:
+            if self._first_response_at and self._sent_at:
                 m.added.labels(self.route.name).observe((self._sent_at - self.started)
                                                         + (now - self._first_response_at))
         else:

@@ -10,10 +10,11 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import jinja2
 
-from tritongen import contract
+from tritongen import contract, detokenizer
 from tritongen.plan import InstanceGroup, Plan, ServerGroupPlan
 from tritongen.render.write import MARKER, check_output_dir, status_lines, write_repository
 from tritongen.resources import data_dir
@@ -131,8 +132,9 @@ def render_repository(plan: Plan, where: Locations | None = None) -> dict[str, b
         params={**plan.bls_parameters, "tokenizer_dir": where.tokenizer,
                 "skip_special_tokens": plan.tokenizer.skip_special_tokens},
         group=InstanceGroup(kind="KIND_CPU", count=plan.bls_instances))
-    for name in ("model.py", "detokenizer.py"):
-        files[f"tensorrt_llm_bls/1/{name}"] = (TEMPLATES / "tensorrt_llm_bls" / "1" / name).read_bytes()
+    files["tensorrt_llm_bls/1/model.py"] = (TEMPLATES / "tensorrt_llm_bls" / "1" / "model.py").read_bytes()
+    # One detokenizer for the BLS and for the ids path's clients (tritongen.token_ids): the module is copied in.
+    files["tensorrt_llm_bls/1/detokenizer.py"] = Path(detokenizer.__file__).read_bytes()
     if plan.frontend is not None:
         # What the OpenAI frontend needs to front this repository (tritonserver ignores files at the root): the
         # settings, with the tokenizer where the server sees it, and a chat template file copied in.

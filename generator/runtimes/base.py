@@ -115,6 +115,8 @@ class Runtime(ABC):
     runs_on_cpu: ClassVar[bool] = True
     honours_stream_interval: ClassVar[bool] = True
     """Sends one response per serving.stream_interval tokens (else one per token)."""
+    honours_stream_flush: ClassVar[bool] = False
+    """Sends a streamed request's tokens at most every serving.stream_flush_ms."""
     needs_tokenizer_files: ClassVar[bool] = False
     """Planning refuses a tokenizer folder without tokenizer files (else it plans from config.json)."""
     builds_engine: ClassVar[bool] = False

@@ -36,6 +36,8 @@ class HFRuntimePlan(RuntimeSettings):
     max_batch_tokens: int | None
     max_memory_percent: float
     cancellation_check_period_ms: int = 100
+    stream_flush_ms: int = 0
+    """Streamed tokens are sent at most every N ms (serving.stream_flush_ms); 0: every step."""
     sampling: str = "per_request"
     cuda_graphs: bool | None = None
     attention: str | None = None
@@ -49,6 +51,8 @@ def hf_parameters(plan: Plan, checkpoint_dir: str, kv_tokens: int | None) -> dic
     assert isinstance(hf, HFRuntimePlan)
     # An absolute token budget becomes a block count; without one transformers sizes the cache from memory.
     blocks = hf.num_blocks if kv_tokens is None else -(-kv_tokens // hf.block_size)
+    # Off (0) is the model's own default, so the parameter is rendered only when set.
+    flush = {"stream_flush_ms": str(hf.stream_flush_ms)} if hf.stream_flush_ms else {}
     return {
         "hf_model_path": checkpoint_dir,
         "dtype": hf.dtype,
@@ -65,6 +69,7 @@ def hf_parameters(plan: Plan, checkpoint_dir: str, kv_tokens: int | None) -> dic
         "attention": hf.attention or "",
         "log_probs": str(hf.log_probs).lower(),
         "stream_interval": str(plan.stream_interval),
+        **flush,
     }
 
 
@@ -74,6 +79,7 @@ class HfRuntime(Runtime):
     summary = "python-backend model on transformers' continuous batching, the C++ model's tensors (CPU or GPU)"
     executed_here = "yes: CPU in `make test` (embedded tritonserver), H200 (docs/benchmarks.md)"
     choice = "portable python model on transformers; pick it for CPUs, CI and GPUs without TensorRT-LLM"
+    honours_stream_flush = True
     needs_tokenizer_files = True
     builds_image = True
 
@@ -87,6 +93,7 @@ class HfRuntime(Runtime):
             max_batch_tokens=s.max_batch_tokens or (CPU_MAX_BATCH_TOKENS if spec.placement.device == "cpu" else None),
             max_memory_percent=kv.free_gpu_mem_fraction, cancellation_check_period_ms=s.cancellation_check_period_ms,
             sampling=s.sampling, cuda_graphs=s.cuda_graphs, attention=s.attention, log_probs=s.log_probs,
+            stream_flush_ms=s.stream_flush_ms,
         )
 
     def llm_config(self, plan: Plan, where: Locations, group: ServerGroupPlan | None) -> tuple[str, dict, Any]:

@@ -218,6 +218,13 @@ class ServingSection(_Section):
     by about N at the price of text arriving in bursts of N tokens (mean ITL unchanged, as trtllm-serve's
     stream_interval). tensorrtllm/trtllm: 1 (the C++ backend sends a response per generated token)."""
 
+    stream_flush_ms: int = Field(0, ge=0, le=10000)
+    """hf runtime: send a streamed request's waiting tokens at most every N ms (0: every step). Tokens come from
+    decode steps, so a response goes out at the first step N ms after the previous one, with every token since:
+    clients see text at a steady pace with fewer responses when steps are faster than N ms, and each step's tokens
+    still when steps are slower. Combined with stream_interval, both must be met (the final response carries the
+    rest)."""
+
     cancellation_check_period_ms: int = Field(100, ge=1, le=10000)
     """hf runtime: how often the model asks Triton whether a client cancelled; a cancelled request stops
     generating within this period plus one step (TensorRT-LLM's parameter of the same name)."""
@@ -547,6 +554,9 @@ class Spec(_Section):
             problems.append(problem("serving.stream_interval", f"({self.serving.stream_interval}) is honoured by the "
                                     f"{names(lambda r: r.honours_stream_interval)} runtimes only; the {self.runtime} "
                                     "runtime sends a response per generated token", "remove it (or set 1)"))
+        if not rt.honours_stream_flush and self.serving.stream_flush_ms:
+            problems.append(problem("serving.stream_flush_ms", f"({self.serving.stream_flush_ms}) is honoured by the "
+                                    f"{names(lambda r: r.honours_stream_flush)} runtime only", "remove it (or set 0)"))
         if self.engine.max_input_len >= self.engine.max_seq_len:
             problems.append(problem("engine.max_input_len", f"({self.engine.max_input_len}) must be below "
                                     f"engine.max_seq_len ({self.engine.max_seq_len})",

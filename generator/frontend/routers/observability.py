@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from tritongen.frontend.metrics import exposition
 
 router = APIRouter()
 
@@ -18,4 +20,4 @@ async def health(request: Request) -> Response:
 
 @router.get("/metrics")
 async def metrics(request: Request) -> Response:
-    return Response(generate_latest(request.app.state.frontend.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    return Response(exposition(request.app.state.frontend.metrics.registry), media_type=CONTENT_TYPE_LATEST)

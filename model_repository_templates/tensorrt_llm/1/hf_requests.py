@@ -89,6 +89,7 @@ class Generation:
     tokens: list = field(default_factory=list)  # accepted completion tokens
     logprobs: list = field(default_factory=list)
     sent: int = 0  # completion tokens already streamed
+    sent_at: float = 0.0  # time.monotonic() of the last streamed response (stream_flush_ms)
     seen: int = 0  # tokens consumed from the manager's cumulative output
     arrival_ns: int = field(default_factory=time.time_ns)
     first_token_ns: int = 0

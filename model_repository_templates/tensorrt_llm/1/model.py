@@ -4,8 +4,9 @@
 Generation runs on transformers' continuous batching (a paged KV cache and one background loop that admits new
 requests at every step), so concurrent requests share decode steps: in-flight batching. Responses are sent with the
 request's response sender in both transaction policies: decoupled (streamed requests get a response with the new
-tokens once `stream_interval` tokens are waiting, by default every step) and not decoupled (one response, then
-FINAL); `execute` only admits requests and returns at once.
+tokens once `stream_interval` tokens are waiting and `stream_flush_ms` has passed since the request's previous one;
+by default every step, and never more than one per request per step) and not decoupled (one response, then FINAL);
+`execute` only admits requests and returns at once.
 
 Serving rules (tests/test_faults.py holds the model to them): every request is checked before it enters the batch and a bad one
 gets one error naming the input and the limit; every request ends with exactly one FINAL response; at most
@@ -70,6 +71,7 @@ class TritonPythonModel:
         self.max_in_flight = max(1, int(config.get("max_batch_size", 0) or 1))
         self.cancel_period = int(_param(config, "cancellation_check_period_ms", 100)) / 1000.0
         self.stream_interval = max(1, int(_param(config, "stream_interval", 1)))
+        self.stream_flush_s = max(0, int(_param(config, "stream_flush_ms", 0))) / 1000.0
         self.exit_on_fatal = _flag(config, "exit_on_fatal_error", True)
         self.sampling = _param(config, "sampling", "per_request")
         if self.sampling not in ("per_request", "greedy"):
@@ -182,7 +184,7 @@ class TritonPythonModel:
             "kv_cache_tokens": self.limits.kv_tokens, "max_batch_tokens": cache.max_batch_tokens,
             "max_requests_per_batch": getattr(cb, "max_requests_per_batch", None),
             "max_in_flight": self.max_in_flight, "cancellation_check_period_ms": int(self.cancel_period * 1000),
-            "stream_interval": self.stream_interval,
+            "stream_interval": self.stream_interval, "stream_flush_ms": int(self.stream_flush_s * 1000),
             "max_input_plus_output": self.limits.max_total,
         }
 
@@ -323,16 +325,29 @@ class TritonPythonModel:
                         self._loop_died(self._loop_error())
                         return
                     continue
-                with self.lock:
-                    gen = self.active.get(out.request_id)
-                if gen is None:
-                    continue
-                try:
-                    self._on_output(gen, out)
-                except Exception as err:  # one request's failure must not touch the others
-                    self._finish(gen, error=f"internal error: {err!r}")
+                for out in self._latest(out):
+                    with self.lock:
+                        gen = self.active.get(out.request_id)
+                    if gen is None:
+                        continue
+                    try:
+                        self._on_output(gen, out)
+                    except Exception as err:  # one request's failure must not touch the others
+                        self._finish(gen, error=f"internal error: {err!r}")
         except BaseException as err:  # the dispatcher itself failed: nothing would answer any more
             self._loop_died(f"dispatcher failed: {err!r}")
+
+    def _latest(self, first):
+        """`first` and every output already queued behind it, reduced to the latest per request. A request's output
+        carries all its tokens so far, so when this thread falls behind the steps, one response per request carries
+        the tokens of several steps: at most one send per request per step, never a backlog of small responses."""
+        latest = {first.request_id: first}
+        for _ in range(4 * self.max_in_flight):  # bounded: the steps keep producing while this runs
+            out = self.manager.get_result(timeout=0)
+            if out is None:
+                break
+            latest[out.request_id] = out
+        return latest.values()
 
     def _loop_alive(self):
         status = self.manager.background_thread_status
@@ -367,7 +382,8 @@ class TritonPythonModel:
         stop = stop or out.is_finished()
         if stop:
             self._finish(gen)
-        elif gen.streaming and len(gen.tokens) - gen.sent >= self.stream_interval:
+        elif gen.streaming and len(gen.tokens) - gen.sent >= self.stream_interval and \
+                time.monotonic() - gen.sent_at >= self.stream_flush_s:
             chunk_start, gen.sent = gen.sent, len(gen.tokens)
             with gen.lock:
                 if not gen.closed:
@@ -376,6 +392,7 @@ class TritonPythonModel:
     def _send_tokens(self, gen, start, flags):
         """Send the completion tokens from `start` (streaming) or all of them, and count them as sent."""
         gen.sender.send(response_for(gen, start), flags=flags)
+        gen.sent_at = time.monotonic()
         self.m_output_tokens.increment(len(gen.tokens) - start if gen.streaming else len(gen.tokens))
 
     def _finish(self, gen, *, error=None, cancelled=False):

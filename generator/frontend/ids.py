@@ -1,0 +1,63 @@
+"""The ids-path engine adapter: OpenAI requests go to `tensorrt_llm` as token ids, and its ids become text here.
+
+The same interface as `TritonEngine` (the routers and `service.Run` do not know which one they talk to): the
+prompt is tokenized in this worker with the deployment's tokenizer, `tensorrt_llm` streams token ids, and each
+response's ids are detokenized incrementally in this worker (tritongen.token_ids, the detokenizer tensorrt_llm_bls
+ships), so the text is byte for byte the text path's while no Python model of tritonserver runs per response.
+Stop sequences go to the LLM as stop_words_list (it stops at them); the text is cut by `service.Run`'s matcher as
+on the text path. Token counts are tensorrt_llm's own num_input_tokens / num_output_tokens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable, Mapping
+
+import numpy as np
+
+from tritongen.frontend.engine import Delta, Generation, TritonEngine, count, sampling, _infer_request
+from tritongen.token_ids import LLM_MODEL, OUTPUTS, Codec, response_ids
+
+
+def _tensor(name: str, value: np.ndarray, pb2) -> tuple[object, bytes]:
+    from tritonclient.utils import np_to_triton_dtype
+
+    tensor = pb2.ModelInferRequest().InferInputTensor(name=name, datatype=np_to_triton_dtype(value.dtype),
+                                                      shape=list(value.shape))
+    return tensor, value.tobytes()
+
+
+def build_ids_request(codec: Codec, gen: Generation, request_id: str):
+    """The tensorrt_llm ModelInferRequest of one generation (batch 1, the server's counts asked for)."""
+    from tritonclient.grpc import service_pb2 as pb2
+
+    inputs = codec.inputs(gen.prompt, gen.max_tokens, stream=gen.stream, stop=gen.stop, **sampling(gen))
+    return _infer_request(LLM_MODEL, request_id, [_tensor(k, v, pb2) for k, v in inputs.items()], OUTPUTS)
+
+
+class TritonIdsEngine(TritonEngine):
+    """`TritonEngine` for the ids path; `codecs` maps each route's text model name to its tokenizer's codec."""
+
+    def __init__(self, grpc_url: str, codecs: Mapping[str, Codec]):
+        super().__init__(grpc_url)
+        self.codecs = dict(codecs)
+
+    async def ready(self, models: list[str]) -> bool:
+        return await super().ready([LLM_MODEL])  # the text models are not on this path
+
+    async def generate(self, model: str, gen: Generation, request_id: str,
+                       on_sent: Callable[[], None] | None = None) -> AsyncIterator[Delta]:
+        from tritonclient.grpc import InferResult
+
+        codec = self.codecs[model]
+        text = codec.text(gen.max_tokens)
+        request = build_ids_request(codec, gen, request_id)
+        async with contextlib.aclosing(self._stream(request, request_id, on_sent)) as messages:
+            async for message in messages:
+                result = InferResult(message)
+                final = message.parameters.get("triton_final_response")
+                final = final is not None and final.bool_param
+                ids = response_ids(result.as_numpy("output_ids"), result.as_numpy("sequence_length"))
+                yield Delta(text=text.push(ids, final=final) if ids or final else "",
+                            output_tokens=count(result, "num_output_tokens"),
+                            input_tokens=count(result, "num_input_tokens"), final=final)
