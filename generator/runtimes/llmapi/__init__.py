@@ -8,6 +8,7 @@ PyTorch backend loads the Hugging Face checkpoint named in model.yaml.
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -63,6 +64,12 @@ def parameters(plan: Plan) -> dict[str, str]:
     p = plan.llmapi
     assert p is not None
     return {"gpu_device_ids": p.gpu_device_ids} if p.instances > 1 else {}
+
+
+def completes_own_config(repo: str | Path) -> bool:
+    """True for a repository holding the llmapi model: its config.pbtxt leaves decoupled and max_batch_size to
+    the model's auto_complete_config (from 1/model.yaml), so tritonserver must run with auto-completion on."""
+    return (Path(repo) / "tensorrt_llm" / "1" / "model.yaml").is_file()
 
 
 def launch_command(repo_dir: str, ports: tuple[int, int, int], *, tritonserver: str = TRTLLM.tritonserver,

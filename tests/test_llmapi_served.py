@@ -1,0 +1,158 @@
+"""The trtllm runtime served by the real tritonserver: the rendered config.pbtxt and model.yaml with the test double
+of NVIDIA's llmapi model (tests/doubles/llmapi), driven through the clients' dialect
+(tritongen.runtimes.llmapi.dialect)."""
+
+from __future__ import annotations
+
+import queue
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+
+from llmapi_double import render_with_double, start
+from streaming_text import grpc_responses
+from tritongen.runtimes.llmapi import dialect
+
+pytestmark = pytest.mark.integration
+MODEL = "tensorrt_llm"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory, tiny_model):
+    tmp = tmp_path_factory.mktemp("llmapi")
+    server = start(render_with_double(tmp, tiny_model), tmp / "tritonserver.log")
+    yield server
+    server.stop()
+
+
+def _inputs(prompt: str, max_tokens: int, *, stream: bool, **kw) -> dict:
+    return {name: value for name, _, value in dialect.request_inputs(prompt, max_tokens, stream=stream, **kw)}
+
+
+def _texts(results) -> list[str]:
+    return [r.as_numpy("text_output")[0].decode("utf-8") for r in results]
+
+
+def test_config_comes_from_model_yaml(served):
+    import json
+
+    with urllib.request.urlopen(f"http://{served.http_url}/v2/models/{MODEL}/config") as r:
+        config = json.loads(r.read())
+    assert config["model_transaction_policy"] == {"decoupled": True}
+    assert config["max_batch_size"] == 0
+
+
+def test_streams_the_whole_text_so_far_with_the_prompt_by_default(served):
+    prompt = "Hello there"
+    raw = {"text_input": np.array([prompt.encode()], dtype=np.object_), "streaming": np.array([True]),
+           "sampling_param_max_tokens": np.array([12], dtype=np.int32)}
+    results = grpc_responses(served.grpc_url, MODEL, raw)
+    texts = _texts(results)
+    assert len(texts) == 12, "one response per step; the last one carries the final text"
+    assert all(t.startswith(prompt) for t in texts), texts[:2]
+    assert all(len(b) >= len(a) for a, b in zip(texts, texts[1:])), "whole text so far, not deltas"
+    assert all(r.as_numpy("num_output_tokens") is None and r.as_numpy("num_input_tokens") is None for r in results)
+
+
+def test_streamed_deltas_equal_the_unstreamed_text(served):
+    prompt = "Привет"
+    streamed = _texts(grpc_responses(served.grpc_url, MODEL, _inputs(prompt, 40, stream=True)))
+    (whole,) = _texts(grpc_responses(served.grpc_url, MODEL, _inputs(prompt, 40, stream=False)))
+    assert not whole.startswith(prompt), "exclude-input keeps the prompt out"
+    assert any(t.endswith("\ufffd") for t in streamed[:-1]), "the recital must split a character across steps"
+    joined = dialect.WholeText()
+    assert "".join(joined.feed(t, i == len(streamed) - 1) for i, t in enumerate(streamed)) == whole
+    # Only a length cut may leave an incomplete character, at the very end (the LLM API's text does the same).
+    assert "\ufffd" not in whole.rstrip("\ufffd")
+
+
+def test_finish_reason_and_stop_strings(served):
+    results = grpc_responses(served.grpc_url, MODEL, _inputs("Café", 30, stream=False))
+    whole = _texts(results)[0]
+    assert results[-1].as_numpy("finish_reason")[0] == b"length"
+    stop = whole[5:8]
+    results = grpc_responses(served.grpc_url, MODEL, _inputs("Café", 30, stream=False, stop=[stop]))
+    assert _texts(results) == [whole[:whole.index(stop)]]
+    assert results[-1].as_numpy("finish_reason")[0] == b"stop"
+
+
+@pytest.mark.parametrize("inputs, message", [
+    # Triton checks shapes against config.pbtxt's dims before the model sees the request.
+    ({"text_input": np.array([[b"a"]], dtype=np.object_)}, "unexpected shape for input 'text_input'"),
+    ({"text_input": np.array([b"a"], dtype=np.object_), "sampling_param_max_tokens": np.array([1, 2], np.int32)},
+     "unexpected shape for input 'sampling_param_max_tokens'"),
+    ({"text_input": np.array([b"a"], dtype=np.object_), "sampling_param_max_tokens": np.array([0], np.int32)},
+     "Error generating request: max_tokens (0) must be at least 1"),
+    ({"text_input": np.array([b"a"], dtype=np.object_), "sampling_param_max_tokens": np.array([100000], np.int32)},
+     "and max_tokens (100000) exceed max_seq_len"),
+    ({"text_input": np.array([b"a"], dtype=np.object_), "streaming": np.array([True]),
+      "sampling_param_top_p": np.array([2.0], np.float32)}, "Error generating request: top_p (2.0)"),
+], ids=["2-D prompt", "two max_tokens", "max_tokens 0", "too long", "top_p 2"])
+def test_a_bad_request_gets_one_error_and_others_go_on(served, inputs, message):
+    with pytest.raises(RuntimeError, match=_escape(message)):
+        grpc_responses(served.grpc_url, MODEL, inputs)
+    assert _texts(grpc_responses(served.grpc_url, MODEL, _inputs("ok", 3, stream=False)))
+
+
+def _escape(text: str) -> str:
+    import re
+
+    return re.escape(text)
+
+
+def _in_model(server) -> float:
+    """The double's gauge of requests it holds (Triton's own counters count a decoupled request as a success
+    when execute returns, so they cannot show a cancellation)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(server.metrics_url) as r:
+        text = r.read().decode()
+    return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
+               if s.name == "tritongen_double_requests")
+
+
+def test_a_client_cancel_ends_the_request_in_the_model(served):
+    import tritonclient.grpc as grpcclient
+
+    client = grpcclient.InferenceServerClient(served.grpc_url)
+    got: queue.Queue = queue.Queue()
+    client.start_stream(callback=lambda result, error: got.put((result, error)))
+    client.async_stream_infer(MODEL, dialect.grpc_inputs("long", 200, stream=True), request_id="c1")
+    result, error = got.get(timeout=30)
+    assert error is None and _in_model(served) == 1
+    client.stop_stream(cancel_requests=True)
+    client.close()
+    # 200 steps of 5 ms would take about a second more; the model checks cancellation every 100 ms.
+    deadline = time.monotonic() + 0.6
+    while _in_model(served) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _in_model(served) == 0
+
+
+def test_a_stop_request_cancels_the_request_with_its_id(served):
+    import tritonclient.grpc as grpcclient
+
+    client = grpcclient.InferenceServerClient(served.grpc_url)
+    got: queue.Queue = queue.Queue()
+    client.start_stream(callback=lambda result, error: got.put((result, error)))
+    try:
+        client.async_stream_infer(MODEL, dialect.grpc_inputs("long", 200, stream=True), request_id="r-7")
+        result, error = got.get(timeout=30)
+        assert error is None
+        stop = grpcclient.InferInput("stop", [1], "BOOL")
+        stop.set_data_from_numpy(np.array([True]))
+        text = grpcclient.InferInput("text_input", [1], "BYTES")  # required by the config, unused by a stop
+        text.set_data_from_numpy(np.array([b""], dtype=np.object_))
+        client.async_stream_infer(MODEL, [text, stop], request_id="r-7")
+        errors = []
+        deadline = time.monotonic() + 1.0
+        while len(errors) < 2 and time.monotonic() < deadline:
+            result, error = got.get(timeout=1.0)
+            if error is not None:
+                errors.append(str(error))
+        assert len(errors) == 2 and all("Request cancelled by client" in e for e in errors), errors
+    finally:
+        client.stop_stream(cancel_requests=True)
+        client.close()
