@@ -4,6 +4,7 @@ of NVIDIA's llmapi model (tests/doubles/llmapi), driven through the clients' dia
 
 from __future__ import annotations
 
+import json
 import queue
 import time
 import urllib.request
@@ -23,6 +24,7 @@ MODEL = "tensorrt_llm"
 def served(tmp_path_factory, tiny_model):
     tmp = tmp_path_factory.mktemp("llmapi")
     server = start(render_with_double(tmp, tiny_model), tmp / "tritonserver.log")
+    server.spec = tmp / "llmapi.yaml"  # what the repository was rendered from
     yield server
     server.stop()
 
@@ -36,8 +38,6 @@ def _texts(results) -> list[str]:
 
 
 def test_config_comes_from_model_yaml(served):
-    import json
-
     with urllib.request.urlopen(f"http://{served.http_url}/v2/models/{MODEL}/config") as r:
         config = json.loads(r.read())
     assert config["model_transaction_policy"] == {"decoupled": True}
@@ -156,3 +156,109 @@ def test_a_stop_request_cancels_the_request_with_its_id(served):
     finally:
         client.stop_stream(cancel_requests=True)
         client.close()
+
+
+# ---------------------------------------------------------------------------------------------- OpenAI frontend
+
+
+@pytest.fixture(scope="module")
+def client(served):
+    openai = pytest.importorskip("openai")
+    from tritongen.frontend.server import FrontendServer
+    from tritongen.plan.frontend import FrontendPlan
+
+    config = FrontendPlan.read(served.repository).model_copy(update={"port": 0})
+    assert config.models[0].dialect == "llmapi"
+    with FrontendServer(config, served.grpc_url) as server:
+        api = openai.OpenAI(base_url=server.base_url, api_key="unused", max_retries=0, timeout=120)
+        api.tokenizer_dir = config.models[0].tokenizer_dir  # for the tests' own count
+        yield api
+
+
+def test_openai_chat_streams_exactly_the_unstreamed_text(client):
+    from transformers import AutoTokenizer
+
+    messages = [{"role": "user", "content": "Say something in Russian"}]
+    whole = client.chat.completions.create(model=client.models.list().data[0].id, messages=messages,
+                                           max_completion_tokens=40)
+    name = whole.model
+    chunks = list(client.chat.completions.create(model=name, messages=messages, max_completion_tokens=40,
+                                                 stream=True, stream_options={"include_usage": True}))
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    text = whole.choices[0].message.content
+    assert streamed == text and text and "\ufffd" not in text.rstrip("\ufffd")
+    assert whole.choices[0].finish_reason == "length"  # the model's own finish reason
+    # The model returns no counts: usage is the deployment tokenizer's count of the text (docs/openai.md).
+    tokenizer = AutoTokenizer.from_pretrained(client.tokenizer_dir)
+    assert whole.usage.completion_tokens == len(tokenizer.encode(text, add_special_tokens=False))
+    assert chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
+
+
+def test_openai_stop_and_refused_parameters(client):
+    import openai
+
+    name = client.models.list().data[0].id
+    text = client.completions.create(model=name, prompt="Hi", max_tokens=30).choices[0].text
+    stop = text[6:9]
+    cut = client.completions.create(model=name, prompt="Hi", max_tokens=30, stop=[stop]).choices[0]
+    assert (cut.text, cut.finish_reason) == (text[:text.index(stop)], "stop")
+    with pytest.raises(openai.BadRequestError) as info:
+        client.completions.create(model=name, prompt="Hi", max_tokens=4, extra_body={"min_tokens": 2})
+    assert info.value.body["param"] == "min_tokens"
+
+
+# ---------------------------------------------------------------------------------------------- load test, verify
+
+
+def _tritongen(*args: str):
+    import subprocess
+    import sys
+
+    # A subprocess: locust monkey-patches the whole process for gevent.
+    return subprocess.run([sys.executable, "-m", "tritongen.cli", *args], capture_output=True, text=True,
+                          timeout=300, check=False)
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http_stream"])
+def test_sweep_load_test_counts_tokens_on_the_client_and_says_so(served, tmp_path, protocol):
+    from transformers import AutoTokenizer
+
+    from tritongen.loadtests.samples import read_samples
+
+    out = tmp_path / "lt"
+    url = served.grpc_url if protocol == "grpc" else served.http_url
+    proc = _tritongen("loadtest", str(served.spec), "--protocol", protocol, "--url", url, "--metrics-url",
+                      served.metrics_url, "--sweep", "1,2", "-t", "3", "--out", str(out))
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr  # 1: an SLO of the 8B example's profile failed
+    assert "client-counted" in proc.stdout
+
+    summary = json.loads((out / "loadtest.json").read_text())
+    assert [lv["level"] for lv in summary["levels"]] == [1, 2]
+    tokenizer = AutoTokenizer.from_pretrained(json.loads((served.repository / "frontend.json").read_text())[
+        "models"][0]["tokenizer_dir"])
+    for level in summary["levels"]:
+        assert level["metrics"]["error_count"] == 0 and level["metrics"]["requests_without_token_count"] == 0
+        assert level["tokens"]["counted_by"] == "client" and level["tokens"]["server_output_tokens"] is None
+    samples = [s for s in read_samples(summary["files"]["samples"]) if s.ok]
+    assert len(samples) >= 4
+    for s in samples:
+        assert s.counted_by == "client" and len(s.response_times) > 1
+        # The per-response counts add up to the count of the whole text, and the text holds no prompt.
+        assert s.output_tokens == len(tokenizer.encode(s.output_text, add_special_tokens=False)) > 0
+        assert "\ufffd" not in s.output_text.rstrip("\ufffd")
+
+
+def test_verify_load_serves_the_llmapi_repository(served, tmp_path):
+    import shutil
+
+    from llmapi_double import add_double
+
+    bare = tmp_path / "bare"
+    shutil.copytree(served.repository, bare)
+    (bare / "tensorrt_llm" / "1" / "model.py").unlink()
+    proc = _tritongen("verify", str(bare), "--load")
+    assert proc.returncode == 3 and "tensorrt_llm/1/model.py" in proc.stderr, proc.stdout + proc.stderr
+    add_double(bare)
+    proc = _tritongen("verify", str(bare), "--load")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "READY  tensorrt_llm" in proc.stdout

@@ -12,6 +12,9 @@ Token counts come from the server only: `num_input_tokens` once, `num_output_tok
 the tokens of that response (TensorRT-LLM's C++ backend: the ids in its output_ids; tritongen's runtimes count
 alike; see loadtests/samples.py): the completion's count is their sum, as Triton's own frontend computes it.
 exclude_input_in_output true keeps the prompt out of a non-streamed response's count.
+
+A route of dialect `llmapi` (runtime trtllm) calls NVIDIA's llmapi model with its own inputs instead
+(tritongen.runtimes.llmapi.dialect): each response's text is then the whole text so far, and it carries no counts.
 """
 
 from __future__ import annotations
@@ -93,6 +96,8 @@ class Delta:
     output_tokens: int | None
     input_tokens: int | None
     final: bool
+    finish_reason: str | None = None
+    """The model's own finish reason (llmapi: `length` or `stop`), where it reports one."""
 
 
 @dataclass
@@ -126,6 +131,30 @@ def _bytes_tensor(name: str, values: list[str], pb2) -> tuple[object, bytes]:
 def _scalar_tensor(name: str, value: object, datatype: str, dtype, pb2) -> tuple[object, bytes]:
     tensor = pb2.ModelInferRequest().InferInputTensor(name=name, datatype=datatype, shape=[1, 1])
     return tensor, np.array([[value]], dtype=dtype).tobytes()
+
+
+def build_llmapi_request(model: str, gen: Generation, request_id: str):
+    """The ModelInferRequest for NVIDIA's llmapi model: its 1-D inputs from the runtime's dialect."""
+    from tritonclient.grpc import service_pb2 as pb2
+    from tritonclient.utils import serialize_byte_tensor
+
+    from tritongen.runtimes.llmapi import dialect
+
+    # As for the C++ contract below: OpenAI samples at any temperature > 0 with top_p 1 unless told otherwise.
+    top_p = 1.0 if gen.top_p is None and gen.temperature is not None and gen.temperature > 0 else gen.top_p
+    inputs = dialect.request_inputs(gen.prompt, gen.max_tokens, stream=gen.stream, stop=gen.stop,
+                                    temperature=gen.temperature, top_p=top_p, seed=gen.seed,
+                                    presence_penalty=gen.presence_penalty, frequency_penalty=gen.frequency_penalty)
+    request = pb2.ModelInferRequest(model_name=model, id=request_id)
+    for name, datatype, value in inputs:
+        request.inputs.append(pb2.ModelInferRequest().InferInputTensor(name=name, datatype=datatype,
+                                                                       shape=list(value.shape)))
+        request.raw_input_contents.append(serialize_byte_tensor(value).item() if datatype == "BYTES"
+                                          else value.tobytes())
+    for name in dialect.OUTPUTS:
+        request.outputs.append(pb2.ModelInferRequest().InferRequestedOutputTensor(name=name))
+    request.parameters["triton_enable_empty_final_response"].bool_param = True
+    return request
 
 
 def build_request(model: str, gen: Generation, request_id: str):
@@ -179,8 +208,13 @@ def _parse(response) -> Delta:
         array = result.as_numpy(name)
         return None if array is None or not array.size else int(array.reshape(-1)[0])
 
+    reason = None
+    array = result.as_numpy("finish_reason")
+    if array is not None and array.size:
+        value = array.reshape(-1)[0]
+        reason = value.decode("utf-8") if isinstance(value, bytes) else str(value)
     return Delta(text=text, output_tokens=count("num_output_tokens"), input_tokens=count("num_input_tokens"),
-                 final=final is not None and final.bool_param)
+                 final=final is not None and final.bool_param, finish_reason=reason)
 
 
 class TritonEngine:
@@ -215,9 +249,10 @@ class TritonEngine:
         except Exception:  # noqa: BLE001 - an unreachable server is simply not ready
             return False
 
-    async def generate(self, model: str, gen: Generation, request_id: str) -> AsyncIterator[Delta]:
+    async def generate(self, model: str, gen: Generation, request_id: str,
+                       dialect: str = "ensemble") -> AsyncIterator[Delta]:
         """Yield each response of one request until the final one; closing the iterator early cancels it."""
-        request = build_request(model, gen, request_id)
+        request = (build_llmapi_request if dialect == "llmapi" else build_request)(model, gen, request_id)
         done = asyncio.Event()
 
         async def requests():

@@ -26,7 +26,10 @@ class ModelRoute(BaseModel):
     name: str
     """Public model name (what clients pass as `model` and see in /v1/models)."""
     triton_model: str
-    """The Triton model that serves it: ensemble or tensorrt_llm_bls."""
+    """The Triton model that serves it: ensemble or tensorrt_llm_bls (C++ contract), tensorrt_llm (llmapi)."""
+    dialect: Literal["ensemble", "llmapi"] = "ensemble"
+    """The tensors it speaks: the C++ contract's (text_input, max_tokens, stream, token counts), or NVIDIA's llmapi
+    model's (runtime trtllm: sampling_param_* inputs, whole text so far, no token counts; runtimes/llmapi/dialect.py)."""
     tokenizer_dir: str
     """Tokenizer folder; its chat template renders chat messages."""
     chat_template: str | None = None
@@ -62,7 +65,9 @@ class FrontendPlan(BaseModel):
         return value
 
     def to_json(self) -> str:
-        return self.model_dump_json(indent=2) + "\n"
+        # The default dialect is left out, so repositories of the C++ contract keep the bytes they had.
+        plain = {i: {"dialect"} for i, r in enumerate(self.models) if r.dialect == "ensemble"}
+        return self.model_dump_json(indent=2, exclude={"models": plain} if plain else None) + "\n"
 
     def repository_files(self, tokenizer_dir: str) -> dict[str, bytes]:
         """frontend.json (and chat_template.jinja) for a model repository whose server sees the tokenizer at
@@ -101,7 +106,18 @@ def make_frontend_plan(spec, spec_dir: Path, tokenizer_dir: Path) -> FrontendPla
             raise SpecError(problem("frontend.chat_template", f"file {path} does not exist",
                                     "point it at a Jinja chat template file, or remove it to use the tokenizer's"))
         template = str(path)
-    route = ModelRoute(name=o.served_model_name or spec.name, triton_model=o.triton_model,
+    triton_model, dialect = o.triton_model, "ensemble"
+    if spec.runtime == "trtllm":
+        # NVIDIA's llmapi model is the repository's only model: no ensemble or BLS in front of it.
+        from tritongen.runtimes.llmapi.dialect import MODEL
+
+        triton_model, dialect = MODEL, "llmapi"
+        if o.implementation == "triton":
+            raise SpecError(problem(
+                "frontend.openai.implementation", "triton cannot drive the trtllm runtime's model (Triton's frontend "
+                "sends stream, max_tokens and 2-D tensors; NVIDIA's llmapi model takes streaming, sampling_param_* "
+                "and 1-D tensors)", "use implementation: tritongen, or disable frontend.openai"))
+    route = ModelRoute(name=o.served_model_name or spec.name, triton_model=triton_model, dialect=dialect,
                        tokenizer_dir=str(tokenizer_dir), chat_template=template,
                        default_max_tokens=o.default_max_tokens or spec.serving.max_tokens_default)
     return FrontendPlan(enabled=o.enabled, implementation=o.implementation, port=o.port, api_key_env=f.api_key_env,

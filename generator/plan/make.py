@@ -18,6 +18,7 @@ from tritongen.plan.model import (
 )
 from tritongen.plan.frontend import make_frontend_plan
 from tritongen.plan.llmapi import make_llmapi_plan
+from tritongen.runtimes.tensorrtllm.release import TRTLLM
 from tritongen.spec import Spec
 
 DEFAULT_GPU_ARCH = None  # detected through NVML when an engine cache key is needed (--gpu-arch overrides)
@@ -78,16 +79,29 @@ def _tokenizer_plan(spec: Spec, tokenizer_dir: Path, config: dict) -> TokenizerP
 
 
 def llmapi_instances(spec: Spec) -> int:
-    """Model instances per server group of the trtllm runtime: a tensor/pipeline-parallel model takes the group."""
-    return 1 if spec.llmapi.tp_size * spec.llmapi.pp_size > 1 else spec.placement.instances_per_gpu
+    """Model instances per server group of the trtllm runtime: one. Several instances in one server need the
+    llmapi model's gpu_device_ids parameter, which TensorRT-LLM 1.2.1 is not known to have (it came to main as a
+    feature in February 2026: tests/doubles/llmapi/facts.json); each GPU or MIG slice gets a server instead."""
+    if spec.placement.instances_per_gpu > 1:
+        raise SpecError(problem(
+            "placement.instances_per_gpu", f"is {spec.placement.instances_per_gpu}, and NVIDIA's llmapi model in "
+            f"TensorRT-LLM {TRTLLM.version} runs one instance per tritonserver (several need its gpu_device_ids "
+            "parameter, which this release is not known to have)",
+            "set it to 1: placement runs one tritonserver per GPU (or MIG slice); raise llmapi.max_batch_size for "
+            "more requests per GPU"))
+    return 1
 
 
-def max_sequence_length(spec: Spec) -> int:
-    """Longest prompt + completion the deployment must hold in the KV cache."""
+def max_sequence_length(spec: Spec, checkpoint_config: dict | None = None) -> int:
+    """Longest prompt + completion the deployment must hold in the KV cache. The LLM-API model takes what the
+    checkpoint supports (its max_position_embeddings), so a real request is never refused for a length the
+    load profile happened not to use; llmapi.max_seq_len lowers it."""
     if spec.runtime == "tensorrtllm":
         return spec.engine.max_seq_len
     if spec.runtime == "trtllm" and spec.llmapi.max_seq_len:
         return spec.llmapi.max_seq_len
+    if spec.runtime == "trtllm" and (checkpoint_config or {}).get("max_position_embeddings"):
+        return int(checkpoint_config["max_position_embeddings"])
     load = spec.validation.load
     longest = (load.input_tokens.mean + 3 * load.input_tokens.stddev
                + load.output_tokens.mean + 3 * load.output_tokens.stddev)
@@ -129,9 +143,9 @@ def _place(spec: Spec, checkpoint: Path, engine_dir: Path | None, inventory_sour
     memory = _memory_model(spec, checkpoint, engine_dir)
     if spec.deploy.nodes > 1:
         inventory = _multi_node(spec, inventory, memory.world_size)
-    instances = {"tensorrtllm": 1, "trtllm": llmapi_instances(spec)}.get(spec.runtime,
-                                                                        spec.placement.instances_per_gpu)
-    placed = place(inventory, memory, max_seq_len=max_sequence_length(spec),
+    instances = (1 if spec.runtime == "tensorrtllm" else llmapi_instances(spec) if spec.runtime == "trtllm"
+                 else spec.placement.instances_per_gpu)
+    placed = place(inventory, memory, max_seq_len=max_sequence_length(spec, read_config(checkpoint)),
                    kv_fraction=spec.serving.kv_cache.free_gpu_mem_fraction, instances_per_device=instances,
                    gpu_ids=spec.placement.gpu_ids or None)
     return PlacementPlan(inventory=asdict(inventory), memory=asdict(memory), result=placed.to_dict())
@@ -286,7 +300,7 @@ def _plan(spec: Spec, spec_dir: Path, checkpoint: Path, load, trt: TensorrtllmPl
     if spec.runtime == "trtllm":
         # One model.yaml serves every server group, so it holds the budget every group can hold.
         llmapi = make_llmapi_plan(spec, str(checkpoint), tokenizer.dir if spec.model.tokenizer else None,
-                                  max_seq_len=max_sequence_length(spec), kv_tokens=kv_tokens,
+                                  max_seq_len=max_sequence_length(spec, read_config(checkpoint)), kv_tokens=kv_tokens,
                                   instances=llmapi_instances(spec))
     logits = "TYPE_FP32"  # trtllm-build's default for the Llama family
     if trt is not None and (Path(trt.engine_dir) / "config.json").is_file():
@@ -310,8 +324,7 @@ def _plan(spec: Spec, spec_dir: Path, checkpoint: Path, load, trt: TensorrtllmPl
         if spec.runtime == "synthetic" else None, bls_instances=s.bls_instances or _bls_instances(s),
         bls_parameters=bls_parameters(s.bls_accumulate_tokens), load=load, slo=spec.validation.slo, deploy=spec.deploy,
         kv_tokens_per_instance=kv_tokens, **placement,
-        # The LLM-API model speaks its own tensor names (no ensemble), which the frontend does not convert to.
-        frontend=None if spec.runtime == "trtllm" else make_frontend_plan(spec, spec_dir, Path(tokenizer.dir)),
+        frontend=make_frontend_plan(spec, spec_dir, Path(tokenizer.dir)),
     )
 
 

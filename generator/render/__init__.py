@@ -114,9 +114,12 @@ def _render_llmapi(plan: Plan, where: Locations) -> dict[str, bytes]:
     config = _render("llmapi/config.pbtxt.j2", plan, inputs=llmapi.contract.INPUTS, outputs=llmapi.contract.OUTPUTS,
                      params=llmapi.parameters(plan), group=plan.llm_instance_group,
                      model_dir=llmapi.TRTLLM.llmapi_model_dir)
-    return {"tensorrt_llm/1/model.yaml": llmapi.model_yaml_text(plan, HEADER.format(name=plan.name),
-                                                                where.checkpoint, tokenizer),
-            "tensorrt_llm/config.pbtxt": config}
+    files = {"tensorrt_llm/1/model.yaml": llmapi.model_yaml_text(plan, HEADER.format(name=plan.name),
+                                                                 where.checkpoint, tokenizer),
+             "tensorrt_llm/config.pbtxt": config}
+    if plan.frontend is not None:
+        files.update(plan.frontend.repository_files(where.tokenizer))
+    return dict(sorted(files.items()))
 
 
 def render_repository(plan: Plan, where: Locations | None = None) -> dict[str, bytes]:

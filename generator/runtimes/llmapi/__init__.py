@@ -41,13 +41,14 @@ def model_yaml(plan: Plan, checkpoint: str | None = None, tokenizer: str | None 
         "trust_remote_code": p.trust_remote_code,
         "tensor_parallel_size": p.tp,
         "pipeline_parallel_size": p.pp,
-        "max_batch_size": p.max_batch_size,
-        "max_num_tokens": p.max_num_tokens,
+        **({"max_batch_size": p.max_batch_size} if p.max_batch_size else {}),
+        **({"max_num_tokens": p.max_num_tokens} if p.max_num_tokens else {}),
         "max_seq_len": p.max_seq_len,
         "enable_chunked_prefill": p.enable_chunked_prefill,
         "kv_cache_config": kv,
-        "cuda_graph_config": ({"batch_sizes": list(p.cuda_graph_batch_sizes), "enable_padding": p.cuda_graph_padding}
-                              if p.cuda_graph_batch_sizes else None),
+        "cuda_graph_config": (None if not p.cuda_graphs else
+                              {"batch_sizes": list(p.cuda_graph_batch_sizes), "enable_padding": p.cuda_graph_padding}
+                              if p.cuda_graph_batch_sizes else {"enable_padding": p.cuda_graph_padding}),
         "triton_config": {"max_batch_size": contract.TRITON_MAX_BATCH_SIZE, "decoupled": plan.decoupled},
     })
     return data
