@@ -280,6 +280,11 @@ def test_deploy_llmapi_to_compose_and_k8s_passes_the_validators(tmp_path, tiny_m
             # The models Job puts the llmapi model into the volume (its ConfigMap maps the files back to paths).
             (job,) = [d for d in yaml.safe_load_all(done.stdout) if d["kind"] == "Job"]
             assert "tensorrt_llm/config.pbtxt" in json.dumps(job)
+            # The HPA scales on the model's arrival rate: its pending count stays 0 (docs/deploy.md).
+            rules = (out / "k8s" / "monitoring" / "prometheus-adapter-rules.yaml").read_text()
+            assert "tritongen_request_rate" in rules and "nv_inference_pending_request_count" not in rules
+            hpas = "".join(p.read_text() for p in (out / "k8s" / "monitoring").glob("hpa-*.yaml"))
+            assert "tritongen_request_rate" in hpas
 
 
 # ---------------------------------------------------------------------------------------------- clients

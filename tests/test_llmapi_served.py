@@ -210,6 +210,17 @@ def test_openai_stop_and_refused_parameters(client):
 # ---------------------------------------------------------------------------------------------- load test, verify
 
 
+def _triton_metrics(server) -> dict[str, float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(server.metrics_url) as r:
+        text = r.read().decode()
+    # The parser names counter samples <family>_total.
+    return {s.name.removesuffix("_total"): s.value for f in text_string_to_metric_families(text) for s in f.samples
+            if s.labels.get("model") == MODEL and s.name.removesuffix("_total") in (
+                "nv_inference_pending_request_count", "nv_inference_request_success")}
+
+
 def _tritongen(*args: str):
     import subprocess
     import sys
@@ -225,6 +236,7 @@ def test_sweep_load_test_counts_tokens_on_the_client_and_says_so(served, tmp_pat
 
     from tritongen.loadtests.samples import read_samples
 
+    before = _triton_metrics(served)
     out = tmp_path / "lt"
     url = served.grpc_url if protocol == "grpc" else served.http_url
     proc = _tritongen("loadtest", str(served.spec), "--protocol", protocol, "--url", url, "--metrics-url",
@@ -239,8 +251,14 @@ def test_sweep_load_test_counts_tokens_on_the_client_and_says_so(served, tmp_pat
     for level in summary["levels"]:
         assert level["metrics"]["error_count"] == 0 and level["metrics"]["requests_without_token_count"] == 0
         assert level["tokens"]["counted_by"] == "client" and level["tokens"]["server_output_tokens"] is None
-    samples = [s for s in read_samples(summary["files"]["samples"]) if s.ok]
+    everything = read_samples(summary["files"]["samples"])
+    samples = [s for s in everything if s.ok]
     assert len(samples) >= 4
+    # The HPA signal of this runtime (generator/deploy/signals.py): Triton's pending count stays flat under load,
+    # its success counter counts every request that arrived.
+    after = _triton_metrics(served)
+    assert after["nv_inference_pending_request_count"] == 0
+    assert after["nv_inference_request_success"] - before["nv_inference_request_success"] == len(everything)
     for s in samples:
         assert s.counted_by == "client" and len(s.response_times) > 1
         # The per-response counts add up to the count of the whole text, and the text holds no prompt.

@@ -11,9 +11,15 @@ count what actually waits:
 - hf: its model exports `tritongen_llm_active_requests`; requests beyond the planned batch
   (serving.max_batch_size x instances per pod) are the ones waiting for a slot.
 
-Extension point: a deployment that runs the OpenAI frontend (issue 15) can add a TTFT signal here (a histogram
-quantile of the frontend's time to first token), keyed on what the Deployment runs; runtimes added later (the
-LLM-API `trtllm` runtime) add their entry to `_SIGNALS`.
+- trtllm: NVIDIA's llmapi model passes every request to its engine inside `execute` and returns, so Triton's
+  pending count stays 0 and its request counters count arrivals (measured with the test double on the embedded
+  tritonserver: tests/test_llmapi_served.py); the model exports no gauge. The per-pod arrival rate,
+  rate(nv_inference_request_success) of `tensorrt_llm`, moves with the load; its target is a capacity.
+  The OpenAI frontend's in-flight gauge (tritongen_openai_active_requests) moves too, but it lives in the
+  frontend's own pod, not in the server pods the HPA scales.
+
+Extension point: a deployment that runs the OpenAI frontend can add a TTFT signal here (a histogram quantile of
+the frontend's time to first token), keyed on what the Deployment runs.
 """
 
 from __future__ import annotations
@@ -66,12 +72,19 @@ def _hf(dep: Deployment) -> list[Signal]:
                    f"requests in flight beyond the planned batch of {capacity}")]
 
 
-_SIGNALS: dict[str, Callable[[Deployment], list[Signal]]] = {"tensorrtllm": _tensorrtllm, "hf": _hf}
+def _llmapi(dep: Deployment) -> list[Signal]:
+    return [Signal("tritongen_request_rate", 'nv_inference_request_success{model="tensorrt_llm",pod!=""}',
+                   'sum by (<<.GroupBy>>) (rate(nv_inference_request_success{<<.LabelMatchers>>,'
+                   'model="tensorrt_llm"}[1m]))',
+                   _quantity(dep.plan.deploy.hpa_requests_per_s), "requests per second arriving at the model")]
+
+
+_SIGNALS: dict[str, Callable[[Deployment], list[Signal]]] = {"tensorrtllm": _tensorrtllm, "hf": _hf,
+                                                             "trtllm": _llmapi}
 
 
 def _pending(dep: Deployment) -> list[Signal]:
-    """Runtimes without a batch-manager gauge of their own (the LLM-API `trtllm` model, until it exports one):
-    Triton's requests pending for the model, its only queue signal."""
+    """Runtimes without a signal of their own (synthetic): Triton's requests pending for the model."""
     return [Signal("tritongen_waiting_requests", 'nv_inference_pending_request_count{pod!=""}',
                    'sum by (<<.GroupBy>>) (nv_inference_pending_request_count{<<.LabelMatchers>>})',
                    _quantity(dep.plan.deploy.hpa_waiting_requests), "requests pending in Triton for a model")]
