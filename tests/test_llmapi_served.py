@@ -188,7 +188,7 @@ def test_openai_chat_streams_exactly_the_unstreamed_text(client):
     text = whole.choices[0].message.content
     assert streamed == text and text and "\ufffd" not in text.rstrip("\ufffd")
     assert whole.choices[0].finish_reason == "length"  # the model's own finish reason
-    # The model returns no counts: usage is the deployment tokenizer's count of the text (docs/openai.md).
+    # The model returns no counts: usage is the deployment tokenizer's count of the text (README, OpenAI-compatible API).
     tokenizer = AutoTokenizer.from_pretrained(client.tokenizer_dir)
     assert whole.usage.completion_tokens == len(tokenizer.encode(text, add_special_tokens=False))
     assert chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
@@ -205,6 +205,30 @@ def test_openai_stop_and_refused_parameters(client):
     with pytest.raises(openai.BadRequestError) as info:
         client.completions.create(model=name, prompt="Hi", max_tokens=4, extra_body={"min_tokens": 2})
     assert info.value.body["param"] == "min_tokens"
+
+
+
+@pytest.mark.parametrize("kwargs, param", [
+    ({"response_format": {"type": "json_object"}}, "response_format"),
+    ({"tool_choice": "none"}, "tool_choice"),
+    ({"extra_body": {"top_k": 5}}, "top_k"),  # unknown to the OpenAI API: refused, not ignored
+    ({"max_completion_tokens": 100000}, "messages"),  # prompt + completion beyond max_seq_len
+])
+def test_openai_refusals_name_the_field(client, kwargs, param):
+    import openai
+
+    request = {"model": client.models.list().data[0].id, "messages": [{"role": "user", "content": "Hi"}],
+               "max_completion_tokens": 4, **kwargs}
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(**request)
+    assert info.value.body["param"] == param, info.value.body
+
+
+def test_openai_text_response_format_is_accepted(client):
+    answer = client.chat.completions.create(model=client.models.list().data[0].id, max_completion_tokens=4,
+                                            messages=[{"role": "user", "content": "Hi"}],
+                                            response_format={"type": "text"})
+    assert answer.choices[0].message.content
 
 
 # ---------------------------------------------------------------------------------------------- load test, verify

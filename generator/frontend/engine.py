@@ -20,6 +20,7 @@ A route of dialect `llmapi` (runtime trtllm) calls NVIDIA's llmapi model with it
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -34,11 +35,12 @@ _CHANNEL_OPTIONS = [("grpc.max_send_message_length", 2**31 - 1), ("grpc.max_rece
 
 
 class EngineError(Exception):
-    """A request Triton refused or failed, with the HTTP status and OpenAI error type it maps to."""
+    """A request Triton refused or failed, with the HTTP status, OpenAI error type and request field it maps to."""
 
-    def __init__(self, status: int, message: str, kind: str = "server_error"):
+    def __init__(self, status: int, message: str, kind: str = "server_error", param: str | None = None,
+                 code: str | None = None):
         super().__init__(message)
-        self.status, self.message, self.kind = status, message, kind
+        self.status, self.message, self.kind, self.param, self.code = status, message, kind, param, code
 
 
 # Triton reports errors inside a stream as text only (no status code); these markers are its wording.
@@ -51,15 +53,39 @@ _BAD_INPUT = ("not supported", "must be", "unexpected shape", "invalid argument"
               "is less than 1", "decodes greedily", "log probs are off")
 
 
+# Model inputs (C++ contract, hf runtime, llmapi model) -> the OpenAI request field that set them.
+_PARAMS = {"seed": "seed", "random_seed": "seed", "temperature": "temperature", "top_p": "top_p",
+           "runtime_top_p": "top_p", "presence_penalty": "presence_penalty", "frequency_penalty": "frequency_penalty",
+           "min_tokens": "min_tokens", "max_tokens": "max_tokens", "request_output_len": "max_tokens",
+           "stop_words": "stop", "stop": "stop", "input_ids": "prompt", "text_input": "prompt"}
+# A prompt that does not fit: the hf runtime's "input_ids: N tokens exceed the model's limit", the LLM API's
+# "the prompt (N tokens) and max_tokens (M) exceed max_seq_len".
+_TOO_LONG = re.compile(r"input_ids: \d+ tokens exceed|prompt \(\d+ tokens\).*exceed|exceeds? the (?:model's )?"
+                       r"(?:maximum )?(?:context|sequence) length", re.IGNORECASE)
+_NAMED = re.compile(r"\b(?:sampling_param_)?([a-z_]+)(?::| \()")
+
+
+def _param(message: str) -> tuple[str | None, str | None]:
+    """(OpenAI field, error code) a model's error names: `seed: ...`, `top_p (2.0) must ...`."""
+    if _TOO_LONG.search(message):
+        return "prompt", "context_length_exceeded"
+    for name in _NAMED.findall(message):
+        if name in _PARAMS:
+            return _PARAMS[name], None
+    return None, None
+
+
 def classify(message: str) -> EngineError:
-    """Map a Triton error message to an HTTP status: 429 overload, 503 unavailable, 400 bad input, else 500."""
+    """Map a Triton error message to an HTTP status: 429 overload, 503 unavailable, 400 bad input (naming the
+    request field where the model's message names its input), else 500."""
     text = message.lower()
     if any(m in text for m in _OVERLOAD):
         return EngineError(429, f"the deployment is at capacity: {message}", "rate_limit_error")
     if any(m in text for m in _UNAVAILABLE):
         return EngineError(503, f"the deployment is unavailable: {message}", "server_error")
-    if any(m in text for m in _BAD_INPUT):
-        return EngineError(400, message, "invalid_request_error")
+    param, code = _param(message)
+    if any(m in text for m in _BAD_INPUT) or code is not None:
+        return EngineError(400, message, "invalid_request_error", param, code)
     return EngineError(500, message, "server_error")
 
 

@@ -139,7 +139,7 @@ class Run:
         return [piece]
 
     def _count_on_client(self) -> None:
-        """Usage for a model that returns no counts: the deployment's tokenizer's count (docs/openai.md)."""
+        """Usage for a model that returns no counts: the deployment's tokenizer's count (README, OpenAI-compatible API)."""
         counter = TokenCounter(self.state.templates[self.route.name].tokenizer)
         self.counts.prompt_tokens = counter.prompt(self.gen.prompt)
         self.counts.completion_tokens = counter.count(self.whole.sent)
@@ -248,7 +248,7 @@ async def sse_events(run: Run, chunk: Callable[[str | None, str | None], str], u
         # The 200 status has gone out: errors after the first token travel inside the stream.
         from tritongen.frontend.errors import error_body
 
-        yield error_body(err.status, err.message, err.kind).model_dump_json()
+        yield error_body(err.status, err.message, err.kind, err.param, err.code).model_dump_json()
 
 
 def generation(route: ModelRoute, req, prompt: str) -> Generation:
