@@ -224,6 +224,19 @@ def test_openai_refusals_name_the_field(client, kwargs, param):
     assert info.value.body["param"] == param, info.value.body
 
 
+def test_an_openai_client_that_disconnects_cancels_the_request_in_the_model(client, served):
+    stream = client.chat.completions.create(model=client.models.list().data[0].id, stream=True,
+                                            messages=[{"role": "user", "content": "Talk"}], max_completion_tokens=1500)
+    next(iter(stream))
+    assert _in_model(served) == 1
+    stream.close()
+    # 1,500 steps of 5 ms would take 7 s more; the frontend cancels the gRPC call, the model checks every 100 ms.
+    deadline = time.monotonic() + 1.5
+    while _in_model(served) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _in_model(served) == 0
+
+
 def test_openai_text_response_format_is_accepted(client):
     answer = client.chat.completions.create(model=client.models.list().data[0].id, max_completion_tokens=4,
                                             messages=[{"role": "user", "content": "Hi"}],
