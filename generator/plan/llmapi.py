@@ -33,14 +33,11 @@ class LlmApiPlan(BaseModel):
     cuda_graph_padding: bool
     enable_chunked_prefill: bool
     trust_remote_code: bool
-    instances: int
-    gpu_device_ids: str
-    """Per instance, as each server sees its devices (`;` between instances); rendered when instances > 1."""
     sizing: dict[str, float | int | str]
 
 
 def make_llmapi_plan(spec: Spec, checkpoint: str, tokenizer: str | None, *, max_seq_len: int,
-                     kv_tokens: int | None, instances: int) -> LlmApiPlan:
+                     kv_tokens: int | None) -> LlmApiPlan:
     """Resolve the trtllm runtime's settings; `kv_tokens` is the absolute KV budget per model instance, if known."""
     s, load = spec.llmapi, spec.validation.load
     isl, osl = load.input_tokens.mean, load.output_tokens.mean
@@ -58,8 +55,6 @@ def make_llmapi_plan(spec: Spec, checkpoint: str, tokenizer: str | None, *, max_
                             "the LLM API's own max_batch_size and max_num_tokens"}
     batch = s.max_batch_size or batch
     tokens = s.max_num_tokens or tokens
-    world = s.tp_size * s.pp_size
-    ids = ";".join([",".join(str(r) for r in range(world))] * instances)
     return LlmApiPlan(
         checkpoint_dir=checkpoint, tokenizer_dir=tokenizer, dtype=spec.model.dtype, tp=s.tp_size, pp=s.pp_size,
         max_batch_size=batch, max_num_tokens=tokens, max_seq_len=max_seq_len, kv_max_tokens=kv_tokens,
@@ -69,5 +64,5 @@ def make_llmapi_plan(spec: Spec, checkpoint: str, tokenizer: str | None, *, max_
         if s.cuda_graphs and batch else (),
         cuda_graphs=s.cuda_graphs,
         cuda_graph_padding=s.cuda_graph_padding, enable_chunked_prefill=s.enable_chunked_prefill,
-        trust_remote_code=s.trust_remote_code, instances=instances, gpu_device_ids=ids, sizing=sizing,
+        trust_remote_code=s.trust_remote_code, sizing=sizing,
     )

@@ -300,8 +300,7 @@ def _plan(spec: Spec, spec_dir: Path, checkpoint: Path, load, trt: TensorrtllmPl
     if spec.runtime == "trtllm":
         # One model.yaml serves every server group, so it holds the budget every group can hold.
         llmapi = make_llmapi_plan(spec, str(checkpoint), tokenizer.dir if spec.model.tokenizer else None,
-                                  max_seq_len=max_sequence_length(spec, read_config(checkpoint)), kv_tokens=kv_tokens,
-                                  instances=llmapi_instances(spec))
+                                  max_seq_len=max_sequence_length(spec, read_config(checkpoint)), kv_tokens=kv_tokens)
     logits = "TYPE_FP32"  # trtllm-build's default for the Llama family
     if trt is not None and (Path(trt.engine_dir) / "config.json").is_file():
         from tritongen.runtimes.tensorrtllm.checks import load_engine_config, logits_datatype

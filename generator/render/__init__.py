@@ -112,7 +112,7 @@ def _render_llmapi(plan: Plan, where: Locations) -> dict[str, bytes]:
     assert plan.llmapi is not None
     tokenizer = where.tokenizer if plan.llmapi.tokenizer_dir else None
     config = _render("llmapi/config.pbtxt.j2", plan, inputs=llmapi.contract.INPUTS, outputs=llmapi.contract.OUTPUTS,
-                     params=llmapi.parameters(plan), group=plan.llm_instance_group,
+                     params={}, group=plan.llm_instance_group,
                      model_dir=llmapi.TRTLLM.llmapi_model_dir)
     files = {"tensorrt_llm/1/model.yaml": llmapi.model_yaml_text(plan, HEADER.format(name=plan.name),
                                                                  where.checkpoint, tokenizer),

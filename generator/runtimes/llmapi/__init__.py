@@ -60,13 +60,6 @@ def model_yaml_text(plan: Plan, header: str, checkpoint: str | None = None, toke
     return f"{header}\n{body}".encode()
 
 
-def parameters(plan: Plan) -> dict[str, str]:
-    """config.pbtxt parameters: gpu_device_ids when a server runs several instances (the model requires it)."""
-    p = plan.llmapi
-    assert p is not None
-    return {"gpu_device_ids": p.gpu_device_ids} if p.instances > 1 else {}
-
-
 def completes_own_config(repo: str | Path) -> bool:
     """True for a repository holding the llmapi model: its config.pbtxt leaves decoupled and max_batch_size to
     the model's auto_complete_config (from 1/model.yaml), so tritonserver must run with auto-completion on."""
@@ -79,8 +72,8 @@ def launch_command(repo_dir: str, ports: tuple[int, int, int], *, tritonserver: 
 
     The repository is copied to a writable folder and NVIDIA's model.py/helpers.py are added from the container,
     so the rendered repository stays the reviewable part and the model code is the release's own. No mpirun: a
-    tensor-parallel LLM spawns its workers itself, and several instances need the no-MPI launch. Auto-complete
-    stays on: the model takes decoupled and max_batch_size from model.yaml there.
+    tensor-parallel LLM spawns its workers itself. One model instance per server (plan/make.py llmapi_instances
+    says why). Auto-complete stays on: the model takes decoupled and max_batch_size from model.yaml there.
     """
     http, grpc, metrics = ports
     work = "/tmp/tritongen-repository"
