@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast clean
+.PHONY: install demo test test-fast goldens clean
 
 $(STAMP): pyproject.toml
 	# docker-compose v1 validates generated compose files offline (PyPI's 1.29 conflicts with our pins).
@@ -15,6 +15,8 @@ $(STAMP): pyproject.toml
 	# The CPU build of torch; on a GPU machine install torch as usual before `make`.
 	$(BIN)/python -m pip install -q "torch==2.13.0" || $(BIN)/python -m pip install -q torch
 	$(BIN)/python -m pip install -q -e ".[dev]"
+	# Native backends (C++, e.g. the synthetic runtime's token source) are built now, not on the first serve.
+	$(BIN)/python -c 'from tritongen.native import prebuild; prebuild()'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -25,8 +27,15 @@ demo: install
 test: install
 	$(BIN)/python -m pytest -q -ra
 
+# Unit, golden and contract tests: no tritonserver is started (a few minutes on 2 cores).
 test-fast: install
-	$(BIN)/python -m pytest -q -m "not integration and not slow"
+	$(BIN)/python -m pytest -q -m "not integration"
+
+# Rewrite the golden folders under tests/golden from what tritongen renders now: only on purpose, then review
+# `git diff tests/golden` (tests/specs.py:assert_golden is the one implementation).
+goldens: install
+	TRITONGEN_REGEN_GOLDEN=1 $(BIN)/python -m pytest -q tests/test_render.py tests/test_llmapi.py tests/test_deploy.py \
+		-k golden
 
 clean:
 	rm -rf $(VENV) build demo-output

@@ -1,4 +1,4 @@
-"""CPU cost per streamed token of the detokenising path, before (issue 12) and after.
+"""CPU cost per streamed token of the detokenising path: per-response postprocessing (commit 9612afd) and the BLS.
 
 Before: NVIDIA's and tritongen's former path. The ensemble's postprocessing model decodes each streamed response on
 its own (one Triton call of the postprocessing model per token). After: tensorrt_llm_bls decodes incrementally
@@ -34,7 +34,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "tests"))
 RESULTS = HERE / "results" / "detok_cost.json"
-OLD = "9612afd"  # main before issue 12: ensemble = preprocessing -> tensorrt_llm -> postprocessing
+OLD = "9612afd"  # the last commit whose ensemble is preprocessing -> tensorrt_llm -> postprocessing
 
 
 def inprocess(repeat: int) -> dict:

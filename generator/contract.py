@@ -54,6 +54,7 @@ EMBEDDING_BIAS_WEIGHTS FP32 -1 opt
 END_ID INT32 1 opt
 PAD_ID INT32 1 opt
 PROMPT_TABLE_EXTRA_ID UINT64 1 opt
+DETOKENIZER_TABLE_REQUEST INT32 1 opt
 """)
 
 PREPROCESSING_OUTPUTS = _table("""
@@ -68,7 +69,10 @@ REQUEST_OUTPUT_LEN INT32 -1
 OUT_END_ID INT32 1
 OUT_PAD_ID INT32 1
 OUT_PROMPT_TABLE_EXTRA_IDS UINT64 -1
+DETOKENIZER_TABLE STRING 1
 """)
+# DETOKENIZER_TABLE_REQUEST / DETOKENIZER_TABLE are tritongen's, not NVIDIA's: the native BLS asks preprocessing
+# (which owns the tokenizer) for the tokenizer's decoding as a table (generator/native/detok_table.py).
 
 TENSORRT_LLM_INPUTS = _table(f"""
 input_ids INT32 -1 opt ragged

@@ -1,4 +1,4 @@
-"""Glue between stages that the CLI and `up` share: render for a Plan, and `up` itself."""
+"""Glue between stages that the CLI and `up` share: `up` itself and its OpenAI-frontend measurement."""
 
 from __future__ import annotations
 
@@ -10,16 +10,8 @@ from tritongen.errors import CheckFailed, EnvironmentMissing, SpecError, problem
 from tritongen.loadtests.runner import Endpoint, run_loadtest, say, settings_from_args
 from tritongen.plan import Plan
 from tritongen.plan.checks import require_tokenizer
-from tritongen.render import Locations, render_repository
-from tritongen.runtimes.tensorrtllm.release import TRTLLM
-
-
-def render_for(plan: Plan, where: Locations | None = None) -> dict[str, bytes]:
-    """Render the repository of a Plan; for tensorrtllm, check the planned engine first when it is here."""
-    from tritongen.runtimes.tensorrtllm.checks import check_plan_engine
-
-    check_plan_engine(plan)
-    return render_repository(plan, where)
+from tritongen.render import render_for
+from tritongen.runtimes import runtime_of
 
 
 def _stage(number: int, total: int, name: str, detail: str = "") -> None:
@@ -35,10 +27,10 @@ def up(args: argparse.Namespace) -> int:
 
     total = 7
     plan = load_plan(args.spec, engine_dir=args.engine_dir)
-    if plan.runtime == "trtllm":
+    rt = runtime_of(plan)
+    if not rt.embedded:
         raise EnvironmentMissing(problem(
-            "runtime", f"trtllm serves NVIDIA's llmapi model, which needs TensorRT-LLM {TRTLLM.version} inside "
-            f"{TRTLLM.container}; the embedded tritonserver cannot load it",
+            "runtime", rt.not_embedded(),
             "run `tritongen deploy SPEC --target docker` (or compose / k8s) and `tritongen loadtest` against it"))
     require_tokenizer(plan.tokenizer.dir)
     _stage(1, total, "validate", f"{args.spec} ({plan.name}, runtime {plan.runtime})")

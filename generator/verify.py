@@ -116,36 +116,16 @@ def check_ensembles(configs: dict[str, model_config_pb2.ModelConfig]) -> list[Fi
     return findings
 
 
-def check_llmapi(repo: Path) -> list[Finding]:
-    """Every key of an llmapi model's 1/model.yaml is one the pinned release's LLM(...) and model.py accept."""
-    import yaml
+def check_runtime_files(repo: Path) -> list[Finding]:
+    """Each runtime's check of its own files (llmapi model.yaml keys, vLLM model.json keys, ...)."""
+    from tritongen.runtimes import RUNTIMES
 
-    from tritongen.runtimes.llmapi import contract as llmapi
-
-    nested = {"kv_cache_config": llmapi.KV_CACHE_CONFIG_KEYS, "cuda_graph_config": llmapi.CUDA_GRAPH_CONFIG_KEYS,
-              "triton_config": llmapi.TRITON_CONFIG_KEYS}
-    findings = []
-    for path in sorted(repo.glob("*/1/model.yaml")):
-        rel = str(path.relative_to(repo))
-        try:
-            data = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as err:
-            findings.append(Finding(rel, f"is not valid YAML: {err}"))
-            continue
-        if not isinstance(data, dict) or "triton_config" not in data:
-            findings.append(Finding(rel, "has no triton_config block (max_batch_size, decoupled)"))
-            continue
-        for key, value in data.items():
-            if key not in llmapi.LLM_ARGS_KEYS | {"triton_config"}:
-                findings.append(Finding(rel, f"{key!r} is not an LlmArgs field tritongen checked for the release"))
-            elif key in nested and isinstance(value, dict):
-                findings += [Finding(rel, f"{key}.{k!r} is not a field of {key}") for k in value if k not in nested[key]]
-    return findings
+    return [Finding(path, message) for rt in RUNTIMES.values() for path, message in rt.check_repository(repo)]
 
 
 def verify_repository(repo: Path) -> list[Finding]:
     configs, findings = load_repository(repo)
-    return findings + check_ensembles(configs) + check_llmapi(repo)
+    return findings + check_ensembles(configs) + check_runtime_files(repo)
 
 
 def verify_load(repo: Path, timeout: float = 300.0) -> dict[str, str]:

@@ -26,6 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from tritongen.resources import data_dir
+
+LOCUSTFILE = data_dir("loadtests") / "locustfile.py"
+# Seconds a user may take to finish its request after the run time ends; past it Locust kills the user and
+# the request goes unrecorded (while the server still counts it). Master and workers both need it.
+STOP_TIMEOUT_S = 120
 SAMPLES_MESSAGE = "tritongen_samples"
 FORWARD_ENV = "TRITONGEN_LOADTEST_FORWARD"
 DEFAULT_MASTER_PORT = 5557
@@ -154,8 +160,6 @@ def master_flags(dist: Distribution) -> list[str]:
 
 
 def worker_command(master_host: str, port: int, processes: int = 1) -> list[str]:
-    from tritongen.loadtests.runner import LOCUSTFILE, STOP_TIMEOUT_S
-
     # --stop-timeout is not passed from master to workers; without it a worker kills users mid-request.
     cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--worker", "--master-host", master_host,
            "--master-port", str(port), "--stop-timeout", str(STOP_TIMEOUT_S)]

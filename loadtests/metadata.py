@@ -67,12 +67,11 @@ def run_metadata(plan, server_info: dict | None, workload: dict, spec_path: str 
     spec_digest = None
     if spec_path and Path(spec_path).is_file():
         spec_digest = digest(Path(spec_path).read_text())
-    hf = getattr(plan, "hf", None)
     return {
         "spec_digest": spec_digest,
         "plan_digest": digest(plan.to_json()),
         "runtime": plan.runtime,
-        "model": getattr(hf, "checkpoint_dir", None),
+        "model": plan.paths.checkpoint,
         "tokenizer": plan.tokenizer.dir,
         "server": {"name": (server_info or {}).get("name"), "version": (server_info or {}).get("version")},
         "versions": {"tritongen": _version("tritongen"), "transformers": _version("transformers"),

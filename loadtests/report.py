@@ -13,7 +13,7 @@ documented under `levels[].server`.
 - `metadata` (object|null): what was measured on what.
 - `metadata.spec_digest` (str|null): sha256 of the file the run was given (a spec or a plan lock file).
 - `metadata.plan_digest` (str): sha256 of the Plan's JSON (the resolved spec the run used).
-- `metadata.runtime` (str): what served the tensorrt_llm model (hf, tensorrtllm, synthetic).
+- `metadata.runtime` (str): what served the tensorrt_llm model (a name in tritongen.runtimes.NAMES).
 - `metadata.model` (str|null): the checkpoint folder.
 - `metadata.tokenizer` (str): the tokenizer folder.
 - `metadata.server` (object): the server's own metadata (Triton's /v2 or gRPC ServerMetadata).

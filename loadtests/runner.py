@@ -24,14 +24,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tritongen.errors import CheckFailed, EnvironmentMissing, SpecError, problem
-from tritongen.resources import data_dir
+from tritongen.loadtests.distributed import LOCUSTFILE, STOP_TIMEOUT_S
+from tritongen.runtimes import runtime_of
 
-LOCUSTFILE = data_dir("loadtests") / "locustfile.py"
 PROTOCOLS = ("grpc", "http", "http_stream", "openai")
 STREAMING = ("grpc", "http_stream", "openai")
-# Seconds a user may take to finish its request after the run time ends; past it Locust kills the user and
-# the request goes unrecorded (while the server still counts it).
-STOP_TIMEOUT_S = 120
 DEFAULT_MAX_CONCURRENCY = 64
 BLS_MODEL = "tensorrt_llm_bls"
 
@@ -148,9 +145,10 @@ def settings_from_args(args: argparse.Namespace, plan) -> RunSettings:
     if settings.cancel_rate > 0 and settings.protocol not in STREAMING:
         raise SpecError(problem("--cancel-rate", f"needs a streaming protocol (got {settings.protocol})",
                                 "use --protocol grpc or http_stream"))
-    if settings.model is not None and (settings.protocol == "openai" or plan.runtime == "trtllm"):
+    target = runtime_of(plan).load_target()
+    if settings.model is not None and (settings.protocol == "openai" or target is not None):
         what = "the OpenAI protocol calls the frontend's public model" if settings.protocol == "openai" else \
-            "the trtllm runtime is load-tested through NVIDIA's LLM-API model tensorrt_llm alone"
+            target.why
         raise SpecError(problem("--model", f"does not apply here: {what}", "drop --model"))
     if settings.cancel_rate > 0 and settings.model == "ensemble":
         say("warning: --cancel-rate through `ensemble`: Triton's ensemble scheduler checks cancellation only between "
@@ -232,8 +230,9 @@ def _target_model(plan, settings: RunSettings) -> dict:
         # The frontend in front of the llmapi model counts usage with the tokenizer (the model returns none).
         return {"model": plan.frontend.models[0].name, "api_key_env": plan.frontend.api_key_env,
                 "dialect": plan.frontend.models[0].dialect}
-    if plan.runtime == "trtllm":
-        return {"dialect": "llmapi", "model": "tensorrt_llm"}
+    target = runtime_of(plan).load_target()
+    if target is not None:
+        return {"dialect": target.dialect, "model": target.model}
     if settings.model is not None:
         return {"model": settings.model}
     return {"model": BLS_MODEL if settings.cancel_rate > 0 else "ensemble"}

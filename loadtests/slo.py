@@ -106,11 +106,6 @@ def token_check(client_tokens: int, server_tokens: float) -> SLOResult:
                      "" if passed else "the client's output-token total differs from the server's counter")
 
 
-def exit_code(results: list[SLOResult]) -> int:
-    """0 when every objective holds, 1 when any fails (the CLI's 'failed a check' code)."""
-    return 0 if all(r.passed for r in results) else 1
-
-
 @dataclass(frozen=True)
 class LevelVerdict:
     level: float

@@ -103,10 +103,6 @@ class LoadConfig:
                                "or point it at a JSON file with the LoadConfig keys")
         return cls.from_dict(json.loads(Path(path).read_text()))
 
-    @property
-    def open_loop(self) -> bool:
-        return self.request_rate is not None or self.trace_file is not None
-
 
 @dataclass(frozen=True)
 class Prompt:

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
+
+# `make goldens` sets it: the golden tests then rewrite their folders instead of comparing.
+REGENERATE = "TRITONGEN_REGEN_GOLDEN"
 
 
 def apply_overrides(data: dict, overrides: dict) -> dict:
@@ -16,9 +21,23 @@ def apply_overrides(data: dict, overrides: dict) -> dict:
     return data
 
 
+def assert_golden(files: dict[str, bytes], golden: Path) -> None:
+    """`files` ({relative path: bytes}) equal the golden folder file for file; with TRITONGEN_REGEN_GOLDEN=1
+    (`make goldens`) the folder is rewritten from them first. Golden folders are plain files (no tritongen marker)."""
+    if os.environ.get(REGENERATE) == "1":
+        shutil.rmtree(golden, ignore_errors=True)
+        for rel, data in files.items():
+            (golden / rel).parent.mkdir(parents=True, exist_ok=True)
+            (golden / rel).write_bytes(data)
+    expected = {str(p.relative_to(golden)): p.read_bytes() for p in sorted(golden.rglob("*")) if p.is_file()}
+    assert sorted(files) == sorted(expected)
+    for rel, data in files.items():
+        assert data == expected[rel], f"{rel} differs from {golden} (`make goldens` regenerates it on purpose)"
+
+
 def render_spec(spec_path: Path, out: Path):
     """Plan the spec at `spec_path` and write its model repository to `out`; returns the Plan."""
-    from tritongen.pipeline import render_for
+    from tritongen.render import render_for
     from tritongen.plan import plan_from_file
     from tritongen.render import write_repository
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 from unittest import mock
@@ -15,6 +14,7 @@ from tritongen.deploy import render_deployment
 from tritongen.deploy.common import Deployment, prepare
 from tritongen.deploy.docker import docker_run_kwargs, run_docker
 from tritongen.errors import SpecError
+from specs import assert_golden
 from validators import compose_config
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -24,7 +24,9 @@ CASES = {  # spec, inventory, engine
     "llama3-8b-mig": ("llama3-8b-mig", "h200-all-balanced.yaml", "llama3-8b-bf16-tp1"),
     "llama3-70b-tp4": ("llama3-70b-tp4", "h100-80gb-x8.yaml", "llama3-70b-fp8-tp4"),  # FP8: not on A100
     "tiny-hf-gpu": ("tiny-hf-gpu", "mixed-h200-node.yaml", None),
+    "tiny-cpu": ("tiny-cpu", None, None),  # the CPU profile: examples/tiny-cpu.yaml, no inventory
 }
+EXAMPLES = Path(__file__).parent.parent / "examples"
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +35,9 @@ def workdir(tmp_path_factory, tiny_model) -> Path:
     root = tmp_path_factory.mktemp("deploy")
     shutil.copytree(tiny_model, root / "checkpoint")
     for spec, _, engine in CASES.values():
-        data = yaml.safe_load((FIXTURES / "specs" / f"{spec}.yaml").read_text())
+        source = EXAMPLES if spec == "tiny-cpu" else FIXTURES / "specs"
+        data = yaml.safe_load((source / f"{spec}.yaml").read_text())
+        data["model"]["checkpoint"] = "checkpoint"
         if engine:
             data["engine"]["engine_dir"] = str(FIXTURES / "engines" / engine)
         (root / f"{spec}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
@@ -44,7 +48,8 @@ def _prepare(workdir: Path, case: str, **kwargs) -> Deployment:
     spec, inventory, engine = CASES[case]
     if engine:
         kwargs.setdefault("engine_config", FIXTURES / "engines" / engine / "config.json")
-    return prepare(workdir / f"{spec}.yaml", inventory=str(FIXTURES / "inventories" / inventory), **kwargs)
+    return prepare(workdir / f"{spec}.yaml", inventory=str(FIXTURES / "inventories" / inventory) if inventory else None,
+                   **kwargs)
 
 
 def _write(files: dict[str, bytes], out: Path) -> Path:
@@ -114,9 +119,11 @@ def test_compose_tp4_uses_mpirun_on_four_gpus(workdir, tmp_path):
     assert first["command"][:2] == ["mpirun", "--allow-run-as-root"]
     assert first["command"].count("/opt/tritonserver/bin/tritonserver") == 4
     assert "--allow-gpu-metrics=false" not in first["command"]
-    assert first["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"] == ["0", "1", "2", "3"]
+    # By the inventory's UUIDs: indices follow the driver's enumeration order, which can change.
+    uuids = [f"GPU-h100000{i}-0000-4000-8000-00000000000{i}" for i in range(8)]
+    assert first["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"] == uuids[:4]
     assert config["services"]["triton-gpu4-5-6-7"]["deploy"]["resources"]["reservations"]["devices"][0][
-        "device_ids"] == ["4", "5", "6", "7"]
+        "device_ids"] == uuids[4:]
     assert [p["published"] for p in config["services"]["lb"]["ports"]] in (["8020", "8021"], [8020, 8021])
 
 
@@ -130,8 +137,9 @@ def test_compose_hf_builds_its_image(workdir, tmp_path):
     assert '"/models/checkpoint"' in pbtxt and "gpus: [ 0 ]" in pbtxt.replace("gpus: [0]", "gpus: [ 0 ]")
 
 
-def test_compose_paths_are_not_interpolated(workdir, tmp_path):
-    """A host path with $, quotes and spaces reaches the container as written (compose interpolates $VAR)."""
+def test_compose_names_model_folders_by_variable(workdir, tmp_path, monkeypatch):
+    """The file holds no path of the generating machine; a host path with $, quotes and spaces given through the
+    variable reaches the container as written (compose interpolates $VAR in the file, not in variables' values)."""
     odd = tmp_path / "odd $HOME 'ck' \"x\""
     shutil.copytree(workdir / "checkpoint", odd)
     data = yaml.safe_load((workdir / "tiny-hf-gpu.yaml").read_text())
@@ -140,9 +148,12 @@ def test_compose_paths_are_not_interpolated(workdir, tmp_path):
     spec.write_text(yaml.safe_dump(data))
     dep = prepare(spec, inventory=str(FIXTURES / "inventories" / "a100-80gb-x8.yaml"))
     out = _write(render_deployment(dep, "compose"), tmp_path / "out")
+    assert str(tmp_path) not in (out / "docker-compose.yaml").read_text()
     volumes = compose_config(out)["services"]["triton-gpu0"]["volumes"]
-    # `config` prints a compose file again, so a literal $ comes back escaped as $$; interpolated, it would
-    # read /root (or whatever $HOME is).
+    assert {v["source"] for v in volumes if v["target"] == "/models/checkpoint"} == {str(out / "models/checkpoint")}
+    monkeypatch.setenv("TRITONGEN_CHECKPOINT_DIR", str(odd))
+    volumes = compose_config(out)["services"]["triton-gpu0"]["volumes"]
+    # `config` prints a compose file again, so a literal $ comes back escaped as $$.
     assert {v["source"] for v in volumes if v["target"] == "/models/checkpoint"} == {str(odd).replace("$", "$$")}
 
 
@@ -166,9 +177,9 @@ def test_k8s_mig_mixed_resources_and_validation(workdir, tmp_path):
         assert c["startupProbe"]["httpGet"]["path"] == "/v2/health/ready"
         assert "--allow-gpu-metrics=false" in c["command"]
     assert "deployment-mig-1g-18gb.yaml" not in docs
-    hpa = docs["hpa-mig-3g-71gb.yaml"]
-    assert [m["pods"]["metric"]["name"] for m in hpa["spec"]["metrics"]] == [
-        "tritongen_waiting_requests", "tritongen_kv_cache_utilization"]
+    # One pod of each kind on this node: an HPA could never scale (deploy.replicas raises the bound).
+    assert not [n for n in docs if n.startswith("hpa-")]
+    assert "No HPA for mig-3g-71gb, mig-2g-35gb" in (tmp_path / "k8s" / "monitoring" / "kustomization.yaml").read_text()
     rules = yaml.safe_load(docs["prometheus-adapter-rules.yaml"]["data"]["config.yaml"])["rules"]
     assert [r["name"]["as"] for r in rules] == ["tritongen_waiting_requests", "tritongen_kv_cache_utilization"]
     assert 'request_type="waiting"' in rules[0]["metricsQuery"]
@@ -205,21 +216,13 @@ def test_k8s_single_strategy(workdir, tmp_path):
 
 
 @pytest.mark.parametrize("case,target", [("llama3-8b-mig", "compose"), ("llama3-8b-mig", "k8s"),
-                                         ("llama3-70b-tp4", "compose"), ("llama3-70b-tp4", "k8s")])
+                                         ("llama3-70b-tp4", "compose"), ("llama3-70b-tp4", "k8s"),
+                                         ("tiny-cpu", "compose"), ("tiny-cpu", "k8s")])
 def test_golden_deployment_files(workdir, case, target):
     files = {rel: data.replace(str(workdir).encode(), b"${WORKDIR}").replace(str(FIXTURES).encode(), b"${FIXTURES}")
              for rel, data in render_deployment(_prepare(workdir, case), target).items()
              if not rel.startswith("model_repository/")}
-    golden = GOLDEN / f"{case}-{target}"
-    if os.environ.get("TRITONGEN_REGEN_GOLDEN") == "1":
-        shutil.rmtree(golden, ignore_errors=True)  # golden folders are plain files: no tritongen marker
-        for rel, data in files.items():
-            (golden / rel).parent.mkdir(parents=True, exist_ok=True)
-            (golden / rel).write_bytes(data)
-    expected = {str(p.relative_to(golden)): p.read_bytes() for p in sorted(golden.rglob("*")) if p.is_file()}
-    assert sorted(files) == sorted(expected)
-    for rel, data in files.items():
-        assert data == expected[rel], f"{rel} differs from tests/golden/deploy (TRITONGEN_REGEN_GOLDEN=1 regenerates)"
+    assert_golden(files, GOLDEN / f"{case}-{target}")
 
 
 # ---------------------------------------------------------------------------------------------- docker
@@ -254,7 +257,8 @@ def test_run_docker_starts_every_group_and_waits(workdir, tmp_path):
                            log=lambda _: None)
     assert [c.kwargs["name"] for c in client.containers.run.call_args_list] == [
         "llama3-70b-gpu0-1-2-3", "llama3-70b-gpu4-5-6-7"]
-    assert client.containers.run.call_args_list[1].kwargs["device_requests"][0]["DeviceIDs"] == ["4", "5", "6", "7"]
+    assert client.containers.run.call_args_list[1].kwargs["device_requests"][0]["DeviceIDs"] == [
+        f"GPU-h100000{i}-0000-4000-8000-00000000000{i}" for i in range(4, 8)]
     assert asked == ["127.0.0.1:8000", "127.0.0.1:8010"]
     assert endpoints[1].startswith("gpu4-5-6-7: http 127.0.0.1:8010  grpc 127.0.0.1:8011")
 
@@ -285,6 +289,8 @@ def test_cli_deploy_compose_and_refusals(workdir, tmp_path, capsys):
     assert "   create  docker-compose.yaml" in printed and "2 server group(s)" in printed
     assert "endpoint  gpu0-mig1: http 127.0.0.1:8000  grpc 127.0.0.1:8001  metrics 127.0.0.1:8002" in printed
     assert "endpoint  load balancer (nginx, least_conn): http 127.0.0.1:8020  grpc 127.0.0.1:8021" in printed
+    assert (f"models    TRITONGEN_ENGINE_DIR={FIXTURES / 'engines' / 'llama3-8b-bf16-tp1'}  (unset: ./models/engine "
+            "next to the file)") in printed
     assert (out / "model_repository" / "ensemble" / "config.pbtxt").is_file()
     assert _run_cli(argv) == 2  # exists, no --force
     assert _run_cli([*argv, "--force"]) == 0

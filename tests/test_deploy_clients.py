@@ -91,7 +91,10 @@ def test_dockerfile_build_context_has_every_copy_source_and_a_working_wheel(work
     assert {name for name, _ in instructions} <= {"FROM", "RUN", "COPY", "WORKDIR", "ENTRYPOINT"}
     assert parser.baseimage == "python:3.11-slim-bookworm"
     copies = [value.split() for name, value in instructions if name == "COPY"]
-    assert copies and all((out / src).is_file() for *sources, _ in copies for src in sources)
+    # COPY --from=<image> takes from that image, the rest from the build context.
+    context = [c for c in copies if not c[0].startswith("--from=")]
+    assert context and all((out / src).is_file() for *sources, _ in context for src in sources)
+    assert [c[0] for c in copies if c not in context] == ["--from=registry.k8s.io/kubectl:v1.34.0"]
     assert json.loads(dict(instructions)["ENTRYPOINT"]) == ["tritongen"]
     # The wheel is this tritongen: its version, the CLI entry point, package data (templates) and the loadtests.
     wheel = out / "dist" / wheel_name()
@@ -127,7 +130,7 @@ def test_compose_loadtest_is_a_profile_service_aimed_at_the_servers(workdir, tmp
     services = config["services"]
     test = services["loadtest"]
     assert test["profiles"] == ["loadtest"], "`docker-compose up` must not start the load test"
-    assert all("profiles" not in s for name, s in services.items() if name != "loadtest")
+    assert all("profiles" not in s for name, s in services.items() if not name.startswith("loadtest"))
     assert test["build"]["dockerfile"] == "Dockerfile.tritongen" and test["image"] == f"tritongen:{importlib.metadata.version('tritongen')}"
     argv = test["command"]
     assert argv[0] == "loadtest"
@@ -139,10 +142,11 @@ def test_compose_loadtest_is_a_profile_service_aimed_at_the_servers(workdir, tmp
     assert plan_path in mounts and mounts[plan_path]["read_only"]
     plan = plan_from_json(Path(mounts[plan_path]["source"]))  # a valid lock file
     assert plan.tokenizer.dir in mounts, "the tokenizer the plan names must be mounted"
-    assert Path(mounts[plan.tokenizer.dir]["source"]) == workdir / "checkpoint"
+    # The checkpoint folder by its variable: ./models/checkpoint next to the file unless TRITONGEN_CHECKPOINT_DIR.
+    assert Path(mounts[plan.tokenizer.dir]["source"]) == out / "models" / "checkpoint"
     reports = _flag(argv, "--out")
     assert any(reports.startswith(t + "/") for t, v in mounts.items() if not v.get("read_only")), "report volume"
-    assert set(test["depends_on"]) == {"lb"} and "openai" not in services
+    assert set(test["depends_on"]) == {"lb", "loadtest-worker-1"} and "openai" not in services
 
 
 def test_compose_single_server_scrapes_its_metrics(workdir, tmp_path):
@@ -151,7 +155,8 @@ def test_compose_single_server_scrapes_its_metrics(workdir, tmp_path):
     server = next(n for n in config["services"] if n.startswith("triton-"))
     assert _flag(argv, "--url") == f"{server}:8001"
     assert _flag(argv, "--metrics-url") == f"http://{server}:8002/metrics"
-    assert config["services"]["loadtest"]["depends_on"] == {server: {"condition": "service_healthy"}}
+    assert config["services"]["loadtest"]["depends_on"] == {server: {"condition": "service_healthy"},
+                                                           "loadtest-worker-1": {"condition": "service_started"}}
 
 
 def test_compose_tritongen_frontend_with_api_key_passthrough(workdir, tmp_path):
@@ -170,12 +175,14 @@ def test_compose_tritongen_frontend_with_api_key_passthrough(workdir, tmp_path):
     assert frontend["api_key_env"] == "TINY_API_KEY"
     assert frontend["models"][0]["tokenizer_dir"] in {v["target"] for v in map(_long_volume, openai["volumes"])}
     assert _flag(test["command"], "--url") == f"openai:{port}"
-    assert test["depends_on"] == {"openai": {"condition": "service_healthy"}}
+    assert test["depends_on"] == {"openai": {"condition": "service_healthy"},
+                                  **{f"loadtest-worker-{k}": {"condition": "service_started"} for k in (1, 2)}}
     assert "/health" in " ".join(openai["healthcheck"]["test"])
 
 
 def test_compose_triton_frontend_port_is_published_and_balanced(workdir, tmp_path):
-    out = _render(workdir, "triton", "compose", tmp_path)
+    # Eight alike GPUs: Triton's frontend cannot select per-group configs, so the groups must not need them.
+    out = _render(workdir, "triton", "compose", tmp_path, "a100-80gb-x8.yaml")
     services = compose_config(out)["services"]
     servers = {n: s for n, s in services.items() if n.startswith("triton-")}
     for s in servers.values():
@@ -251,9 +258,19 @@ def test_k8s_loadtest_plan_is_the_deployments_plan_moved_into_the_container(work
     original = plan_from_file(workdir / "grpc.yaml", str(INVENTORIES / "h200-1x.yaml"))[1].model_dump(mode="json")
     assert moved["tokenizer"].pop("dir") == "/models/tokenizer"
     assert moved["paths"].pop("checkpoint") == "/models/checkpoint"
-    assert moved["hf"].pop("checkpoint_dir") == "/models/checkpoint"
-    for section, key in (("tokenizer", "dir"), ("paths", "checkpoint"), ("hf", "checkpoint_dir")):
+    assert moved["runtime_settings"].pop("checkpoint_dir") == "/models/checkpoint"
+    # Deployment images do not carry the native BLS backend: deployments run the python BLS.
+    assert (original.pop("bls_backend"), moved.pop("bls_backend")) == ("native", "python")
+    assert "native tritongen_bls" in moved.pop("bls_backend_reason") and original.pop("bls_backend_reason") == ""
+    for section, key in (("tokenizer", "dir"), ("paths", "checkpoint"), ("runtime_settings", "checkpoint_dir")):
         original[section].pop(key)
+    # Provenance moves too: the spec folder and the files placement read are the machine's that planned.
+    assert moved.pop("spec_dir") == "/loadtest" and original.pop("spec_dir") == str(workdir)
+    assert moved["placement"]["inventory"].pop("source") == "h200-1x.yaml"
+    assert moved["placement"]["memory"].pop("source") == moved["placement"]["result"].pop("model") == \
+        "/models/checkpoint/config.json"
+    for key in ("inventory", "memory", "result"):
+        original["placement"][key].pop("source" if key != "result" else "model")
     for route in moved["frontend"]["models"] + original["frontend"]["models"]:
         route.pop("tokenizer_dir"), route.pop("chat_template")
     assert moved == original  # every decision as planned
@@ -280,17 +297,19 @@ def test_k8s_tritongen_frontend_deployment_service_and_secret(workdir, tmp_path)
         "spec"]["template"]["metadata"]["labels"].items(), "the frontend Service must not select tritonservers"
     assert _service_port(services, f"tiny-hf-openai:{port}")["targetPort"] == "openai"
     assert container["env"] == [{"name": "TINY_API_KEY", "valueFrom": {"secretKeyRef": {
-        "name": "tiny-hf-openai-api-key", "key": "TINY_API_KEY"}}}]
+        "name": "tiny-hf-openai-api-key", "key": "TINY_API_KEY"}}}, {"name": "HOME", "value": "/tmp"}]
     assert container["readinessProbe"]["httpGet"]["path"] == "/health"
-    assert {m["mountPath"] for m in container["volumeMounts"]} == {"/models"}
+    assert {m["mountPath"] for m in container["volumeMounts"]} == {"/models", "/tmp"}  # /tmp: read-only root
     job = _by(tested, "Job")["tiny-hf-loadtest"]["spec"]["template"]["spec"]["containers"][0]
     assert _service_port(_by(tested, "Service"), _flag(job["args"], "--url"))["name"] == "openai"
     assert job["env"] == container["env"]  # the load generator authenticates like any client
-    assert job["resources"]["limits"]["cpu"] == 3  # 2 Locust processes + 1
+    workers = _by(tested, "Job")["tiny-hf-loadtest-workers"]["spec"]
+    assert workers["parallelism"] == 2  # validation.load.processes: one Locust worker pod each
+    assert workers["template"]["spec"]["containers"][0]["env"] == container["env"]
 
 
 def test_k8s_triton_frontend_port_on_pods_and_service(workdir, tmp_path):
-    k8s = _render(workdir, "triton", "k8s", tmp_path) / "k8s"
+    k8s = _render(workdir, "triton", "k8s", tmp_path, "a100-80gb-x8.yaml") / "k8s"
     tested = kustomize(k8s / "with-loadtest")
     for obj in tested:
         validate(obj)

@@ -90,14 +90,17 @@ def test_every_inventory_and_runtime_builds_and_validates(specs, spec_name, inve
     _check_built(plain)
     monitored = kustomize(k8s / "with-monitoring")
     _check_built(monitored)
-    assert {o["kind"] for o in monitored} - kinds == {"PodMonitor", "HorizontalPodAutoscaler"}
-    for d in (o for o in monitored if o["kind"] == "Deployment"):
-        assert "replicas" not in d["spec"], "the HPA owns the replica count"
     hpas = [o for o in monitored if o["kind"] == "HorizontalPodAutoscaler"]
+    assert {o["kind"] for o in monitored} - kinds == {"PodMonitor"} | ({"HorizontalPodAutoscaler"} if hpas else set())
+    scaled = {h["spec"]["scaleTargetRef"]["name"] for h in hpas}
+    for d in (o for o in monitored if o["kind"] == "Deployment"):
+        # The HPA owns the replica count of what it scales; a kind one node holds once has no HPA.
+        assert ("replicas" in d["spec"]) == (d["metadata"]["name"] not in scaled)
+        assert d["metadata"]["name"] in scaled or d["spec"]["replicas"] == 1
     names = {m["pods"]["metric"]["name"] for h in hpas for m in h["spec"]["metrics"]}
     expected = {"tritongen_waiting_requests"} | ({"tritongen_kv_cache_utilization"}
                                                  if spec_name == "llama3-8b-mig" else set())
-    assert names == expected
+    assert names == (expected if hpas else set())
     rules = yaml.safe_load(yaml.safe_load((k8s / "monitoring" / "prometheus-adapter-rules.yaml").read_text())
                            ["data"]["config.yaml"])["rules"]
     assert {r["name"]["as"] for r in rules} == expected
@@ -110,7 +113,8 @@ def test_every_inventory_and_runtime_builds_and_validates(specs, spec_name, inve
                    if (o["kind"], o["metadata"]["name"]) not in {(p["kind"], p["metadata"]["name"]) for p in plain})
     name = next(o for o in plain if o["kind"] == "Service")["metadata"]["name"]
     assert added == [("ConfigMap", f"{name}-loadtest-plan"), ("Job", f"{name}-loadtest"),
-                     ("PersistentVolumeClaim", f"{name}-loadtest-reports")]
+                     ("Job", f"{name}-loadtest-workers"), ("PersistentVolumeClaim", f"{name}-loadtest-reports"),
+                     ("Service", f"{name}-loadtest-master")]
     job = next(o for o in tested if o["kind"] == "Job" and o["metadata"]["name"] == f"{name}-loadtest")
     args = job["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[args.index("--url") + 1] == f"{name}:8001"
@@ -137,7 +141,17 @@ def test_multi_node_is_a_leaderworkerset(specs, tmp_path):
     monitored = kustomize(k8s / "with-monitoring")
     _check_built(monitored)
     (lws,) = [o for o in monitored if o["kind"] == "LeaderWorkerSet"]
-    assert "replicas" not in lws["spec"]
+    assert lws["spec"]["replicas"] == 1 and not [o for o in monitored if o["kind"] == "HorizontalPodAutoscaler"]
+    # deploy.replicas: the HPA scales the LeaderWorkerSet's groups up to that many and owns the count.
+    data = yaml.safe_load(specs["llama3-70b-tp4-2nodes"].read_text())
+    data["deploy"]["replicas"] = 3
+    scaled_spec = specs["llama3-70b-tp4-2nodes"].parent / "lws-scaled.yaml"
+    scaled_spec.write_text(yaml.safe_dump(data))
+    scaled = kustomize(_render(scaled_spec, "h100-80gb-x8.yaml", tmp_path / "scaled", engine=ENGINE_70B / "config.json")
+                       / "with-monitoring")
+    (hpa,) = [o for o in scaled if o["kind"] == "HorizontalPodAutoscaler"]
+    assert hpa["spec"]["scaleTargetRef"]["kind"] == "LeaderWorkerSet" and hpa["spec"]["maxReplicas"] == 3
+    assert "replicas" not in next(o for o in scaled if o["kind"] == "LeaderWorkerSet")["spec"]
     tested = kustomize(k8s / "with-loadtest")
     _check_built(tested)
     job = next(o for o in tested if o["kind"] == "Job" and o["metadata"]["name"].endswith("-loadtest"))
@@ -167,7 +181,8 @@ def test_models_job_fetches_and_builds(specs, tmp_path):
     job = next(o for o in objects if o["kind"] == "Job")
     script = job["spec"]["template"]["spec"]["containers"][0]["command"][2]
     assert "snapshot_download" in script and "meta-llama/Llama-3.1-8B-Instruct main " in script
-    assert "trtllm-build" in script and "--branch v1.2.1" in script
+    # The conversion scripts of the serving image itself (its TensorRT-LLM release): nothing cloned.
+    assert "trtllm-build" in script and "/app/examples/models/" in script and "git clone" not in script
     marker = re.search(r"touch (\S+)", script).group(1)
     deployment = next(o for o in objects if o["kind"] == "Deployment")
     wait = deployment["spec"]["template"]["spec"]["initContainers"][0]["command"][2]

@@ -58,3 +58,13 @@ def test_the_inventory_format_is_documented_and_errors_point_at_it(tmp_path):
         load_inventory(str(bad))
     with pytest.raises(SpecError, match="docs/inventory.md"):
         load_inventory(str(tmp_path / "nope.yaml"))
+
+
+def test_readme_runtime_table_has_every_runtime_and_says_where_it_ran():
+    from tritongen.runtimes import RUNTIMES
+
+    text = README.read_text()
+    for name, rt in RUNTIMES.items():
+        rows = [line for line in text.splitlines() if line.startswith(f"| `{name}` |") and line.count(" | ") == 4]
+        assert len(rows) == 1, f"README's runtime table needs one row for {name}"
+        assert rows[0].endswith(f"| {rt.executed_here} |"), f"{name}: the last column is Runtime.executed_here"

@@ -53,7 +53,7 @@ def test_spec_gpu_arch_keys_the_cache_without_a_gpu(tmp_path, tiny_model, capsys
     import json
 
     planned = json.loads(capsys.readouterr().out)
-    assert planned["tensorrtllm"]["gpu_arch"] == "sm90"
+    assert planned["runtime_settings"]["gpu_arch"] == "sm90"
     # The flag wins over the spec, and the architecture is part of the key.
     spec = _spec(tmp_path, tiny_model)
     assert main(["build", str(spec), "--dry-run"]) == 0
@@ -158,4 +158,4 @@ def test_plan_json_for_hf_on_gpu_uses_kind_gpu(tmp_path, tiny_spec_path, capsys)
     plan = json.loads(capsys.readouterr().out)
     assert plan["llm_instance_group"] == {"kind": "KIND_GPU", "count": 1, "gpus": [0]}
     assert len(plan["server_groups"]) == len(plan["placement"]["result"]["server_groups"]) == 7
-    assert plan["hf"]["num_blocks"] == -(-plan["kv_tokens_per_instance"] // 32)
+    assert plan["runtime_settings"]["num_blocks"] == -(-plan["kv_tokens_per_instance"] // 32)

@@ -1,4 +1,4 @@
-"""Fault and abuse suite for the hf runtime against the real tritonserver (DESIGN.md "Serving behaviour").
+"""Fault and abuse suite for the hf runtime against the real tritonserver.
 
 Every request must end with exactly one final response (tokens or an error naming the input) within a bound, a bad
 request must not affect the next one, cancellation must stop generation, overload must be a clean rejection, and a

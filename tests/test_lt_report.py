@@ -186,3 +186,12 @@ def test_html_escapes_error_text(tmp_path):
     samples = [make(1.0, [0.1, 0.2], 2), make(1.1, [], 0, error="<script>alert(1)</script>")]
     page = write_report(tmp_path, samples, SLOSection()).html_path.read_text()
     assert "<script>" not in page and "&lt;script&gt;" in page
+
+
+def test_metadata_names_the_runtime_and_the_checkpoint_folder(tiny_spec_path):
+    from tritongen.loadtests.metadata import run_metadata
+    from tritongen.plan import plan_from_file
+
+    plan = plan_from_file(tiny_spec_path)[1]
+    meta = run_metadata(plan, None, {})
+    assert meta["runtime"] == "hf" and meta["model"] == plan.paths.checkpoint

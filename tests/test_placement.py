@@ -19,6 +19,11 @@ ENGINE_8B = FIXTURES / "models" / "llama-3.1-8b-bf16-tp1-engine"
 ENGINE_70B = FIXTURES / "models" / "llama-3.1-70b-fp8-tp4-engine"
 
 
+def _used_bytes(device) -> int:
+    """What a device's instances take: weights, runtime headroom and their KV budget each."""
+    return device.instances * (device.weight_bytes + device.headroom_bytes + device.kv_bytes)
+
+
 def inventory(name: str):
     return load_inventory(str(FIXTURES / "inventories" / name))
 
@@ -151,7 +156,7 @@ def test_instances_share_the_device_budget():
     one = place(node, model, max_seq_len=8192, gpu_ids=[0]).devices[0]
     two = place(node, model, max_seq_len=8192, gpu_ids=[0], instances_per_device=2).devices[0]
     assert two.instances == 2 and two.kv_tokens < one.kv_tokens // 2
-    assert two.used_bytes <= two.memory_bytes
+    assert _used_bytes(two) <= two.memory_bytes
 
 
 def test_mig_without_uuid_leaves_selection_to_the_target():
@@ -251,7 +256,7 @@ def test_plans_never_overcommit_and_groups_never_share(node, model, max_seq_len,
         assert isinstance(refusal, SpecError) and refusal.problems
         return
     for device in plan.devices:
-        assert device.used_bytes <= device.memory_bytes
+        assert _used_bytes(device) <= device.memory_bytes
         if device.fits:
             assert device.instances == instances and device.kv_tokens >= max_seq_len
             assert device.kv_tokens % model.tokens_per_block == 0 and device.server_group

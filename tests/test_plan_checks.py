@@ -132,8 +132,8 @@ def test_loadtest_without_tokenizer_files_exits_3(tmp_path, capsys):
 
 
 def test_validate_runs_the_plan_checks_without_a_gpu(tmp_path, capsys):
-    # What `plan` refuses, `validate` refuses too (issue 10: tp 3, a Qwen2 engine and fp8 on an A100 used to pass
-    # validate); the engine's GPU architecture is not needed to validate.
+    # What `plan` refuses, `validate` refuses too (tp 3, a Qwen2 engine, fp8 on an A100); the engine's GPU
+    # architecture is not needed to validate.
     def validate_error(spec: Path, *flags: str) -> str:
         assert main(["validate", str(spec), *flags]) == 2
         return capsys.readouterr().err

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 
 import pytest
 from google.protobuf import text_format
 
+from specs import assert_golden
 from tritongen import contract
 from tritongen.errors import SpecError
-from tritongen.pipeline import render_for
+from tritongen.render import render_for
 from tritongen.plan import plan_from_file
 from tritongen.render import render_repository, write_repository
 from tritongen.verify import parse_config, verify_repository
@@ -36,15 +35,7 @@ def test_golden_repository(rendered, tiny_model):
     files = _normalised({k: v for k, v in rendered[2].items() if not k.endswith(".py")}, tiny_model)
     for rel in (k for k in rendered[2] if k.endswith(".py")):
         assert rendered[2][rel] == (ROOT / "model_repository_templates" / rel).read_bytes()
-    if os.environ.get("TRITONGEN_REGEN_GOLDEN") == "1":
-        shutil.rmtree(GOLDEN, ignore_errors=True)  # golden folders are plain files: no tritongen marker
-        for rel, data in files.items():
-            (GOLDEN / rel).parent.mkdir(parents=True, exist_ok=True)
-            (GOLDEN / rel).write_bytes(data)
-    golden = {str(p.relative_to(GOLDEN)): p.read_bytes() for p in sorted(GOLDEN.rglob("*")) if p.is_file()}
-    assert sorted(files) == sorted(golden)
-    for rel, data in files.items():
-        assert data == golden[rel], f"{rel} differs from tests/golden (TRITONGEN_REGEN_GOLDEN=1 regenerates)"
+    assert_golden(files, GOLDEN)
 
 
 def test_rerender_is_byte_identical(rendered, tiny_spec_path):

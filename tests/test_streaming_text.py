@@ -1,6 +1,6 @@
 """Streamed text is exactly the unstreamed text, through every streaming entry point, for two tokenizer kinds.
 
-One real tritonserver per tokenizer kind serves a tiny Llama whose greedy output recites multi-script text
+One real tritonserver per tokenizer kind (native BLS), and one with the python BLS, serves a tiny Llama whose greedy output recites multi-script text
 (tritongen.demo.model, `recite`): multi-byte characters come out split over several tokens, as they do from a
 real model. Entry points: the ensemble and tensorrt_llm_bls, over gRPC ModelStreamInfer and HTTP generate_stream.
 """
@@ -23,15 +23,23 @@ ENTRY_POINTS = ("ensemble", "tensorrt_llm_bls")
 N = 20  # tokens per request; min_tokens = N makes every request exactly this long
 
 
-@pytest.fixture(scope="module", params=TOKENIZERS)
+# (tokenizer, serving.bls): the native BLS (the default) for both tokenizer kinds, the python BLS for one.
+SERVED = [(kind, "native") for kind in TOKENIZERS] + [(TOKENIZERS[-1], "python")]
+
+
+@pytest.fixture(scope="module", params=SERVED, ids=[f"{kind}-{bls}" for kind, bls in SERVED])
 def served(request, tmp_path_factory):
     from transformers import AutoTokenizer
 
     from tritongen.demo.model import make_demo_model
 
-    tmp = tmp_path_factory.mktemp(f"streaming-{request.param}")
-    model = make_demo_model(tmp / "model", tokenizer=request.param, recite=TEXT)
-    server = start_server(render_repo(model, tmp / "repo"), tmp / "tritonserver.log")
+    kind, bls = request.param
+    tmp = tmp_path_factory.mktemp(f"streaming-{kind}-{bls}")
+    model = make_demo_model(tmp / "model", tokenizer=kind, recite=TEXT)
+    repo = render_repo(model, tmp / "repo", bls=bls)
+    assert f'backend: "{"tritongen_bls" if bls == "native" else "python"}"' in (
+        repo / "tensorrt_llm_bls" / "config.pbtxt").read_text()
+    server = start_server(repo, tmp / "tritonserver.log")
     yield server, AutoTokenizer.from_pretrained(str(model))
     server.stop()
 

@@ -44,7 +44,9 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
     # Everything `plan` checks (the checkpoint and its config: parallelism, dtype, tokenizer; with --inventory
     # placement and fp8 support), without the engine cache key's GPU architecture: no GPU needed to validate.
-    arch = None if spec.runtime != "tensorrtllm" else (spec.engine.gpu_arch or "unchecked")
+    from tritongen.runtimes import runtime
+
+    arch = (spec.engine.gpu_arch or "unchecked") if runtime(spec.runtime).builds_engine else None
     _, plan = plan_from_file(args.spec, args.inventory, gpu_arch=arch)
     print_notes(plan)
     checked = "spec, checkpoint and " + ("placement on the inventory" if args.inventory else "model settings")
@@ -70,7 +72,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _cmd_render(args: argparse.Namespace) -> int:
-    from tritongen.pipeline import render_for
+    from tritongen.render import render_for
     from tritongen.plan import load_plan
     from tritongen.render import status_lines, write_repository
 
@@ -193,10 +195,12 @@ def _cmd_build(args: argparse.Namespace) -> int:
     from tritongen.runtimes.tensorrtllm.build import build_engine
     from tritongen.spec import load_spec
 
+    from tritongen.runtimes import names, runtime
+
     spec = load_spec(args.spec)
-    if spec.runtime != "tensorrtllm":
-        raise SpecError(f"runtime: build needs runtime: tensorrtllm; the {spec.runtime} runtime serves the checkpoint "
-                        "as is")
+    if not runtime(spec.runtime).builds_engine:
+        raise SpecError(f"runtime: build needs runtime: {names(lambda r: r.builds_engine)}; the {spec.runtime} "
+                        "runtime serves the checkpoint as is")
     from tritongen.runtimes.tensorrtllm.build import detect_gpu_arch
 
     spec_dir = Path(args.spec).resolve().parent

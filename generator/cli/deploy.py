@@ -20,7 +20,9 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
     dep = prepare(args.spec, inventory=args.inventory, engine_config=args.engine_config, image=args.image)
     print_notes(dep.plan)
     files = render_deployment(dep, args.target, mig_strategy=args.k8s_mig_strategy)
-    if args.target in ("compose", "k8s"):
+    from tritongen.deploy.image import DOCKERFILE as TRITONGEN_DOCKERFILE
+
+    if TRITONGEN_DOCKERFILE in files:
         from tritongen.deploy.image import tritongen_wheel
 
         files = dict(sorted({**files, **tritongen_wheel()}.items()))  # the build context of Dockerfile.tritongen
@@ -35,11 +37,14 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
     print(f"{len(groups)} server group(s), image {dep.image}: {', '.join(g.name for g in groups)}")
     if client is None:
         if args.target == "compose":
-            from tritongen.deploy.compose import compose_endpoints
+            from tritongen.deploy.compose import compose_endpoints, default_folder_of, model_folders
             from tritongen.deploy.docker import engine_host
 
             for endpoint in compose_endpoints(dep, engine_host()):
                 print(f"endpoint  {endpoint}")
+            # The file names the model's folders by variable; here is what they are on this machine.
+            for variable, folder in model_folders(dep).items():
+                print(f"models    {variable}={folder}  (unset: {default_folder_of(variable)} next to the file)")
         print(f"deployment files: {out.resolve()}")
         return 0
     for endpoint in run_docker(dep, out.resolve(), client=client, replace=args.force, timeout=args.timeout):

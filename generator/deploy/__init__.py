@@ -20,6 +20,13 @@ def render_deployment(dep: Deployment, target: str, *, mig_strategy: str = "mixe
         from tritongen.deploy.k8s import render_k8s
 
         files.update(render_k8s(dep, mig_strategy=mig_strategy))
-    elif dep.builds_hf_image:
-        files[HF_DOCKERFILE] = hf_dockerfile(dep)
+    else:
+        from tritongen.deploy import clients
+        from tritongen.deploy.common import tritongen_dockerfile
+        from tritongen.deploy.image import DOCKERFILE
+
+        if dep.builds_hf_image:
+            files[HF_DOCKERFILE] = hf_dockerfile(dep)
+        if clients.frontend_mode(dep) == "tritongen":  # the docker target builds and starts the frontend's image
+            files[DOCKERFILE] = tritongen_dockerfile(dep)
     return dict(sorted(files.items()))

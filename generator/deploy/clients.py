@@ -21,6 +21,7 @@ from tritongen.deploy.common import (
     CHECKPOINT, CONTAINER_PORTS, ENGINE, MODELS, REPOSITORY, TOKENIZER, Deployment,
 )
 from tritongen.errors import SpecError, problem
+from tritongen.runtimes import runtime_of
 
 LOADTEST_DIR = "/loadtest"
 LOADTEST_PLAN = f"{LOADTEST_DIR}/plan.json"
@@ -42,6 +43,16 @@ def frontend_mode(dep: Deployment) -> str | None:
     return f.implementation if f is not None and f.enabled else None
 
 
+def metrics_port(dep: Deployment) -> tuple[str, int]:
+    """(port name, container port) where a server pod serves Triton's Prometheus metrics at /metrics.
+
+    Triton's in-process OpenAI frontend starts the server without its metrics listener (main.py has no metrics
+    port); it serves the same metrics text at /metrics on the OpenAI port instead."""
+    if frontend_mode(dep) == "triton":
+        return "openai", openai_port(dep)
+    return "metrics", CONTAINER_PORTS.metrics
+
+
 def frontend_args(dep: Deployment, triton_host: str) -> list[str]:
     """tritongen's argv (after the image's `tritongen` entrypoint) fronting the Triton at `triton_host`:8001."""
     return ["serve", REPOSITORY, "--openai", str(openai_port(dep)), "--openai-host", "0.0.0.0",
@@ -57,10 +68,8 @@ def loadtest_files(dep: Deployment) -> dict[str, bytes]:
                                                "engine": ENGINE if plan.paths.engine else None}),
     }
     # Runtime sections name host folders too; in the container they are the volume's.
-    if plan.hf is not None:
-        updates["hf"] = plan.hf.model_copy(update={"checkpoint_dir": CHECKPOINT})
-    if plan.tensorrtllm is not None:
-        updates["tensorrtllm"] = plan.tensorrtllm.model_copy(update={"engine_dir": ENGINE, "cache_dir": MODELS})
+    updates["runtime_settings"] = runtime_of(plan).weights_in_container(plan.runtime_settings, CHECKPOINT, ENGINE,
+                                                                        MODELS)
     if plan.paths.prompts_file:
         files[PROMPTS] = _read(plan.paths.prompts_file, "validation.load.prompts_file")
         updates["paths"] = updates["paths"].model_copy(update={"prompts_file": f"{LOADTEST_DIR}/{PROMPTS}"})
@@ -73,8 +82,33 @@ def loadtest_files(dep: Deployment) -> dict[str, bytes]:
         routes = tuple(r.model_copy(update={"tokenizer_dir": TOKENIZER, "chat_template": None})
                        for r in plan.frontend.models)
         updates["frontend"] = plan.frontend.model_copy(update={"models": routes})
+    # Provenance fields name files of the machine that planned (spec folder, inventory, engine config): in the
+    # container they are the volume's, or just their names. A workstation's layout stays out of the cluster.
+    updates["spec_dir"] = LOADTEST_DIR
+    if plan.placement is not None:
+        moved = _container_paths(plan)
+        pl = plan.placement
+        updates["placement"] = pl.model_copy(update={
+            "inventory": {**pl.inventory, "source": moved(pl.inventory["source"])},
+            "memory": {**pl.memory, "source": moved(pl.memory["source"])},
+            "result": {**pl.result, "model": moved(pl.result["model"])}})
     files["plan.json"] = plan.model_copy(update=updates).to_json().encode()
     return dict(sorted(files.items()))
+
+
+def _container_paths(plan):
+    """host path -> where the container has it (engine, checkpoint, tokenizer folders), else the file's name."""
+    folders = [(plan.paths.engine, ENGINE), (plan.paths.checkpoint, CHECKPOINT), (plan.tokenizer.dir, TOKENIZER)]
+
+    def moved(value: str) -> str:
+        if not value.startswith("/"):
+            return value  # 'nvml', 'cpu': no path
+        for host, inside in folders:
+            if host and (value == host or value.startswith(host.rstrip("/") + "/")):
+                return inside + value[len(host.rstrip("/")):]
+        return Path(value).name
+
+    return moved
 
 
 def _read(path: str, field: str) -> bytes:
@@ -124,7 +158,7 @@ def load_target(dep: Deployment, triton_host: str, servers: int, *, frontend_hos
         port = CONTAINER_PORTS.grpc if protocol == "grpc" else CONTAINER_PORTS.http
         url = f"{triton_host}:{port}"
     if servers == 1:
-        return LoadTarget(protocol, url, f"http://{triton_host}:{CONTAINER_PORTS.metrics}/metrics", health)
+        return LoadTarget(protocol, url, f"http://{triton_host}:{metrics_port(dep)[1]}/metrics", health)
     return LoadTarget(protocol, url, None, health,
                       why_no_metrics=f"{servers} servers answer at {triton_host}: one server's counters cannot be "
                                      "checked against the client's totals, so Triton's /metrics is not scraped")

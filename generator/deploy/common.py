@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import re
 import shlex
 from dataclasses import dataclass
@@ -30,7 +29,9 @@ from tritongen.placement.memory import MemoryModel
 from tritongen.plan import Plan, is_plan_file, load_plan
 from tritongen.render import HEADER, Locations, environment
 from tritongen.resources import data_dir
-from tritongen.runtimes.tensorrtllm import TRTLLM, Ports, launch_command
+from tritongen.runtimes import RUNTIMES, runtime_of
+from tritongen.runtimes.hf import HF_BASE_IMAGE
+from tritongen.runtimes.tensorrtllm import Ports
 
 TEMPLATES = data_dir("deploy_templates")
 
@@ -42,11 +43,8 @@ CHECKPOINT = f"{MODELS}/checkpoint"
 TOKENIZER = f"{MODELS}/tokenizer"
 CONTAINER_PORTS = Ports(8000, 8001, 8002)
 
-# The hf runtime runs on Triton's plain python image of the same release as the TensorRT-LLM one, plus torch
-# and transformers baked in by a generated Dockerfile (installing at start would download on every restart).
-_RELEASE = re.search(r":(\d+\.\d+)-", TRTLLM.container).group(1)
-HF_BASE_IMAGE = f"nvcr.io/nvidia/tritonserver:{_RELEASE}-py3"
-HF_IMAGE = f"tritongen-hf:{_RELEASE}"
+# The image a runtime builds from a generated Dockerfile (the hf runtime's: Triton's python image plus torch and
+# transformers, runtimes/hf.py) is written under this name.
 HF_DOCKERFILE = "Dockerfile.hf"
 
 
@@ -57,6 +55,9 @@ class Mount:
 
     source: str
     target: str
+    variable: str = ""
+    """Compose: the variable naming the host folder on the machine that runs the containers (the generating
+    machine's own paths stay out of the file); empty for folders the output carries itself."""
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,13 @@ class Deployment:
 
     @property
     def builds_hf_image(self) -> bool:
-        return self.plan.runtime == "hf" and self.image == HF_IMAGE
+        rt = runtime_of(self.plan)
+        return rt.builds_image and self.image == rt.image()
+
+    @property
+    def on_cpu(self) -> bool:
+        """The CPU profile: one tritonserver on CPU nodes, no GPU requested anywhere."""
+        return self.placement.server_groups[0].gpu_indices == ()
 
     def gpu_name(self, group: ServerGroup) -> str:
         return next(g.name for g in self.inventory.gpus if g.index == group.gpu_indices[0])
@@ -92,12 +99,6 @@ class Deployment:
         frontend = self.plan.frontend
         if frontend is not None and frontend.enabled and frontend.implementation == "triton":
             return self._triton_openai_command(group)
-        if self.plan.runtime == "trtllm":
-            from tritongen.runtimes import llmapi
-
-            metrics = () if group.gpu_metrics else ("--allow-gpu-metrics=false",)
-            return llmapi.launch_command(REPOSITORY, CONTAINER_PORTS, extra_args=metrics)
-        argv = launch_command(group.world_size, REPOSITORY, CONTAINER_PORTS)
         extra = []
         if not group.gpu_metrics:
             # Triton's DCGM metrics fail to start on MIG; every rank gets the flag (only rank 0 serves).
@@ -105,21 +106,25 @@ class Deployment:
         if self.plan.group_configs:
             # This group's own KV budget and instances: tensorrt_llm/configs/<group>.pbtxt.
             extra.append(f"--model-config-name={group.name}")
-        out = []
-        for arg in argv:
-            out.append(arg)
-            if arg == TRTLLM.tritonserver:
-                out.extend(extra)
-        return out
+        return runtime_of(self.plan).server_command(self.plan, group.world_size, REPOSITORY, CONTAINER_PORTS, extra)
 
     def _triton_openai_command(self, group: ServerGroup) -> list[str]:
         from tritongen.frontend.ngc import triton_frontend_command
         from tritongen.plan.frontend import FrontendPlan
 
-        if group.world_size > 1 or self.plan.runtime == "trtllm":
+        if group.world_size > 1 or not runtime_of(self.plan).ensemble:
             raise SpecError(problem("frontend.openai.implementation", "triton starts one in-process tritonserver "
-                                    "for the ensemble, but this server group is an MPI launch or runtime trtllm",
+                                    "for the ensemble, but this server group is an MPI launch or its runtime "
+                                    f"({self.plan.runtime}) has no ensemble",
                                     "use implementation: tritongen (it fronts any Triton), or tp_size*pp_size = 1"))
+        if self.plan.group_configs:
+            # Its main.py has no --model-config-name: every server would load the default config.pbtxt and
+            # its KV budget instead of the one placement sized for the group's device.
+            budgets = ", ".join(f"{g.name} {g.kv_tokens}" for g in self.plan.server_groups)
+            raise SpecError(problem("frontend.openai.implementation", "triton cannot select a server group's own "
+                                    f"model config (KV tokens per group: {budgets})", "use implementation: tritongen "
+                                    "(it fronts each tritonserver started with its group's config), or a placement "
+                                    "whose server groups are alike"))
         # The frontend's settings as rendered into the container's repository (tokenizer and template paths).
         rendered = FrontendPlan.model_validate_json(self.repository["frontend.json"])
         route = rendered.models[0]
@@ -134,9 +139,10 @@ def prepare(source: str | Path, *, inventory: str | None = None, engine_config: 
             image: str | None = None) -> Deployment:
     """The Deployment of a spec (planned here, on `inventory`, default 'nvml') or of a plan JSON (as written).
 
-    Raises SpecError / CheckFailed.
+    A spec or plan with `placement.device: cpu` (runtimes hf and synthetic) deploys as the CPU profile: one
+    tritonserver on a CPU node, no inventory. Raises SpecError / CheckFailed.
     """
-    from tritongen.pipeline import render_for
+    from tritongen.render import render_for
 
     engine_dir = None
     if engine_config is not None:
@@ -149,34 +155,86 @@ def prepare(source: str | Path, *, inventory: str | None = None, engine_config: 
     if is_plan_file(source):
         plan = load_plan(source, inventory, engine_dir=engine_dir)
     else:
-        plan = load_plan(source, inventory or "nvml", engine_dir=engine_dir)
-    if plan.placement is None:
+        plan = _plan_spec(source, inventory, engine_dir)
+    if plan.placement is None and not planned_on_cpu(plan):
         raise SpecError(problem(str(source), "is a plan made without --inventory, so it places no server groups",
                                 "make it with `tritongen plan SPEC --inventory nvml|FILE --json`"))
-    mounts = [Mount(plan.tokenizer.dir, TOKENIZER)]
-    if plan.runtime == "tensorrtllm":
+    if plan.bls_backend == "native":
+        # The serving images (NGC, the hf image) do not carry the tritongen_bls backend library yet.
+        plan = plan.model_copy(update={"bls_backend": "python", "bls_backend_reason":
+                                       "deployment images do not carry the native tritongen_bls backend yet"})
+    # The host folders the servers read; compose names them by variable (see Mount.variable).
+    # A tokenizer inside the checkpoint folder is the same host folder, so the same variable.
+    same = plan.tokenizer.dir == plan.paths.checkpoint
+    mounts = [Mount(plan.tokenizer.dir, TOKENIZER, "TRITONGEN_CHECKPOINT_DIR" if same else "TRITONGEN_TOKENIZER_DIR")]
+    rt = runtime_of(plan)
+    if rt.builds_engine:
         assert plan.paths.engine is not None
-        mounts.append(Mount(plan.paths.engine, ENGINE))
+        mounts.append(Mount(plan.paths.engine, ENGINE, "TRITONGEN_ENGINE_DIR"))
     else:
-        mounts.append(Mount(plan.paths.checkpoint, CHECKPOINT))
+        mounts.append(Mount(plan.paths.checkpoint, CHECKPOINT, "TRITONGEN_CHECKPOINT_DIR"))
     # Inside a container the files are under /models and each server sees its devices numbered from 0.
     repository = render_for(plan, Locations(tokenizer=TOKENIZER, checkpoint=CHECKPOINT, engine=ENGINE))
-    chosen = image or (TRTLLM.container if plan.runtime in ("tensorrtllm", "trtllm") else HF_IMAGE)
-    return Deployment(plan, plan.placement.placed(), plan.placement.gpus(), plan.placement.memory_model(), chosen,
-                      repository, tuple(mounts))
+    chosen = image or rt.image()
+    if plan.placement is None:
+        placement, gpus, memory = cpu_placement(plan)
+    else:
+        placement, gpus, memory = plan.placement.placed(), plan.placement.gpus(), plan.placement.memory_model()
+    return Deployment(plan, placement, gpus, memory, chosen, repository, tuple(mounts))
+
+
+# ------------------------------------------------------------------------------- runtime-specific answers
+# What a deployment needs to know of its runtime, asked of the runtime registry.
+
+CPU_RUNTIMES = tuple(name for name, rt in RUNTIMES.items() if rt.runs_on_cpu)
+"""Runtimes whose tritonserver runs on CPU nodes (python models on Triton's plain image)."""
+
+
+def builds_engine(plan: Plan) -> bool:
+    """Whether the models Job builds an engine (on a GPU of the serving kind) rather than only fetching files."""
+    return runtime_of(plan).builds_engine
+
+
+def llm_is_python_model(plan: Plan) -> bool:
+    """Whether the model named tensorrt_llm is a python-backend model (a process and a tokenizer's memory each)."""
+    return runtime_of(plan).python_model
+
+
+def planned_on_cpu(plan: Plan) -> bool:
+    return plan.placement is None and plan.runtime in CPU_RUNTIMES and plan.llm_instance_group.kind == "KIND_CPU"
+
+
+def _plan_spec(source: str | Path, inventory: str | None, engine_dir: str | None) -> Plan:
+    """Plan a spec: on the inventory for GPUs, without one for the CPU profile."""
+    from tritongen.spec import load_spec
+
+    if load_spec(source).placement.device == "cpu":
+        if inventory is not None:
+            raise SpecError(problem("--inventory", "places servers on GPUs, but placement.device is cpu",
+                                    "drop --inventory (the CPU profile runs one tritonserver on a CPU node), or set "
+                                    "placement.device: gpu"))
+        return load_plan(source, None, engine_dir=engine_dir)
+    return load_plan(source, inventory or "nvml", engine_dir=engine_dir)
+
+
+def cpu_placement(plan: Plan) -> tuple[Placement, Inventory, MemoryModel]:
+    """One server group on a CPU node: no devices, the container ports, host memory sized from the checkpoint."""
+    from tritongen.placement.memory import load_memory_model
+
+    if plan.runtime not in CPU_RUNTIMES:
+        raise SpecError(problem("placement.device", f"cpu deploys runtimes {', '.join(CPU_RUNTIMES)}, not "
+                                f"{plan.runtime}", "set placement.device: gpu and pass --inventory"))
+    memory = load_memory_model(plan.paths.checkpoint, tp=1, pp=1, max_batch_size=plan.triton_max_batch_size)
+    group = ServerGroup(name="cpu", devices=("cpu",), gpu_indices=(), mig_profile=None, cuda_visible_devices=None,
+                        gpu_metrics=False, http_port=CONTAINER_PORTS.http, grpc_port=CONTAINER_PORTS.grpc,
+                        metrics_port=CONTAINER_PORTS.metrics, tp=1, pp=1, instances=plan.llm_instance_group.count,
+                        kv_tokens=plan.kv_tokens_per_instance or 0, max_batch_size=plan.triton_max_batch_size, gpu_device_ids="")
+    placement = Placement(model=plan.paths.checkpoint, tp=1, pp=1, max_seq_len=0, kv_fraction=0.0,
+                          instances_per_device=plan.llm_instance_group.count, devices=(), server_groups=(group,))
+    return placement, Inventory(gpus=(), source="cpu"), memory
 
 
 # ---------------------------------------------------------------------------------------------- templates
-
-
-def _json_scalar(value: object) -> str:
-    """A YAML scalar that stays a string (JSON strings are YAML double-quoted scalars)."""
-    return json.dumps(value if isinstance(value, (int, float, bool)) else str(value))
-
-
-def _compose_scalar(value: object) -> str:
-    # docker-compose interpolates $VAR in every value; $$ is a literal dollar.
-    return _json_scalar(str(value).replace("$", "$$")) if isinstance(value, str) else _json_scalar(value)
 
 
 @functools.cache
@@ -184,7 +242,7 @@ def templates() -> jinja2.Environment:
     """render.environment()'s settings (StrictUndefined, trim_blocks, ...) over deploy/templates."""
     env = environment().overlay(loader=jinja2.FileSystemLoader(str(TEMPLATES)))
     env.filters = dict(env.filters)  # overlay shares the dict; keep the base environment's filters untouched
-    env.filters.update(shquote=shlex.quote, yq=_json_scalar, cq=_compose_scalar)
+    env.filters.update(shquote=shlex.quote)
     return env
 
 
@@ -202,13 +260,16 @@ def tritongen_dockerfile(dep: Deployment) -> bytes:
     from tritongen.deploy import image
 
     return render_template("Dockerfile.tritongen.j2", dep, base=image.BASE_IMAGE, torch_index=image.TORCH_CPU_INDEX,
-                           wheel=image.wheel_name(), dist=image.DIST, tag=image.image_tag())
+                           wheel=image.wheel_name(), dist=image.DIST, tag=image.image_tag(),
+                           kubectl_image=image.KUBECTL_IMAGE)
 
 
-def device_ids(group: ServerGroup) -> list[str]:
-    """What a docker device request names: the MIG instance's UUID, or the GPU indices."""
+def device_ids(group: ServerGroup, inventory: Inventory | None = None) -> list[str]:
+    """What a docker device request names: the MIG instance's UUID, or the GPUs' UUIDs when the inventory has them
+    (indices follow the driver's enumeration order, which changes with PCI topology and MIG mode; UUIDs do not)."""
     if group.mig_profile is None:
-        return [str(i) for i in group.gpu_indices]
+        uuids = {g.index: g.uuid for g in inventory.gpus} if inventory is not None else {}
+        return [uuids.get(i) or str(i) for i in group.gpu_indices]
     if not group.cuda_visible_devices:
         raise SpecError(problem("--inventory", f"server group {group.name} ({group.mig_profile}) has no MIG UUID, "
                                 "so docker cannot select the instance", "use --inventory nvml on the node, or save "

@@ -30,6 +30,8 @@ from tritongen.errors import EnvironmentMissing, problem
 DOCKERFILE = "Dockerfile.tritongen"
 DIST = "dist"
 BASE_IMAGE = "python:3.11-slim-bookworm"
+KUBECTL_IMAGE = "registry.k8s.io/kubectl:v1.34.0"
+"""kubectl of the Kubernetes project (registry.k8s.io keeps every release's tag; kubectl is /bin/kubectl)."""
 # torch is a dependency of tritongen; the load generator and the frontend only tokenise, so the CPU build
 # (about 200 MB instead of the CUDA wheels' several GB) is installed first and satisfies it.
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"

@@ -1,21 +1,24 @@
-"""Kubernetes target: plain, kustomize-friendly manifests under k8s/.
+"""Kubernetes target: plain, kustomize-friendly manifests under k8s/, built as data and dumped as YAML.
 
 Server groups of the same kind (same MIG profile, or same number of full GPUs of one product) become one
 Deployment whose replicas are the groups the inventory's node holds. Devices come from the NVIDIA device
 plugin: with `--mig-strategy mixed` a MIG slice is the resource `nvidia.com/mig-<profile>` (`+me` -> `.me`);
 with `single` every slice of a node is `nvidia.com/gpu` and the node's product label names the profile; full
-GPUs are always `nvidia.com/gpu`. A server group spanning several GPUs is a single pod asking for all of them
-(tensor/pipeline parallel within one node; the inventory describes one node, so no group spans nodes).
+GPUs are always `nvidia.com/gpu`. A server group spanning several GPUs is a single pod asking for all of them; a
+replica spanning nodes (deploy.nodes) is a LeaderWorkerSet. The CPU profile (placement.device cpu) is one
+Deployment on CPU nodes.
 
-Layout (`kubectl apply -k k8s/base` applies on a plain cluster; nothing needs a CRD):
-  k8s/base/             models volume and the Job that fills it, Deployments, PDBs, Service
-  k8s/monitoring/       kustomize Component: PodMonitor, HPAs on LLM saturation (needs the Prometheus Operator
-                        CRDs and prometheus-adapter with the rules in prometheus-adapter-rules.yaml)
-  k8s/with-monitoring/  the base plus that component: `kubectl apply -k k8s/with-monitoring`
+Layout (`kubectl apply -k k8s/base` applies on a plain cluster; nothing needs a CRD but LeaderWorkerSet's):
+  k8s/base/             models volume and the Job that fills it, server workloads, PDBs, Service
+  k8s/monitoring/       kustomize Component: PodMonitor, HPAs on LLM saturation (deploy/monitoring.py)
+  k8s/loadtest/         kustomize Component: Locust master Job + Service and workers (deploy/tools.py)
+  k8s/with-monitoring/, k8s/with-loadtest/  the base plus one component each
 
-Resources: every container sets CPU and memory requests equal to its limits, so the pods are Guaranteed QoS:
-under node memory pressure the kubelet evicts BestEffort and Burstable pods first, and a tritonserver that took
-minutes to load its engine is the most expensive pod to lose. The sizes come from the plan (`pod_resources`).
+Storage: the models volume is correct on one node and on many (deploy/storage.py).
+
+Resources: requests equal limits for CPU and memory (Guaranteed QoS): under node memory pressure the kubelet evicts
+BestEffort and Burstable pods first, and a tritonserver that took minutes to load its engine is the most expensive
+pod to lose. The sizes come from the plan (`pod_resources`).
 """
 
 from __future__ import annotations
@@ -25,31 +28,36 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from tritongen.deploy import clients
-from tritongen.deploy.artifacts import models_job
+from tritongen.deploy import clients, pods
+from tritongen.deploy.artifacts import models_job, models_job_objects
 from tritongen.deploy.common import (
-    CONTAINER_PORTS, HF_DOCKERFILE, MODELS, Deployment, hf_dockerfile, k8s_name, render_template, tritongen_dockerfile,
+    CONTAINER_PORTS, HF_DOCKERFILE, MODELS, Deployment, hf_dockerfile, k8s_name, llm_is_python_model,
+    tritongen_dockerfile,
 )
 from tritongen.deploy.image import DOCKERFILE as TRITONGEN_DOCKERFILE, image_tag
-from tritongen.deploy.signals import saturation_signals
+from tritongen.deploy.storage import Storage, pvc_object, storage
 from tritongen.errors import SpecError, problem
-from tritongen.placement.inventory import GIB
 from tritongen.placement import ServerGroup
+from tritongen.runtimes import runtime_of
+from tritongen.placement.inventory import GIB
 
 STARTUP_MINUTES = 30
 SERVES_LABEL = "tritongen.io/serves"
 SHM_GIB = 2
 MIG_STRATEGIES = ("mixed", "single")
+KUSTOMIZATION = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization"}
+COMPONENT = {"apiVersion": "kustomize.config.k8s.io/v1alpha1", "kind": "Component"}
 
 
 @dataclass(frozen=True)
 class K8sKind:
-    """One Deployment: the server groups sharing a device kind."""
+    """One server workload: the server groups sharing a device kind."""
 
     name: str
     component: str
     groups: tuple[ServerGroup, ...]
-    resource: str
+    resource: str | None
+    """Device-plugin resource (None on CPU nodes)."""
     count: int
     node_selector: dict[str, str]
     command: list[str]
@@ -85,6 +93,11 @@ class K8sKind:
     def labels(self) -> dict[str, str]:
         return {**self.selector, "app.kubernetes.io/managed-by": "tritongen"}
 
+    @property
+    def api(self) -> tuple[str, str]:
+        """(apiVersion, kind) of the workload."""
+        return ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet") if self.nodes > 1 else ("apps/v1", "Deployment")
+
 
 def _label_value(text: str) -> str:
     """A label value as GPU feature discovery writes it: spaces to '-', nothing outside [A-Za-z0-9._-]."""
@@ -106,9 +119,14 @@ def kinds(dep: Deployment, mig_strategy: str = "mixed") -> list[K8sKind]:
     if mig_strategy not in MIG_STRATEGIES:
         raise SpecError(problem("--k8s-mig-strategy", f"unknown strategy {mig_strategy!r}",
                                 f"use one of {', '.join(MIG_STRATEGIES)}"))
+    base = {"app.kubernetes.io/name": "tritonserver", "app.kubernetes.io/instance": dep.name}
+    if dep.on_cpu:
+        groups = dep.placement.server_groups
+        return [K8sKind(name=k8s_name(dep.name, "cpu"), component="cpu", groups=groups, resource=None, count=0,
+                        node_selector={"kubernetes.io/os": "linux"}, command=dep.command(groups[0]),
+                        base_labels=base)]
     if mig_strategy == "single":
         _check_single(dep)
-    base = {"app.kubernetes.io/name": "tritonserver", "app.kubernetes.io/instance": dep.name}
     by_kind: dict[tuple[str | None, int, str], list[ServerGroup]] = {}
     for g in dep.placement.server_groups:
         by_kind.setdefault((g.mig_profile, g.world_size, dep.gpu_name(g)), []).append(g)
@@ -157,22 +175,15 @@ def pod_resources(dep: Deployment, kind: K8sKind) -> PodResources:
     """
     plan = dep.plan
     python = plan.preprocessing_instances + plan.postprocessing_instances + plan.bls_instances
-    if dep.plan.runtime in ("hf", "trtllm"):  # the LLM model is a python model too
+    if runtime_of(dep.plan).python_model:  # the LLM model is a python model too
         python += plan.llm_instance_group.count
     cpu = 2 + math.ceil(python / 2)
-    ranks = kind.world_size // kind.nodes
+    ranks = max(1, kind.world_size // kind.nodes)
     weights = dep.memory.weight_bytes_per_rank * ranks
     memory = math.ceil(weights / GIB + 2 + 0.5 * python + SHM_GIB)
     why = (f"{ranks} rank(s) x {dep.memory.weight_bytes_per_rank / GIB:.1f} GiB weights + 2 GiB server + "
            f"{python} python instance(s) x 0.5 GiB + {SHM_GIB} GiB /dev/shm; CPU 2 + {python}/2")
     return PodResources(cpu, memory, why)
-
-
-def fill_memory_gib(dep: Deployment) -> int:
-    """The models Job: checkpoint conversion holds the whole checkpoint in host memory (tensorrtllm); a download
-    needs little."""
-    weights = dep.memory.weight_bytes_per_rank * dep.memory.world_size if dep.plan.runtime == "tensorrtllm" else 0
-    return math.ceil(weights * 1.2 / GIB) + 4
 
 
 def volume_gib(dep: Deployment) -> int:
@@ -183,11 +194,74 @@ def volume_gib(dep: Deployment) -> int:
     return math.ceil(weights * 2.5 / GIB) + 10
 
 
+# ---------------------------------------------------------------------------------------------- servers
+
+
+def _wait_for_models(dep: Deployment, job) -> dict:
+    """Init container: wait for the Job's marker; fail (and so show the Job's reason) when the Job gave up."""
+    script = (f"until [ -e {job.marker} ]; do if [ -e {job.failed} ]; then cat {job.failed}; exit 1; fi; "
+              f"echo waiting for job/{job.name}; sleep 10; done")
+    return pods.container("wait-for-models", dep.image, command=["sh", "-c", script],
+                          res=pods.resources("100m", "64Mi", ephemeral_gib=0.125),
+                          mounts=[{"name": "models", "mountPath": MODELS, "readOnly": True}])
+
+
+def _server_ports(dep: Deployment) -> list[dict]:
+    ports = [{"name": "http", "containerPort": CONTAINER_PORTS.http, "protocol": "TCP"},
+             {"name": "grpc", "containerPort": CONTAINER_PORTS.grpc, "protocol": "TCP"}]
+    name, port = clients.metrics_port(dep)
+    if name == "metrics":
+        ports.append({"name": "metrics", "containerPort": port, "protocol": "TCP"})
+    if clients.frontend_mode(dep) == "triton":
+        ports.append({"name": "openai", "containerPort": clients.openai_port(dep), "protocol": "TCP"})
+    return ports
+
+
+def _probes() -> dict:
+    ready = {"httpGet": {"path": "/v2/health/ready", "port": "http"}}
+    return {"startupProbe": {**ready, "periodSeconds": 10, "failureThreshold": STARTUP_MINUTES * 6},
+            "readinessProbe": {**ready, "periodSeconds": 5, "failureThreshold": 3},
+            "livenessProbe": {"httpGet": {"path": "/v2/health/live", "port": "http"}, "periodSeconds": 10,
+                              "failureThreshold": 6}}
+
+
+def _server_resources(dep: Deployment, kind: K8sKind) -> dict:
+    r = pod_resources(dep, kind)
+    devices = {kind.resource: kind.gpus_per_pod} if kind.resource else None
+    return pods.resources(r.cpu, f"{r.memory_gib}Gi", ephemeral_gib=pods.SCRATCH_GIB, extra=devices)
+
+
+def _server_mounts(extra: list[dict] = ()) -> list[dict]:
+    return [{"name": "models", "mountPath": MODELS, "readOnly": True}, {"name": "dshm", "mountPath": "/dev/shm"},
+            *extra]
+
+
+def _server_pod(dep: Deployment, kind: K8sKind, store: Storage, containers: list[dict], *, init: list[dict],
+                extra_volumes: list[dict] = (), service_account: str | None = None) -> dict:
+    return pods.pod_spec(containers, init=init, gpu=kind.resource is not None, node_selector=kind.node_selector,
+                         affinity=store.affinity(), grace_s=60, service_account=service_account,
+                         volumes=[pods.models_volume(store.pvc), pods.shm_volume(SHM_GIB), *extra_volumes])
+
+
+def deployment_object(dep: Deployment, kind: K8sKind, store: Storage, job) -> dict:
+    c = pods.container("tritonserver", dep.image, command=kind.command, res=_server_resources(dep, kind),
+                       mounts=_server_mounts(), ports=_server_ports(dep), **_probes())
+    labels = store.labels({**kind.labels, SERVES_LABEL: "true"})
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": pods.metadata(kind.name, kind.labels),
+            "spec": {"replicas": kind.replicas,
+                     # GPUs are the scarce resource: replace pods one at a time instead of surging onto devices
+                     # that are not free.
+                     "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
+                     "selector": {"matchLabels": kind.selector},
+                     "template": {"metadata": {"labels": labels},
+                                  "spec": _server_pod(dep, kind, store, [c], init=[_wait_for_models(dep, job)])}}}
+
+
 KUBESSH = "/tools/kubessh"
 
 
 def kubessh_setup() -> str:
-    """Init container script: kubectl and Open MPI's rsh agent (`agent POD command...` -> kubectl exec) in /tools."""
+    """Init container script: kubectl (built into the tritongen image) and Open MPI's rsh agent in /tools."""
     agent = '#!/bin/sh\npod=$1; shift\nexec /tools/kubectl exec -i "$pod" -c tritonserver -- sh -c "$*"\n'
     return (f"cp \"$(command -v kubectl)\" /tools/kubectl && printf %s {shlex.quote(agent)} > {KUBESSH} && "
             f"chmod +x {KUBESSH}")
@@ -206,133 +280,143 @@ def leader_script(kind: K8sKind) -> str:
         '  /tools/kubectl wait --for=condition=Ready "pod/$pod" --timeout=1800s',
         f'  hosts="$hosts,$pod:{kind.gpus_per_pod}"',
         "done",
-        f'exec mpirun --allow-run-as-root --mca plm_rsh_agent {KUBESSH} --host "$hosts" {ranks}',
+        f'exec mpirun --mca plm_rsh_agent {KUBESSH} --host "$hosts" {ranks}',
     ])
 
 
-@dataclass(frozen=True)
-class ToolPod:
-    """A pod of the tritongen image: the OpenAI frontend (Deployment + Service) or the load test (Job)."""
-
-    name: str
-    labels: dict[str, str]
-    selector: dict[str, str]
-    image: str
-    args: list[str]
-    wait_script: str
-    api_key_env: str | None
-    secret: str
-    port: int = 0
-    target: clients.LoadTarget | None = None
-    files: dict[str, str] | None = None
-    configmap: str = ""
-    reports_pvc: str = ""
-    cpu: int = 0
-    memory_gib: int = 0
-    reports: str = clients.REPORTS
-    plan_dir: str = clients.LOADTEST_DIR
-    plan_path: str = clients.LOADTEST_PLAN
-
-    @property
-    def out(self) -> str:
-        return self.args[self.args.index("--out") + 1] if "--out" in self.args else ""
-
-
-def _tool_labels(dep: Deployment, component: str) -> tuple[dict[str, str], dict[str, str]]:
-    selector = {"app.kubernetes.io/name": "tritongen", "app.kubernetes.io/instance": dep.name,
-                "app.kubernetes.io/component": component}
-    return {**selector, "app.kubernetes.io/managed-by": "tritongen", "app.kubernetes.io/part-of": dep.name}, selector
+def leaderworkerset_object(dep: Deployment, kind: K8sKind, store: Storage, job) -> dict:
+    """One model replica = one group of `nodes` pods, as NVIDIA's multi-node Triton TensorRT-LLM example runs it:
+    the leader waits for its workers, then mpirun starts every rank through `kubectl exec` (rbac.yaml)."""
+    tools = {"name": "tools", "mountPath": "/tools", "readOnly": True}
+    kubectl = pods.container("kubectl", image_tag(), command=["sh", "-c", kubessh_setup()],
+                             res=pods.resources("100m", "128Mi", ephemeral_gib=0.25),
+                             mounts=[{"name": "tools", "mountPath": "/tools"}])
+    leader = pods.container("tritonserver", dep.image, command=["sh", "-c", leader_script(kind)],
+                            res=_server_resources(dep, kind), mounts=_server_mounts([tools]), ports=_server_ports(dep),
+                            env=[{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+                            **_probes())
+    # Ranks arrive through `kubectl exec` from the leader; the worker container only holds the GPUs and the volume.
+    worker = pods.container("tritonserver", dep.image, command=["sleep", "infinity"],
+                            res=_server_resources(dep, kind), mounts=_server_mounts())
+    tools_volume = [{"name": "tools", "emptyDir": {"sizeLimit": "1Gi"}}]
+    leader_labels = store.labels({**kind.labels, "tritongen.io/role": "leader", SERVES_LABEL: "true"})
+    worker_labels = store.labels({**kind.labels, "tritongen.io/role": "worker"})
+    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": pods.metadata(kind.name, kind.labels),
+            "spec": {"replicas": 1, "startupPolicy": "LeaderCreated",
+                     "leaderWorkerTemplate": {
+                         "size": kind.nodes, "restartPolicy": "RecreateGroupOnPodRestart",
+                         "leaderTemplate": {"metadata": {"labels": leader_labels}, "spec": _server_pod(
+                             dep, kind, store, [leader], init=[_wait_for_models(dep, job), kubectl],
+                             extra_volumes=tools_volume, service_account=k8s_name(dep.name, "mpi-leader"))},
+                         "workerTemplate": {"metadata": {"labels": worker_labels},
+                                            "spec": _server_pod(dep, kind, store, [worker], init=[])}}}}
 
 
-def openai_pod(dep: Deployment) -> ToolPod | None:
-    """tritongen's OpenAI frontend (frontend.openai enabled, implementation tritongen) against the Service."""
-    if clients.frontend_mode(dep) != "tritongen":
-        return None
-    assert dep.plan.frontend is not None
-    labels, selector = _tool_labels(dep, "openai")
-    return ToolPod(name=k8s_name(dep.name, "openai"), labels=labels, selector=selector, image=image_tag(),
-                   args=clients.frontend_args(dep, dep.name), api_key_env=dep.plan.frontend.api_key_env,
-                   wait_script=clients.wait_script(f"http://{dep.name}:{CONTAINER_PORTS.http}/v2/health/ready"),
-                   secret=k8s_name(dep.name, "openai-api-key"), port=clients.openai_port(dep))
+def pdb_object(kind: K8sKind) -> dict:
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": pods.metadata(kind.name, kind.labels),
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": kind.selector}}}
 
 
-def loadtest_pod(dep: Deployment, ks: list[K8sKind]) -> ToolPod:
-    """The Job running `tritongen loadtest` against the Service (or the OpenAI frontend's) with the plan lock."""
-    frontend = openai_pod(dep)
-    target = clients.load_target(dep, dep.name, sum(k.replicas for k in ks),
-                                 frontend_host=frontend.name if frontend else "",
-                                 triton_openai_port=clients.openai_port(dep)
-                                 if clients.frontend_mode(dep) == "triton" else None)
-    labels, selector = _tool_labels(dep, "loadtest")
-    files = {name: data.decode() for name, data in clients.loadtest_files(dep).items()}
-    processes = dep.plan.load.processes
-    api_key_env = dep.plan.frontend.api_key_env if dep.plan.frontend and target.protocol == "openai" else None
-    return ToolPod(name=k8s_name(dep.name, "loadtest"), labels=labels, selector=selector, image=image_tag(),
-                   args=target.args(f"{clients.REPORTS}/{dep.name}"), wait_script=clients.wait_script(target.ready_url),
-                   api_key_env=api_key_env, secret=k8s_name(dep.name, "openai-api-key"), target=target, files=files,
-                   configmap=k8s_name(dep.name, "loadtest-plan"), reports_pvc=k8s_name(dep.name, "loadtest-reports"),
-                   cpu=processes + 1, memory_gib=1 + processes)
+def rbac_objects(dep: Deployment, labels: dict[str, str]) -> list[dict]:
+    name = k8s_name(dep.name, "mpi-leader")
+    meta = pods.metadata(name, labels)
+    return [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta,
+             "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+                       {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"]}]},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
+             "subjects": [{"kind": "ServiceAccount", "name": name}],
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}}]
+
+
+def service_object(dep: Deployment, labels: dict[str, str], selector: dict[str, str]) -> dict:
+    ports = [{"name": "http", "port": CONTAINER_PORTS.http, "targetPort": "http", "protocol": "TCP"},
+             {"name": "grpc", "port": CONTAINER_PORTS.grpc, "targetPort": "grpc", "protocol": "TCP",
+              "appProtocol": "kubernetes.io/h2c"}]
+    name, port = clients.metrics_port(dep)
+    if name == "metrics":
+        ports.append({"name": "metrics", "port": port, "targetPort": "metrics", "protocol": "TCP"})
+    if clients.frontend_mode(dep) == "triton":
+        ports.append({"name": "openai", "port": clients.openai_port(dep), "targetPort": "openai", "protocol": "TCP"})
+    return {"apiVersion": "v1", "kind": "Service", "metadata": pods.metadata(dep.name, labels),
+            "spec": {"selector": selector, "ports": ports}}
+
+
+# ---------------------------------------------------------------------------------------------- render
 
 
 def render_k8s(dep: Deployment, *, mig_strategy: str = "mixed") -> dict[str, bytes]:
-    """The base kustomization (k8s/base), the monitoring component, and an overlay that applies both."""
+    """The base kustomization (k8s/base), the monitoring and load-test components, and overlays that apply them."""
+    from tritongen.deploy import monitoring, tools
+
     ks = kinds(dep, mig_strategy)
+    store = storage(dep, ks)
     labels = {"app.kubernetes.io/name": "tritonserver", "app.kubernetes.io/instance": dep.name,
               "app.kubernetes.io/managed-by": "tritongen"}
     selector = {k: v for k, v in labels.items() if k != "app.kubernetes.io/managed-by"}
     # Service and PodMonitor reach the pods that serve: every Deployment pod, only the leader of a LeaderWorkerSet.
     serving = {**selector, SERVES_LABEL: "true"}
-    pvc = k8s_name(dep.name, "models")
     job = models_job(dep)
-    deploy = dep.plan.deploy
-    # Triton's in-process OpenAI frontend (implementation triton): its port on the server pods and the Service.
-    triton_openai = clients.openai_port(dep) if clients.frontend_mode(dep) == "triton" else None
-    common = {"labels": labels, "selector": serving, "pvc": pvc, "job": job, "serves_label": SERVES_LABEL,
-              "triton_openai": triton_openai}
-    files = {"k8s/base/pvc.yaml": render_template("k8s-pvc.yaml.j2", dep, size_gib=volume_gib(dep), models=MODELS,
-                                             storage_class=deploy.storage_class, access_mode=deploy.access_mode,
-                                             **common),
-             "k8s/base/models-job.yaml": render_template("k8s-models-job.yaml.j2", dep, models=MODELS, kind0=ks[0],
-                                                    fill_memory_gib=fill_memory_gib(dep), **common)}
+    name = dep.name
+    rwo = ("ReadWriteOnce: every pod that mounts it carries the label "
+           f"{pods.MODELS_VOLUME_LABEL}={store.pvc} and a required pod affinity to it, so they share one node "
+           "(set deploy.access_mode: ReadWriteMany and a storage_class that provides it to spread them)."
+           if store.colocate else f"{store.access_mode}: pods that mount it may run on any node.")
+    files = {
+        "k8s/base/pvc.yaml": pods.dump(name, [pvc_object(store.pvc, labels, store.access_mode, store.storage_class,
+                                                         volume_gib(dep))],
+                                       f"Holds what every server pod reads at {MODELS}: model_repository/, checkpoint/, "
+                                       f"tokenizer, engine/ (tensorrtllm); models-job.yaml fills it.\nSize: "
+                                       f"deploy.volume_gib, else weights x 2.5 + 10Gi.\n{rwo}"),
+        "k8s/base/models-job.yaml": pods.dump(name, models_job_objects(dep, job, ks[0], store, labels),
+                                              job.comment),
+    }
     for kind in ks:
-        files[f"k8s/base/{kind.workload_file}"] = render_template(
-            "k8s-lws.yaml.j2" if kind.nodes > 1 else "k8s-deployment.yaml.j2", dep, kind=kind, models=MODELS,
-            startup_minutes=STARTUP_MINUTES, resources=pod_resources(dep, kind), shm_gib=SHM_GIB,
-            kubessh_setup=kubessh_setup(), leader_script=leader_script(kind) if kind.nodes > 1 else "", **common)
-        files[f"k8s/base/pdb-{kind.component}.yaml"] = render_template("k8s-pdb.yaml.j2", dep, kind=kind)
+        r = pod_resources(dep, kind)
+        if kind.nodes > 1:
+            obj = leaderworkerset_object(dep, kind, store, job)
+            why = (f"One model replica = {kind.nodes} pods on {kind.nodes} nodes ({kind.gpus_per_pod} GPU(s) each, "
+                   f"tp x pp = {kind.count}); rank 0 in the leader serves. Needs the LeaderWorkerSet controller "
+                   f"(https://lws.sigs.k8s.io).\nRequests = limits (Guaranteed): {r.why}.")
+        else:
+            obj = deployment_object(dep, kind, store, job)
+            where = "; ".join(kind.devices)
+            why = (f"{kind.replicas} replica(s): the server groups of this kind that the inventory's node holds "
+                   f"({where}).\nRequests = limits (Guaranteed QoS): {r.why}.")
+        files[f"k8s/base/{kind.workload_file}"] = pods.dump(name, [obj], why)
+        files[f"k8s/base/pdb-{kind.component}.yaml"] = pods.dump(name, [pdb_object(kind)], (
+            "Voluntary disruptions (node drains, upgrades) take one pod of this kind at a time: each reloads its "
+            "model for minutes.\nmaxUnavailable rather than minAvailable, so a kind with one replica can be drained."))
     if any(k.nodes > 1 for k in ks):
-        files["k8s/base/rbac.yaml"] = render_template("k8s-rbac.yaml.j2", dep, **common)
-    files["k8s/base/service.yaml"] = render_template("k8s-service.yaml.j2", dep, **common)
-    # Pods of the tritongen image mount the models volume; a ReadWriteOnce volume pins them to the servers' node.
-    tools = {"colocate": deploy.access_mode == "ReadWriteOnce", "models": MODELS, **common}
-    frontend = openai_pod(dep)
-    if frontend:
-        files["k8s/base/openai-deployment.yaml"] = render_template("k8s-openai-deployment.yaml.j2", dep, tool=frontend,
-                                                                   **tools)
-        files["k8s/base/openai-service.yaml"] = render_template("k8s-openai-service.yaml.j2", dep, tool=frontend)
-    resources = sorted(p.removeprefix("k8s/base/") for p in files)
-    files["k8s/base/kustomization.yaml"] = render_template("k8s-kustomization.yaml.j2", dep, resources=resources,
-                                                      hf_image=dep.builds_hf_image, lws=any(k.nodes > 1 for k in ks))
+        files["k8s/base/rbac.yaml"] = pods.dump(name, rbac_objects(dep, labels), (
+            "The LeaderWorkerSet leader starts the MPI ranks of its workers through `kubectl exec` (Open MPI's rsh "
+            "agent):\nit may read pods and exec into them in this namespace, nothing else."))
+    files["k8s/base/service.yaml"] = pods.dump(name, [service_object(dep, labels, serving)], (
+        "Every tritonserver pod of the deployment. gRPC streams are long-lived HTTP/2 connections that a Service "
+        "balances per\nconnection; put an L7 proxy in front for per-request balancing."))
+    files.update(tools.openai_files(dep, store, labels))
+    resources = sorted(p.removeprefix("k8s/base/") for p in files if p.startswith("k8s/base/"))
+    lws = " except LeaderWorkerSet's" if any(k.nodes > 1 for k in ks) else ""
+    notes = [f"kubectl apply -k .   (plain cluster: no CRD needed{lws}); with monitoring: kubectl apply -k "
+             "../with-monitoring; load test: kubectl apply -k ../with-loadtest"]
+    if dep.builds_hf_image:
+        notes.append(f"The serving image is built from ../../{HF_DOCKERFILE}: docker build -t REGISTRY/tritongen-hf:TAG "
+                     f"-f {HF_DOCKERFILE} . (in the output folder), push it, then: kustomize edit set image "
+                     f"{dep.image.split(':')[0]}=REGISTRY/tritongen-hf:TAG")
+    notes.append(f"The tritongen image (kubectl for the LeaderWorkerSet leader, tritongen's OpenAI frontend, the load "
+                 f"test) is built from ../../{TRITONGEN_DOCKERFILE}: kustomize edit set image "
+                 f"tritongen=REGISTRY/tritongen:TAG")
+    files["k8s/base/kustomization.yaml"] = pods.dump(name, [{
+        **KUSTOMIZATION, "labels": [{"pairs": {"app.kubernetes.io/part-of": name}}], "resources": resources}],
+        "\n".join(notes))
     if dep.builds_hf_image:
         files[HF_DOCKERFILE] = hf_dockerfile(dep)
     files[TRITONGEN_DOCKERFILE] = tritongen_dockerfile(dep)
-
-    files["k8s/loadtest/loadtest.yaml"] = render_template("k8s-loadtest.yaml.j2", dep, tool=loadtest_pod(dep, ks),
-                                                          storage_class=deploy.storage_class, **tools)
-    files["k8s/loadtest/kustomization.yaml"] = render_template("k8s-loadtest-component.yaml.j2", dep,
-                                                               image=image_tag())
-    files["k8s/with-loadtest/kustomization.yaml"] = render_template("k8s-with-loadtest.yaml.j2", dep)
-
-    signals = saturation_signals(dep)
-    component = {"k8s/monitoring/podmonitor.yaml": render_template("k8s-podmonitor.yaml.j2", dep, **common)}
-    for kind in ks:
-        component[f"k8s/monitoring/hpa-{kind.component}.yaml"] = render_template(
-            "k8s-hpa.yaml.j2", dep, kind=kind, signals=signals, **common)
-    files.update(component)
-    files["k8s/monitoring/kustomization.yaml"] = render_template(
-        "k8s-monitoring-component.yaml.j2", dep, resources=sorted(p.removeprefix("k8s/monitoring/") for p in component),
-        kinds=ks)
-    files["k8s/monitoring/prometheus-adapter-rules.yaml"] = render_template(
-        "k8s-adapter-rules.yaml.j2", dep, signals=signals, **common)
-    files["k8s/with-monitoring/kustomization.yaml"] = render_template("k8s-with-monitoring.yaml.j2", dep)
+    files.update(tools.loadtest_files(dep, ks, store, labels))
+    files.update(monitoring.monitoring_files(dep, ks, labels, serving))
+    for component in ("loadtest", "monitoring"):
+        files[f"k8s/with-{component}/kustomization.yaml"] = pods.dump(name, [{
+            **KUSTOMIZATION, "resources": ["../base"], "components": [f"../{component}"]}],
+            f"The deployment plus the {component} component: kubectl apply -k .")
     return files

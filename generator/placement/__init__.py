@@ -53,10 +53,6 @@ class DeviceFit:
     """Sequences of max_seq_len tokens that one instance's KV budget holds at once (capped by the engine)."""
     server_group: str | None
 
-    @property
-    def used_bytes(self) -> int:
-        return self.instances * (self.weight_bytes + self.headroom_bytes + self.kv_bytes)
-
 
 @dataclass(frozen=True)
 class ServerGroup:

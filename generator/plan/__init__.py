@@ -13,18 +13,15 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from tritongen.errors import SpecError, problem
-from tritongen.plan.make import (
-    CPU_MAX_BATCH_TOKENS, DEFAULT_GPU_ARCH, KV_QUANT_ALGO, QUANT_ALGO, make_plan, max_sequence_length, resolve_path,
-)
+from tritongen.plan.make import DEFAULT_GPU_ARCH, make_plan, max_sequence_length, resolve_path
 from tritongen.plan.model import (
-    PLAN_FORMAT, HFRuntimePlan, InstanceGroup, PathsPlan, PlacementPlan, Plan, ServerGroupPlan, TensorrtllmPlan,
-    TokenizerPlan,
+    PLAN_FORMAT, InstanceGroup, PathsPlan, PlacementPlan, Plan, ServerGroupPlan, TokenizerPlan,
 )
 from tritongen.spec import Spec, load_spec
 
 __all__ = [
-    "CPU_MAX_BATCH_TOKENS", "DEFAULT_GPU_ARCH", "HFRuntimePlan", "InstanceGroup", "KV_QUANT_ALGO", "PLAN_FORMAT",
-    "PathsPlan", "PlacementPlan", "Plan", "QUANT_ALGO", "ServerGroupPlan", "TensorrtllmPlan", "TokenizerPlan",
+    "DEFAULT_GPU_ARCH", "InstanceGroup", "PLAN_FORMAT", "PathsPlan", "PlacementPlan", "Plan", "ServerGroupPlan",
+    "TokenizerPlan",
     "is_plan_file", "load_plan", "make_plan", "max_sequence_length", "plan_from_file", "plan_from_json",
     "resolve_path",
 ]

@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from tritongen.errors import EnvironmentMissing, SpecError, problem
 
 CONFIG_FILE = "frontend.json"
+Dialect = Literal["ensemble", "llmapi"]
+DIALECTS = ("ensemble", "llmapi")
 TEMPLATE_FILE = "chat_template.jinja"
 
 
@@ -27,7 +29,7 @@ class ModelRoute(BaseModel):
     """Public model name (what clients pass as `model` and see in /v1/models)."""
     triton_model: str
     """The Triton model that serves it: ensemble or tensorrt_llm_bls (C++ contract), tensorrt_llm (llmapi)."""
-    dialect: Literal["ensemble", "llmapi"] = "ensemble"
+    dialect: Dialect = "ensemble"
     """The tensors it speaks: the C++ contract's (text_input, max_tokens, stream, token counts), or NVIDIA's llmapi
     model's (runtime trtllm: sampling_param_* inputs, whole text so far, no token counts; runtimes/llmapi/dialect.py)."""
     tokenizer_dir: str
@@ -95,7 +97,7 @@ class FrontendPlan(BaseModel):
         return plan.model_copy(update={"models": routes})
 
 
-def make_frontend_plan(spec, spec_dir: Path, tokenizer_dir: Path) -> FrontendPlan:
+def make_frontend_plan(spec, spec_dir: Path, tokenizer_dir: Path, target=None) -> FrontendPlan:
     """The frontend section of a spec, resolved: public name, template file (absolute), defaults filled in."""
     f, o = spec.frontend, spec.frontend.openai
     template = None
@@ -107,16 +109,14 @@ def make_frontend_plan(spec, spec_dir: Path, tokenizer_dir: Path) -> FrontendPla
                                     "point it at a Jinja chat template file, or remove it to use the tokenizer's"))
         template = str(path)
     triton_model, dialect = o.triton_model, "ensemble"
-    if spec.runtime == "trtllm":
-        # NVIDIA's llmapi model is the repository's only model: no ensemble or BLS in front of it.
-        from tritongen.runtimes.llmapi.dialect import MODEL
-
-        triton_model, dialect = MODEL, "llmapi"
+    if target is not None:
+        # A runtime whose own model is the repository (the runtime's load target: model and tensor dialect).
+        triton_model, dialect = target.model, target.dialect
         if o.implementation == "triton":
             raise SpecError(problem(
-                "frontend.openai.implementation", "triton cannot drive the trtllm runtime's model (Triton's frontend "
-                "sends stream, max_tokens and 2-D tensors; NVIDIA's llmapi model takes streaming, sampling_param_* "
-                "and 1-D tensors)", "use implementation: tritongen, or disable frontend.openai"))
+                "frontend.openai.implementation", f"triton cannot drive the {spec.runtime} runtime's model (Triton's "
+                "frontend sends stream, max_tokens and 2-D tensors; NVIDIA's llmapi model takes streaming, "
+                "sampling_param_* and 1-D tensors)", "use implementation: tritongen, or disable frontend.openai"))
     route = ModelRoute(name=o.served_model_name or spec.name, triton_model=triton_model, dialect=dialect,
                        tokenizer_dir=str(tokenizer_dir), chat_template=template,
                        default_max_tokens=o.default_max_tokens or spec.serving.max_tokens_default)

@@ -2,7 +2,8 @@
 
 Later stages (build, render, deploy, load test) read only the Plan, never the spec: `tritongen plan --json`
 writes it, and `render`, `deploy` and `loadtest` accept that JSON in place of the spec, without the spec or the
-checkpoint being present. A runtime adds its own section (`hf`, `tensorrtllm`, ...) next to the shared ones.
+checkpoint being present. The runtime's own section (`runtime_settings`) is the type its runtime defines
+(tritongen.runtimes), tagged with the runtime's name.
 """
 
 from __future__ import annotations
@@ -10,13 +11,14 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from tritongen.plan.frontend import FrontendPlan
-from tritongen.plan.llmapi import LlmApiPlan
+from tritongen.runtimes import RuntimeName, RuntimeSettingsUnion
 from tritongen.spec import DeploySection, LoadSection, SLOSection
 
-PLAN_FORMAT = "tritongen-plan/1"
+# A plan JSON of another format is refused with a hint to re-plan (plan_from_json).
+PLAN_FORMAT = "tritongen-plan/2"
 
 
 class _Frozen(BaseModel):
@@ -51,54 +53,6 @@ class InstanceGroup(_Frozen):
     kind: Literal["KIND_CPU", "KIND_GPU"]
     count: int
     gpus: tuple[int, ...] = ()
-
-
-class HFRuntimePlan(_Frozen):
-    """Settings of the python-backend LLM model (runtime hf)."""
-
-    checkpoint_dir: str
-    dtype: str
-    block_size: int
-    num_blocks: int | None
-    max_batch_tokens: int | None
-    max_memory_percent: float
-    cancellation_check_period_ms: int = 100
-    sampling: str = "per_request"
-    cuda_graphs: bool | None = None
-    attention: str | None = None
-    log_probs: bool = True
-
-
-class SyntheticPlan(_Frozen):
-    """Token timing of the synthetic runtime's tensorrt_llm model (a token source with no model)."""
-
-    ttft_ms: float
-    itl_ms: float
-
-
-class TensorrtllmPlan(_Frozen):
-    """The TensorRT engine path (runtime tensorrtllm): which engine, how it is built, how the backend runs it."""
-
-    engine_dir: str
-    """The engine folder the tensorrt_llm model loads (gpt_model_path)."""
-    engine_key: str | None
-    """The engine cache key when the engine is tritongen's cache entry; None for a given engine_dir."""
-    cache_dir: str
-    gpu_arch: str
-    build: dict[str, Any]
-    """Every value that reaches conversion and trtllm-build, defaults resolved (runtimes.tensorrtllm.build_settings)."""
-    batching_strategy: str
-    batch_scheduler_policy: str
-    kv_cache_free_gpu_mem_fraction: float
-    kv_cache_host_memory_bytes: int
-    enable_kv_cache_reuse: bool
-    enable_chunked_context: bool
-    gpu_device_ids: tuple[tuple[int, ...], ...] | None
-    """Without a placement: the GPUs of the one model instance (placement.gpu_ids); None means all visible."""
-
-    @property
-    def world_size(self) -> int:
-        return int(self.build["tp_size"]) * int(self.build["pp_size"])
 
 
 class ServerGroupPlan(_Frozen):
@@ -148,9 +102,9 @@ class PlacementPlan(_Frozen):
 
 
 class Plan(_Frozen):
-    format: Literal["tritongen-plan/1"] = PLAN_FORMAT
+    format: Literal["tritongen-plan/2"] = PLAN_FORMAT
     name: str
-    runtime: Literal["hf", "tensorrtllm", "trtllm", "synthetic"]
+    runtime: RuntimeName
     spec_dir: str
     """The folder of the spec the plan was made from (information only: every path is resolved in `paths`)."""
     paths: PathsPlan
@@ -167,13 +121,14 @@ class Plan(_Frozen):
     max_queue_size: int
     logits_datatype: str
     llm_instance_group: InstanceGroup
-    hf: HFRuntimePlan | None
-    tensorrtllm: TensorrtllmPlan | None = None
-    synthetic: SyntheticPlan | None = None
-    llmapi: LlmApiPlan | None = None
-    """The LLM-API model's settings (runtime trtllm)."""
+    runtime_settings: RuntimeSettingsUnion
+    """The runtime's own settings (its `settings` type in tritongen.runtimes), tagged by `runtime`."""
     bls_instances: int
     bls_parameters: dict[str, str]
+    bls_backend: Literal["native", "python"] = "python"
+    """Triton backend of tensorrt_llm_bls: `native` (tritongen_bls, C++) or `python` (serving.bls)."""
+    bls_backend_reason: str = ""
+    """Why `serving.bls: auto` chose the python BLS (the tokenizer's decoder is not table-decodable), else empty."""
     load: LoadSection
     slo: SLOSection
     deploy: DeploySection = DeploySection()
@@ -189,6 +144,13 @@ class Plan(_Frozen):
     group_configs: bool = False
     """True when server groups differ (KV budget, instances): each then gets tensorrt_llm/configs/<group>.pbtxt
     and its tritonserver runs with --model-config-name=<group>."""
+
+    @model_validator(mode="after")
+    def _one_runtime(self) -> Plan:
+        if self.runtime_settings.runtime != self.runtime:
+            raise ValueError(f"runtime_settings are for runtime {self.runtime_settings.runtime!r}, "
+                             f"not {self.runtime!r}")
+        return self
 
     def to_json(self) -> str:
         # Key order is kept: parameter dicts render in the order they were decided.

@@ -15,13 +15,12 @@ import jinja2
 
 from tritongen import contract
 from tritongen.plan import InstanceGroup, Plan, ServerGroupPlan
-from tritongen.resources import data_dir
-from tritongen.runtimes.hf import hf_parameters
 from tritongen.render.write import MARKER, check_output_dir, status_lines, write_repository
-from tritongen.runtimes.synthetic import synthetic_parameters
-from tritongen.runtimes.tensorrtllm import id_groups, tensorrt_llm_parameters
+from tritongen.resources import data_dir
+from tritongen.runtimes import runtime_of
+from tritongen.runtimes.base import Renderer
 
-__all__ = ["HEADER", "MARKER", "Locations", "check_output_dir", "environment", "render_repository", "status_lines",
+__all__ = ["HEADER", "MARKER", "Locations", "check_output_dir", "environment", "render_for", "render_repository", "status_lines",
            "write_repository"]
 
 TEMPLATES = data_dir("model_repository_templates")
@@ -76,50 +75,17 @@ class Locations:
         return cls(plan.tokenizer.dir, plan.paths.checkpoint, plan.paths.engine)
 
 
-def _default_device_ids(plan: Plan) -> str:
-    trt = plan.tensorrtllm
-    assert trt is not None
-    if plan.placement is not None:
-        # Each server group sees its own GPUs numbered from 0.
-        return ",".join(str(i) for i in range(trt.world_size))
-    return id_groups(trt.gpu_device_ids)
-
-
 def _llm_config(plan: Plan, where: Locations, group: ServerGroupPlan | None) -> bytes:
     """tensorrt_llm/config.pbtxt: the plan's defaults, or one server group's KV budget, instances and devices."""
     llm_in, llm_out = _tensors("tensorrt_llm", plan)
-    kv = group.kv_tokens if group else None
-    if plan.runtime == "hf":
-        backend, params = "python", hf_parameters(plan, where.checkpoint, kv)
-        instances = plan.llm_instance_group if group is None else \
-            plan.llm_instance_group.model_copy(update={"count": group.instances})
-    elif plan.runtime == "synthetic":
-        backend, params, instances = "python", synthetic_parameters(plan), plan.llm_instance_group
-    else:
-        assert where.engine is not None
-        ids = group.gpu_device_ids if group else _default_device_ids(plan)
-        backend = "tensorrtllm"
-        params = tensorrt_llm_parameters(plan, where.engine, ids, kv if group else plan.kv_tokens_per_instance)
-        instances = plan.llm_instance_group
+    backend, params, instances = runtime_of(plan).llm_config(plan, where, group)
     return _render("tensorrt_llm/config.pbtxt.j2", plan, backend=backend, inputs=llm_in, outputs=llm_out,
                    params=params, group=instances)
 
 
-def _render_llmapi(plan: Plan, where: Locations) -> dict[str, bytes]:
-    """The trtllm runtime's repository: NVIDIA's llmapi model alone (it tokenizes and detokenizes itself)."""
-    from tritongen.runtimes import llmapi
-
-    assert plan.llmapi is not None
-    tokenizer = where.tokenizer if plan.llmapi.tokenizer_dir else None
-    config = _render("llmapi/config.pbtxt.j2", plan, inputs=llmapi.contract.INPUTS, outputs=llmapi.contract.OUTPUTS,
-                     params={}, group=plan.llm_instance_group,
-                     model_dir=llmapi.TRTLLM.llmapi_model_dir)
-    files = {"tensorrt_llm/1/model.yaml": llmapi.model_yaml_text(plan, HEADER.format(name=plan.name),
-                                                                 where.checkpoint, tokenizer),
-             "tensorrt_llm/config.pbtxt": config}
-    if plan.frontend is not None:
-        files.update(plan.frontend.repository_files(where.tokenizer))
-    return dict(sorted(files.items()))
+def _renderer(plan: Plan) -> Renderer:
+    return Renderer(template=_render, shipped=lambda rel: (TEMPLATES / rel).read_bytes(),
+                    header=HEADER.format(name=plan.name))
 
 
 def render_repository(plan: Plan, where: Locations | None = None) -> dict[str, bytes]:
@@ -129,8 +95,12 @@ def render_repository(plan: Plan, where: Locations | None = None) -> dict[str, b
     (its own KV budget and instances), which its tritonserver selects with --model-config-name=<group>.
     """
     where = where or Locations.of(plan)
-    if plan.runtime == "trtllm":
-        return _render_llmapi(plan, where)
+    rt = runtime_of(plan)
+    if not rt.ensemble:
+        files = rt.model_files(plan, where, _renderer(plan))
+        if plan.frontend is not None:  # a runtime whose own model the frontend speaks to (llmapi)
+            files.update(plan.frontend.repository_files(where.tokenizer))
+        return dict(sorted(files.items()))
     files: dict[str, bytes] = {}
     pre_in, pre_out = _tensors("preprocessing", plan)
     files["preprocessing/config.pbtxt"] = _render(
@@ -148,14 +118,10 @@ def render_repository(plan: Plan, where: Locations | None = None) -> dict[str, b
     files["ensemble/1/.keep"] = b""
     for model in ("preprocessing", "postprocessing"):
         files[f"{model}/1/model.py"] = (TEMPLATES / model / "1" / "model.py").read_bytes()
+    # preprocessing builds the native BLS's detokenisation table from its tokenizer.
+    files["preprocessing/1/detok_table.py"] = (TEMPLATES / "preprocessing" / "1" / "detok_table.py").read_bytes()
 
-    if plan.runtime == "hf":
-        for name in ("model.py", "hf_requests.py"):
-            files[f"tensorrt_llm/1/{name}"] = (TEMPLATES / "tensorrt_llm" / "1" / name).read_bytes()
-    elif plan.runtime == "synthetic":
-        files["tensorrt_llm/1/model.py"] = (TEMPLATES / "synthetic" / "model.py").read_bytes()
-    else:
-        files["tensorrt_llm/1/.keep"] = b""
+    files.update(rt.model_files(plan, where, _renderer(plan)))
     files["tensorrt_llm/config.pbtxt"] = _llm_config(plan, where, None)
     if plan.group_configs:
         for group in plan.server_groups:
@@ -164,6 +130,7 @@ def render_repository(plan: Plan, where: Locations | None = None) -> dict[str, b
     bls_in, bls_out = _tensors("tensorrt_llm_bls", plan)
     files["tensorrt_llm_bls/config.pbtxt"] = _render(
         "tensorrt_llm_bls/config.pbtxt.j2", plan, inputs=bls_in, outputs=bls_out,
+        backend="tritongen_bls" if plan.bls_backend == "native" else "python",
         params={**plan.bls_parameters, "tokenizer_dir": where.tokenizer,
                 "skip_special_tokens": plan.tokenizer.skip_special_tokens},
         group=InstanceGroup(kind="KIND_CPU", count=plan.bls_instances))
@@ -174,3 +141,10 @@ def render_repository(plan: Plan, where: Locations | None = None) -> dict[str, b
         # settings, with the tokenizer where the server sees it, and a chat template file copied in.
         files.update(plan.frontend.repository_files(where.tokenizer))
     return dict(sorted(files.items()))
+
+
+def render_for(plan: Plan, where: Locations | None = None) -> dict[str, bytes]:
+    """Render the repository of a Plan after the runtime's checks against files here (tensorrtllm: the planned
+    engine, when it is built)."""
+    runtime_of(plan).check_before_render(plan)
+    return render_repository(plan, where)

@@ -1,0 +1,46 @@
+"""The runtimes registry: every runtime tritongen can plan, render, serve and deploy, in one place.
+
+A runtime is one package or module behind `runtimes.base.Runtime`. Registering one is one import line below; the
+spec's `runtime` choices, the Plan's runtime section (a union tagged by `runtime`) and every stage follow from it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Literal, Union
+
+from pydantic import Field
+
+from tritongen.runtimes.base import Runtime
+# One line per runtime, in the order the spec's choices and the docs list them.
+from tritongen.runtimes.hf import RUNTIME as _hf
+from tritongen.runtimes.tensorrtllm.runtime import RUNTIME as _tensorrtllm
+from tritongen.runtimes.llmapi.runtime import RUNTIME as _trtllm
+from tritongen.runtimes.synthetic import RUNTIME as _synthetic
+from tritongen.runtimes.vllm import RUNTIME as _vllm
+
+if TYPE_CHECKING:
+    from tritongen.plan.model import Plan
+
+RUNTIMES: dict[str, Runtime] = {r.name: r for r in list(globals().values()) if isinstance(r, Runtime)}
+NAMES = tuple(RUNTIMES)
+RuntimeName = Literal[NAMES]  # type: ignore[valid-type]
+CHOICES = ("What serves the model named tensorrt_llm: "
+           + ", ".join(f"`{r.name}` ({r.choice})" for r in list(RUNTIMES.values())[:-1])
+           + f", or `{NAMES[-1]}` ({RUNTIMES[NAMES[-1]].choice}).")
+"""The spec's description of its `runtime` field, from every runtime's own `choice`."""
+RuntimeSettingsUnion = Annotated[Union[tuple(r.settings for r in RUNTIMES.values())],  # type: ignore[valid-type]
+                                 Field(discriminator="runtime")]
+
+
+def runtime(name: str) -> Runtime:
+    return RUNTIMES[name]
+
+
+def runtime_of(plan: Plan) -> Runtime:
+    return RUNTIMES[plan.runtime]
+
+
+def names(where) -> str:
+    """The names of the runtimes for which `where(runtime)` holds, as prose ("hf and synthetic")."""
+    chosen = [r.name for r in RUNTIMES.values() if where(r)]
+    return chosen[0] if len(chosen) == 1 else ", ".join(chosen[:-1]) + " and " + chosen[-1]

@@ -1,15 +1,52 @@
-"""The hf runtime (python-backend LLM model on transformers' continuous batching): its model parameters."""
+"""The hf runtime: a python-backend `tensorrt_llm` model with the C++ model's tensor contract, on transformers'
+continuous batching (model_repository_templates/tensorrt_llm/1). It runs anywhere, CPU included."""
 
 from __future__ import annotations
 
-from tritongen.plan.model import Plan
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from tritongen.runtimes.base import PlanContext, Renderer, Runtime, RuntimeSettings, Signal, quantity
+from tritongen.runtimes.tensorrtllm import ensemble_server_command
+from tritongen.runtimes.tensorrtllm.release import TRTLLM
+
+if TYPE_CHECKING:
+    from tritongen.plan.model import Plan, ServerGroupPlan
+    from tritongen.render import Locations
+
+# Left unset, transformers sizes its static batch tensors from free memory; on CPU that took ~20 GB of RAM
+# for the tiny demo model, so CPU deployments get a modest per-step token budget instead.
+CPU_MAX_BATCH_TOKENS = 512
+
+# The hf runtime runs on Triton's plain python image of the same release as the TensorRT-LLM one, plus torch
+# and transformers baked in by a generated Dockerfile (installing at start would download on every restart).
+RELEASE = TRTLLM.release
+HF_BASE_IMAGE = f"nvcr.io/nvidia/tritonserver:{RELEASE}-py3"
+HF_IMAGE = f"tritongen-hf:{RELEASE}"
+
+
+class HFRuntimePlan(RuntimeSettings):
+    """Settings of the python-backend LLM model (runtime hf)."""
+
+    runtime: Literal["hf"] = "hf"
+    checkpoint_dir: str
+    dtype: str
+    block_size: int
+    num_blocks: int | None
+    max_batch_tokens: int | None
+    max_memory_percent: float
+    cancellation_check_period_ms: int = 100
+    sampling: str = "per_request"
+    cuda_graphs: bool | None = None
+    attention: str | None = None
+    log_probs: bool = True
 
 
 def hf_parameters(plan: Plan, checkpoint_dir: str, kv_tokens: int | None) -> dict[str, str]:
     """The `parameters` of the hf tensorrt_llm model; `checkpoint_dir` is where the server sees the checkpoint,
     `kv_tokens` the server group's KV budget (None: the plan's)."""
-    hf = plan.hf
-    assert hf is not None
+    hf = plan.runtime_settings
+    assert isinstance(hf, HFRuntimePlan)
     # An absolute token budget becomes a block count; without one transformers sizes the cache from memory.
     blocks = hf.num_blocks if kv_tokens is None else -(-kv_tokens // hf.block_size)
     return {
@@ -29,3 +66,56 @@ def hf_parameters(plan: Plan, checkpoint_dir: str, kv_tokens: int | None) -> dic
         "log_probs": str(hf.log_probs).lower(),
         "stream_interval": str(plan.stream_interval),
     }
+
+
+class HfRuntime(Runtime):
+    name = "hf"
+    settings = HFRuntimePlan
+    summary = "python-backend model on transformers' continuous batching, the C++ model's tensors (CPU or GPU)"
+    executed_here = "yes: CPU in `make test` (embedded tritonserver), H200 (docs/benchmarks.md)"
+    choice = "portable python model on transformers; pick it for CPUs, CI and GPUs without TensorRT-LLM"
+    needs_tokenizer_files = True
+    builds_image = True
+
+    def plan_settings(self, ctx: PlanContext, prepared: RuntimeSettings | None) -> HFRuntimePlan:
+        spec = ctx.spec
+        s, kv = spec.serving, spec.serving.kv_cache
+        return HFRuntimePlan(
+            checkpoint_dir=str(ctx.checkpoint), dtype=spec.model.dtype, block_size=kv.block_size,
+            # An absolute token budget becomes a block count; otherwise transformers sizes the cache from memory.
+            num_blocks=-(-ctx.kv_tokens // kv.block_size) if ctx.kv_tokens else None,
+            max_batch_tokens=s.max_batch_tokens or (CPU_MAX_BATCH_TOKENS if spec.placement.device == "cpu" else None),
+            max_memory_percent=kv.free_gpu_mem_fraction, cancellation_check_period_ms=s.cancellation_check_period_ms,
+            sampling=s.sampling, cuda_graphs=s.cuda_graphs, attention=s.attention, log_probs=s.log_probs,
+        )
+
+    def llm_config(self, plan: Plan, where: Locations, group: ServerGroupPlan | None) -> tuple[str, dict, Any]:
+        instances = plan.llm_instance_group if group is None else \
+            plan.llm_instance_group.model_copy(update={"count": group.instances})
+        return "python", hf_parameters(plan, where.checkpoint, group.kv_tokens if group else None), instances
+
+    def model_files(self, plan: Plan, where: Locations, render: Renderer) -> dict[str, bytes]:
+        return {f"tensorrt_llm/1/{name}": render.shipped(f"tensorrt_llm/1/{name}")
+                for name in ("model.py", "hf_requests.py")}
+
+    def image(self) -> str:
+        return HF_IMAGE
+
+    def server_command(self, plan: Plan, world_size: int, repository: str, ports: tuple[int, int, int],
+                       extra_args: Sequence[str]) -> list[str]:
+        return ensemble_server_command(world_size, repository, ports, extra_args)
+
+    def weights_in_container(self, settings: RuntimeSettings, checkpoint: str, engine: str,
+                             models: str) -> RuntimeSettings:
+        return settings.model_copy(update={"checkpoint_dir": checkpoint})
+
+    def hpa_signals(self, plan: Plan) -> list[Signal]:
+        # The model exports tritongen_llm_active_requests; requests beyond the planned batch wait for a slot.
+        capacity = plan.triton_max_batch_size * plan.llm_instance_group.count
+        return [Signal("tritongen_waiting_requests", 'tritongen_llm_active_requests{pod!=""}',
+                       f'clamp_min(sum by (<<.GroupBy>>) (tritongen_llm_active_requests{{<<.LabelMatchers>>}}) - '
+                       f'{capacity}, 0)', quantity(plan.deploy.hpa_waiting_requests),
+                       f"requests in flight beyond the planned batch of {capacity}")]
+
+
+RUNTIME = HfRuntime()

@@ -1,14 +1,76 @@
-"""The synthetic runtime (a token source at a configured TTFT/ITL, no model): its tensorrt_llm model parameters."""
+"""The synthetic runtime: a token source at a configured TTFT/ITL with the C++ model's tensors and no model
+(model_repository_templates/synthetic/model.py). It measures the serving path and the load generator alone."""
 
 from __future__ import annotations
 
-from tritongen.plan.model import Plan
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from tritongen.runtimes.base import PlanContext, Renderer, Runtime, RuntimeSettings
+from tritongen.runtimes.hf import HF_IMAGE
+from tritongen.runtimes.tensorrtllm import ensemble_server_command
+
+if TYPE_CHECKING:
+    from tritongen.plan.model import Plan, ServerGroupPlan
+    from tritongen.render import Locations
+
+
+class SyntheticPlan(RuntimeSettings):
+    """Token timing of the synthetic runtime's tensorrt_llm model (a token source with no model)."""
+
+    runtime: Literal["synthetic"] = "synthetic"
+    ttft_ms: float
+    itl_ms: float
+    source: Literal["native", "python"] = "native"
+    """native: the tritongen_tokensource C++ backend; python: model_repository_templates/synthetic/model.py."""
+
+
+NATIVE_BACKEND = "tritongen_tokensource"
+"""The C++ token source (generator/native/tritongen_tokensource.cc), behaviour equal to the python model."""
+
+
+def synthetic_backend(plan: Plan) -> str:
+    """The Triton backend of the synthetic tensorrt_llm model (synthetic.source)."""
+    syn = plan.runtime_settings
+    assert isinstance(syn, SyntheticPlan)
+    return NATIVE_BACKEND if syn.source == "native" else "python"
 
 
 def synthetic_parameters(plan: Plan) -> dict[str, str]:
     """The `parameters` of the synthetic tensorrt_llm model (model_repository_templates/synthetic/model.py)."""
-    syn = plan.synthetic
-    assert syn is not None
+    syn = plan.runtime_settings
+    assert isinstance(syn, SyntheticPlan)
     return {"ttft_ms": f"{syn.ttft_ms:g}", "itl_ms": f"{syn.itl_ms:g}", "vocab_size": str(plan.tokenizer.vocab_size),
             "end_id": str(plan.tokenizer.end_id), "pad_id": str(plan.tokenizer.pad_id),
             "stream_interval": str(plan.stream_interval)}
+
+
+class SyntheticRuntime(Runtime):
+    name = "synthetic"
+    settings = SyntheticPlan
+    summary = "a token source at a configured TTFT/ITL, no model (measures the serving path alone)"
+    executed_here = "yes: CPU in `make test` (embedded tritonserver), H200 (docs/benchmarks.md)"
+    choice = ("a token source with a configured TTFT/ITL and no model, to measure the serving path and the load "
+              "generator alone")
+
+    def plan_settings(self, ctx: PlanContext, prepared: RuntimeSettings | None) -> SyntheticPlan:
+        return SyntheticPlan(ttft_ms=ctx.spec.synthetic.ttft_ms, itl_ms=ctx.spec.synthetic.itl_ms,
+                             source=ctx.spec.synthetic.source)
+
+    def llm_config(self, plan: Plan, where: Locations, group: ServerGroupPlan | None) -> tuple[str, dict, Any]:
+        return synthetic_backend(plan), synthetic_parameters(plan), plan.llm_instance_group
+
+    def model_files(self, plan: Plan, where: Locations, render: Renderer) -> dict[str, bytes]:
+        if synthetic_backend(plan) != "python":
+            return {"tensorrt_llm/1/.keep": b""}
+        return {"tensorrt_llm/1/model.py": render.shipped("synthetic/model.py")}
+
+    def image(self) -> str:
+        return HF_IMAGE
+
+    def server_command(self, plan: Plan, world_size: int, repository: str, ports: tuple[int, int, int],
+                       extra_args: Sequence[str]) -> list[str]:
+        return ensemble_server_command(world_size, repository, ports, extra_args)
+
+
+RUNTIME = SyntheticRuntime()

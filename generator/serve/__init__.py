@@ -1,6 +1,6 @@
 """The embedded tritonserver: the real server binary shipped in the nvidia-pytriton wheel.
 
-Facts this module relies on (see DESIGN.md): the python backend needs the stub for the running Python version
+Facts this module relies on (observed with the wheel's tritonserver 2.51 on Linux x86_64): the python backend needs the stub for the running Python version
 next to libtriton_python.so; the stub embeds an interpreter that ignores PYTHONPATH but finds `python3` on PATH
 and honours the virtual environment it belongs to, and it loads the libpython the loader finds first.
 """
@@ -81,6 +81,21 @@ def backend_dir() -> Path:
             raise EnvironmentMissing(f"tritonserver: cannot install the python backend stub into {target} ({err}); "
                                      "make the nvidia-pytriton install writable or use a virtual environment") from None
     return root / "backends"
+
+
+def install_native_backends(repository: Path) -> tuple[str, ...]:
+    """Build (once per source) and install the native backends the repository's models use into backend_dir(),
+    where tritonserver finds them. A repository of python models needs no compiler, so nothing is built for it."""
+    from tritongen import native
+
+    names = native.used_by(repository)
+    if names:
+        try:
+            native.install(backend_dir(), names)
+        except OSError as err:
+            raise EnvironmentMissing(f"tritonserver: cannot install native backends {', '.join(names)} into "
+                                     f"{backend_dir()} ({err}); make the nvidia-pytriton install writable") from err
+    return names
 
 
 def libpython_dir() -> Path | None:
@@ -174,13 +189,14 @@ class TritonServer:
     def command(self) -> list[str]:
         from tritongen.runtimes.llmapi import completes_own_config
 
+        backends = backend_dir()
         # NVIDIA's llmapi model sets decoupled and max_batch_size from its model.yaml in auto_complete_config;
         # every other model's config.pbtxt is complete, and auto-completion would only hide a mistake in it.
         auto = [] if completes_own_config(self.repository) else ["--disable-auto-complete-config"]
         return [
             str(_pytriton_root() / "bin" / "tritonserver"),
             f"--model-repository={Path(self.repository).resolve()}",
-            f"--backend-directory={backend_dir()}",
+            f"--backend-directory={backends}",
             f"--http-port={self.http_port}", f"--grpc-port={self.grpc_port}",
             f"--metrics-port={self.metrics_port}", "--allow-metrics=true", "--allow-gpu-metrics=false",
             *auto, f"--exit-timeout-secs={EXIT_TIMEOUT_S}", *self.extra_args,
@@ -193,6 +209,7 @@ class TritonServer:
                 flag = f"--{name}-port"
                 raise EnvironmentMissing(f"serve.{name}_port: port {port} is already in use by another process; "
                                          f"stop that process or pick another port with {flag}")
+        install_native_backends(self.repository)
         if self.log_path is None:
             self.log_path = Path(tempfile.mkstemp(prefix="tritonserver-", suffix=".log")[1])
         log = open(self.log_path, "wb")

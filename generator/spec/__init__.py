@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import PydanticCustomError
 
 from tritongen.errors import SpecError, clip, problem, shown
+from tritongen.runtimes import CHOICES as RUNTIME_CHOICES, RuntimeName, names, runtime
 
 
 class _Problems(ValueError):
@@ -199,6 +200,13 @@ class ServingSection(_Section):
     requests on threads; default min(4, max_batch_size). Not streaming: each serves one request at a time; default
     serving.max_batch_size."""
 
+    bls: Literal["auto", "native", "python"] = "auto"
+    """What runs tensorrt_llm_bls, the text path's per-token step. native: tritongen's C++ backend
+    (tritongen_bls), which detokenises each LLM response inside tritonserver (no IPC round trip into a Python
+    process per token); it needs a byte-level BPE or SentencePiece byte-fallback tokenizer (checked against the
+    tokenizer when planning) and a C++ compiler where tritonserver starts. python: the python BLS (any tokenizer,
+    speculative decoding). auto: native when the tokenizer allows it, else python."""
+
     bls_accumulate_tokens: bool = False
     """tensorrt_llm_bls streams the text of all tokens so far in each response (beam width 1)."""
 
@@ -250,6 +258,12 @@ class SyntheticSection(_Section):
 
     itl_ms: float = Field(10, ge=0)
     """Time between two tokens of one request."""
+
+    source: Literal["native", "python"] = "native"
+    """What serves the token source: `native` (a C++ Triton backend, built on first serve with the machine's C++
+    compiler; tens of thousands of tokens/s per core, so a benchmark measures the serving path, not the source) or
+    `python` (the same behaviour as a python model: no compiler needed, but its per-response IPC caps it at a few
+    thousand tokens/s)."""
 
 
 class TokenDistribution(_Section):
@@ -358,6 +372,10 @@ class SLOSection(_Section):
     every lower level passing) is at least this level. None: every level must pass."""
 
 
+_LABEL_KEY = re.compile(r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+
+
 class DeploySection(_Section):
     """Settings of the generated deployment files (`tritongen deploy`)."""
 
@@ -385,6 +403,24 @@ class DeploySection(_Section):
     """Kubernetes: nodes one model replica spans (multi-node tensor/pipeline parallelism). Above 1 the replica is a
     LeaderWorkerSet of this many pods, one per node, each taking engine.tp_size x engine.pp_size / nodes full GPUs
     of a node like the inventory's; mpirun on the leader starts the ranks in the worker pods."""
+
+    replicas: int | None = Field(None, ge=1)
+    """Kubernetes HPA: the most server pods of each device kind (maxReplicas), e.g. what the inventory's node
+    holds times the nodes of that layout; unset: what one node holds. More than one node holds needs
+    access_mode ReadWriteMany (a ReadWriteOnce volume keeps every pod on one node)."""
+
+    monitor_labels: dict[str, str] = {"release": "prometheus"}
+    """Kubernetes: labels of the PodMonitor, for the Prometheus Operator's podMonitorSelector (kube-prometheus-stack
+    selects `release: <helm release name>`)."""
+
+    @field_validator("monitor_labels")
+    @classmethod
+    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, text in value.items():
+            if not (_LABEL_KEY.fullmatch(key) and _LABEL_VALUE.fullmatch(text)):
+                raise PydanticCustomError("label", "'{key}: {text}' is not a Kubernetes label (keys [prefix/]name, "
+                                          "values up to 63 of [A-Za-z0-9._-])", {"key": key, "text": text})
+        return value
 
     hpa_waiting_requests: float = Field(2, gt=0)
     """Kubernetes HPA: scale out when requests waiting for a batch slot exceed this per pod (average)."""
@@ -464,13 +500,8 @@ class Spec(_Section):
     services use it with `.` and `_` mapped to `-` (a DNS-1035 label, so Service names are valid by construction,
     with room for suffixes such as `-mig-3g-71gb`)."""
 
-    runtime: Literal["hf", "tensorrtllm", "trtllm", "synthetic"] = "hf"
-    """What serves the model named tensorrt_llm: `trtllm` (NVIDIA's LLM-API model, maintained upstream; no engine
-    build; pick it on GPUs with the TensorRT-LLM container), `tensorrtllm` (the TensorRT engine path: C++ backend
-    and built engines, in pinned containers up to 26.07; pick it for an existing engine workflow), `hf`
-    (portable python model on transformers; pick it for CPUs, CI and GPUs without TensorRT-LLM), or `synthetic`
-    (a token source with a configured TTFT/ITL and no model, to measure the serving path and the load generator
-    alone)."""
+    runtime: RuntimeName = Field("hf", description=RUNTIME_CHOICES)
+    # Described by the runtimes themselves (tritongen.runtimes.CHOICES), so a new runtime documents itself here.
 
     model: ModelSection
     """The checkpoint and tokenizer."""
@@ -515,13 +546,14 @@ class Spec(_Section):
         if self.placement.device == "cpu" and self.placement.gpu_ids:
             problems.append(problem("placement.gpu_ids", "is set but placement.device is cpu",
                                     "set placement.device: gpu or remove gpu_ids"))
-        if self.runtime in ("tensorrtllm", "trtllm") and self.placement.device == "cpu":
+        rt = runtime(self.runtime)
+        if not rt.runs_on_cpu and self.placement.device == "cpu":
             problems.append(problem("placement.device", f"cpu cannot run the {self.runtime} runtime",
                                     "set placement.device: gpu, or runtime: hf"))
-        if self.runtime in ("tensorrtllm", "trtllm") and self.serving.stream_interval != 1:
+        if not rt.honours_stream_interval and self.serving.stream_interval != 1:
             problems.append(problem("serving.stream_interval", f"({self.serving.stream_interval}) is honoured by the "
-                                    f"hf and synthetic runtimes only; the {self.runtime} runtime sends a response per "
-                                    "generated token", "remove it (or set 1)"))
+                                    f"{names(lambda r: r.honours_stream_interval)} runtimes only; the {self.runtime} "
+                                    "runtime sends a response per generated token", "remove it (or set 1)"))
         if self.engine.max_input_len >= self.engine.max_seq_len:
             problems.append(problem("engine.max_input_len", f"({self.engine.max_input_len}) must be below "
                                     f"engine.max_seq_len ({self.engine.max_seq_len})",

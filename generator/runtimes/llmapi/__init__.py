@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from tritongen.runtimes.llmapi import contract
+from tritongen.runtimes.llmapi.plan import LlmApiPlan
 from tritongen.runtimes.tensorrtllm.release import TRTLLM
 
-if TYPE_CHECKING:  # the plan imports this runtime's sizing; import the Plan type only for annotations
+if TYPE_CHECKING:  # the plan imports the runtimes; import the Plan type only for annotations
     from tritongen.plan import Plan
 
 
@@ -25,8 +26,8 @@ def model_yaml(plan: Plan, checkpoint: str | None = None, tokenizer: str | None 
 
     `checkpoint`/`tokenizer` are the paths the server sees (default: the plan's host paths).
     """
-    p = plan.llmapi
-    assert p is not None, "model_yaml needs a trtllm plan"
+    p = plan.runtime_settings
+    assert isinstance(p, LlmApiPlan), "model_yaml needs a trtllm plan"
     kv: dict[str, Any] = {"free_gpu_memory_fraction": p.kv_free_gpu_memory_fraction,
                           "enable_block_reuse": p.enable_block_reuse, "dtype": p.kv_cache_dtype}
     if p.kv_max_tokens is not None:
@@ -72,7 +73,7 @@ def launch_command(repo_dir: str, ports: tuple[int, int, int], *, tritonserver: 
 
     The repository is copied to a writable folder and NVIDIA's model.py/helpers.py are added from the container,
     so the rendered repository stays the reviewable part and the model code is the release's own. No mpirun: a
-    tensor-parallel LLM spawns its workers itself. One model instance per server (plan/make.py llmapi_instances
+    tensor-parallel LLM spawns its workers itself. One model instance per server (runtime.py llmapi_instances
     says why). Auto-complete stays on: the model takes decoupled and max_batch_size from model.yaml there.
     """
     http, grpc, metrics = ports

@@ -12,12 +12,11 @@ from pathlib import PurePosixPath
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-from tritongen.spec import Spec
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the plan and the spec import the runtimes; their types are needed for annotations only
     from tritongen.plan import Plan
+    from tritongen.spec import Spec
 
-
+from tritongen.runtimes.base import RuntimeSettings
 from tritongen.runtimes.tensorrtllm.release import TRTLLM, TrtllmRelease  # noqa: F401 (re-exported)
 
 # Where the docker build mounts the TensorRT-LLM checkout's examples folder (see trtllm_build).
@@ -64,6 +63,32 @@ def build_settings(spec: Spec) -> dict[str, Any]:
         "kv_cache_type": "paged",
         "remove_input_padding": True,
     }
+
+
+class TensorrtllmPlan(RuntimeSettings):
+    """The TensorRT engine path (runtime tensorrtllm): which engine, how it is built, how the backend runs it."""
+
+    runtime: Literal["tensorrtllm"] = "tensorrtllm"
+    engine_dir: str
+    """The engine folder the tensorrt_llm model loads (gpt_model_path)."""
+    engine_key: str | None
+    """The engine cache key when the engine is tritongen's cache entry; None for a given engine_dir."""
+    cache_dir: str
+    gpu_arch: str
+    build: dict[str, Any]
+    """Every value that reaches conversion and trtllm-build, defaults resolved (build_settings)."""
+    batching_strategy: str
+    batch_scheduler_policy: str
+    kv_cache_free_gpu_mem_fraction: float
+    kv_cache_host_memory_bytes: int
+    enable_kv_cache_reuse: bool
+    enable_chunked_context: bool
+    gpu_device_ids: tuple[tuple[int, ...], ...] | None
+    """Without a placement: the GPUs of the one model instance (placement.gpu_ids); None means all visible."""
+
+    @property
+    def world_size(self) -> int:
+        return int(self.build["tp_size"]) * int(self.build["pp_size"])
 
 
 def needs_calibration(spec: Spec) -> bool:
@@ -146,8 +171,8 @@ def tensorrt_llm_parameters(plan: Plan, engine_dir: str | os.PathLike[str], gpu_
     out where the default is documented, so a rendered config does not depend on the backend version's defaults
     (enable_kv_cache_reuse flipped from false to true in v0.19).
     """
-    trt = plan.tensorrtllm
-    assert trt is not None
+    trt = plan.runtime_settings
+    assert isinstance(trt, TensorrtllmPlan)
     beam = int(trt.build["max_beam_width"])
     return {
         "max_beam_width": str(beam),
@@ -252,3 +277,14 @@ def launch_command(world_size: int, repo_dir: str | os.PathLike[str], ports: Por
 def orchestrator_env(spawn_processes: bool = True) -> dict[str, str]:
     """Environment of a tritonserver in orchestrator mode (launch_command(mode="orchestrator"))."""
     return {"TRTLLM_ORCHESTRATOR": "1", "TRTLLM_ORCHESTRATOR_SPAWN_PROCESSES": "1" if spawn_processes else "0"}
+
+
+def ensemble_server_command(world_size: int, repository: str, ports: Sequence[int],
+                            extra_args: Sequence[str]) -> list[str]:
+    """launch_command for a repository with the C++ model's tensors, `extra_args` given to every tritonserver."""
+    out = []
+    for arg in launch_command(world_size, repository, Ports(*ports)):
+        out.append(arg)
+        if arg == TRTLLM.tritonserver:
+            out.extend(extra_args)
+    return out

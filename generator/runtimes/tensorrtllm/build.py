@@ -21,15 +21,17 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import docker
 from docker.types import DeviceRequest, Mount, Ulimit
 
 from tritongen.errors import CheckFailed, EnvironmentMissing, SpecError, problem
-from tritongen.spec import Spec
 from tritongen.runtimes.tensorrtllm import (CONTAINER_EXAMPLES, LLAMA_FAMILY, TRTLLM, build_commands, build_settings,
                               needs_calibration)
+
+if TYPE_CHECKING:  # the spec imports the runtimes; its type is needed for annotations only
+    from tritongen.spec import Spec
 
 MANIFEST = "tritongen-manifest.json"
 

@@ -9,14 +9,17 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tritongen.errors import SpecError, problem
-from tritongen.plan.model import Plan
-from tritongen.runtimes.tensorrtllm import TRTLLM
+from tritongen.runtimes.tensorrtllm import TRTLLM, TensorrtllmPlan
+
+if TYPE_CHECKING:  # the plan calls these checks; the Plan type is needed for annotations only
+    from tritongen.plan.model import Plan
 
 # pretrained_config.quantization.quant_algo written by conversion, per spec quantisation.
 _QUANT_ALGO = {"none": None, "fp8": "FP8", "int8_weight_only": "W8A16", "int4_weight_only": "W4A16",
@@ -66,8 +69,8 @@ def _stderr(message: str) -> None:
 def check_plan_engine(plan: Plan, log: Callable[[str], None] = _stderr) -> None:
     """Check the plan's engine against its config.json when the engine exists here (SpecError naming both
     fields); a missing engine is for the build, or the serving machine, to provide, and is said."""
-    trt = plan.tensorrtllm
-    if trt is None:
+    trt = plan.runtime_settings
+    if not isinstance(trt, TensorrtllmPlan):
         return
     if not (Path(trt.engine_dir) / "config.json").is_file():
         log(f"engine.engine_dir: no built engine at {trt.engine_dir} yet, so the repository is not checked against "
@@ -96,8 +99,8 @@ def check_engine(engine_config: dict[str, Any], plan: Plan, *, tokenizer_vocab_s
     pretrained = engine_config.get("pretrained_config", {})
     mapping = pretrained.get("mapping", {})
     quant = pretrained.get("quantization", {})
-    trt = plan.tensorrtllm
-    assert trt is not None
+    trt = plan.runtime_settings
+    assert isinstance(trt, TensorrtllmPlan)
     wanted = trt.build
     problems = []
 
@@ -192,3 +195,60 @@ def check_engine(engine_config: dict[str, Any], plan: Plan, *, tokenizer_vocab_s
                                 f"does not match engine pretrained_config.quantization.kv_cache_quant_algo "
                                 f"({_json(kv_algo)})", "set engine.kv_cache_dtype to the engine's or rebuild"))
     return problems
+
+
+def check_parallel(config: dict[str, Any], tp: int, pp: int) -> None:
+    """tp must divide the attention heads (and the KV heads, or be a multiple of them); pp must divide the layers."""
+    text = config.get("text_config", config)
+    heads, layers = text.get("num_attention_heads"), text.get("num_hidden_layers")
+    kv_heads = text.get("num_key_value_heads", heads)
+    problems = []
+    if heads and heads % tp:
+        problems.append(problem("engine.tp_size", f"{tp} does not divide the model's {heads} attention heads",
+                                f"use a tp_size that divides {heads} (e.g. {_divisors(heads)})"))
+    elif kv_heads and tp > 1 and kv_heads % tp and tp % kv_heads:
+        problems.append(problem("engine.tp_size", f"{tp} neither divides the model's {kv_heads} KV heads nor is a "
+                                "multiple of them", f"use a tp_size that divides {kv_heads}"))
+    if layers and layers % pp:
+        problems.append(problem("engine.pp_size", f"{pp} does not divide the model's {layers} layers",
+                                f"use a pp_size that divides {layers} (e.g. {_divisors(layers)})"))
+    if problems:
+        raise SpecError(problems)
+
+
+def _divisors(n: int) -> str:
+    return ", ".join(str(d) for d in (1, 2, 4, 8, 16) if n % d == 0)
+
+
+# Compute capability by product name, for an engine cache key planned from an inventory file (not NVML).
+_ARCH = ((re.compile(r"\b(GB|B)(100|200|300)\b"), "sm100"), (re.compile(r"\b(GH200|H200|H100|H800|H20)\b"), "sm90"),
+         (re.compile(r"\b(L40S?|L4|L20|RTX 40\d\d|RTX \d+ Ada)\b"), "sm89"),
+         (re.compile(r"\b(A100|A800|A30)\b"), "sm80"), (re.compile(r"\b(A10G?|A40|A16|A2|RTX A\d{4})\b"), "sm86"))
+
+
+def gpu_arch_from_inventory(gpu_names: list[str]) -> str | None:
+    """The one `sm<NN>` the named GPUs share (None when unknown); several architectures are refused."""
+    archs = {next((arch for pattern, arch in _ARCH if pattern.search(name)), None) for name in gpu_names}
+    if None in archs or not archs:
+        return None
+    if len(archs) > 1:
+        raise SpecError(problem("placement.gpu_ids", f"the GPUs span architectures {', '.join(sorted(archs))}, "
+                                "and an engine runs on the one it was built for", "list GPUs of one product"))
+    return archs.pop()
+
+
+# GPUs without FP8 tensor cores (FP8 needs compute capability 8.9: Ada, Hopper and newer).
+_NO_FP8 = re.compile(r"\b(A100|A800|A30|A40|A10G?|A16|A2|V100|T4|RTX A\d{4})\b")
+
+
+def check_fp8(quantization: str, kv_cache_dtype: str, gpu_names: list[tuple[str, str]]) -> None:
+    """FP8 weights or KV cache on GPUs of the inventory that have no FP8 (`gpu_names`: (label, product name))."""
+    field = "engine.quantization" if quantization == "fp8" else "engine.kv_cache_dtype" if kv_cache_dtype == "fp8" \
+        else None
+    if field is None:
+        return
+    without = [f"{label} ({name})" for label, name in gpu_names if _NO_FP8.search(name)]
+    if without:
+        raise SpecError(problem(field, f"fp8 needs FP8 tensor cores (Ada, Hopper or newer), which "
+                                f"{', '.join(without)} lack", "use int8_weight_only, int4_awq or smoothquant "
+                                "(and kv_cache_dtype int8), or GPUs with FP8"))

@@ -50,6 +50,11 @@ class TrtllmRelease:
     llmapi_model_dir: str
     """The LLM-API Triton model's version folder inside the container (model.py and helpers.py live there)."""
 
+    @property
+    def release(self) -> str:
+        """The Triton release of the container (`26.07`): the other images of the same line share it."""
+        return self.container.rsplit(":", 1)[1].split("-", 1)[0]
+
 
 TRTLLM = TrtllmRelease(
     container="nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3",

@@ -41,6 +41,7 @@ class TritonPythonModel:
         self.add_special_tokens = _param(config, "add_special_tokens", "true").lower() in ("true", "1", "yes")
         self.end_id = self.tokenizer.eos_token_id
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.end_id
+        self.tables = {}  # skip_special_tokens -> detokenisation table
 
     def _word_list(self, rows, batch):
         """Encode per-request word lists into TensorRT-LLM's [batch, 2, N] layout."""
@@ -84,7 +85,22 @@ class TritonPythonModel:
             padded[i, : len(row)] = row
         return padded, lengths
 
+    def _table(self, flags):
+        """The tokenizer's decoding as a per-token table, for the native tensorrt_llm_bls (built once)."""
+        skip = bool(flags & 1)
+        if skip not in self.tables:
+            from detok_table import build_table, check_table
+
+            blob = build_table(self.tokenizer, skip)
+            check_table(self.tokenizer, blob, skip)  # never serve a table that decodes differently
+            self.tables[skip] = blob
+        return pb_utils.InferenceResponse(output_tensors=[
+            pb_utils.Tensor("DETOKENIZER_TABLE", np.array([[self.tables[skip]]], dtype=np.object_))])
+
     def _one(self, request):
+        table_request = _array(request, "DETOKENIZER_TABLE_REQUEST")
+        if table_request is not None:
+            return self._table(int(table_request.reshape(-1)[0]))
         queries = _strings(request, "QUERY")
         batch = len(queries)
         input_ids, input_lengths = self._ids(queries)

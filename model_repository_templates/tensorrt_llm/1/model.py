@@ -7,7 +7,7 @@ request's response sender in both transaction policies: decoupled (streamed requ
 tokens once `stream_interval` tokens are waiting, by default every step) and not decoupled (one response, then
 FINAL); `execute` only admits requests and returns at once.
 
-Serving rules (DESIGN.md "Serving behaviour"): every request is checked before it enters the batch and a bad one
+Serving rules (tests/test_faults.py holds the model to them): every request is checked before it enters the batch and a bad one
 gets one error naming the input and the limit; every request ends with exactly one FINAL response; at most
 `max_batch_size` requests are in flight, further ones wait in Triton's queue, whose `max_queue_size` rejects the
 excess; a cancelled request is dropped within `cancellation_check_period_ms` plus one step; if the generation loop
@@ -98,7 +98,7 @@ class TritonPythonModel:
             max_batch_tokens=int(max_batch_tokens) if max_batch_tokens else None,
             max_memory_percent=float(_param(config, "kv_cache_free_gpu_mem_fraction", 0.9)),
             use_cuda_graph=use_graphs,
-            # transformers 5.17 hung with async batching on an H200 (DESIGN.md); the plain loop is kept.
+            # transformers 5.17 hung with async batching on an H200 (no response in 110 s); the plain loop is kept.
             use_async_batching=False,
             return_logprobs=self.log_probs,
         )

@@ -1,0 +1,218 @@
+"""Can the serving path carry an engine's token rate? Each layout's delivered tok/s next to the token source's own.
+
+One embedded tritonserver serves the synthetic runtime (examples/synthetic-cpu.yaml with the tiny demo tokenizer;
+`synthetic.source: native`, the C++ token source, unless --set says otherwise). Per concurrency level, the lean
+client bench/streamclient.py (N processes x M gRPC streams, all started at once, exact text checked on every
+completed request) drives, one after the other:
+- `tensorrt_llm`: the source called directly: its own ceiling, and the ids path (ids streamed, decoded by the client);
+- `tensorrt_llm_bls`: the BLS called directly;
+- `ensemble`: the default text path (gRPC -> ensemble -> BLS -> tensorrt_llm).
+A path is measured only where the source's ceiling at that level is above it; the table puts the two side by side.
+
+Server CPU: user + system seconds of tritonserver and every python backend stub (psutil), read at the start and the
+end of the client's window (the window is timed from the first sent request: start + warmup .. + duration), so
+server and client figures cover the same seconds. The source's counter tritongen_llm_output_tokens_total over the
+whole run is checked against the tokens the client received.
+
+    .venv/bin/python bench/engine_speed.py --levels 64,256 --duration 10 --warmup 3 --processes 8 \
+        [--itl-ms 5] [--ttft-ms 20] [--output-tokens 128] [--input-tokens 128] [--layouts tensorrt_llm,ensemble] \
+        [--set serving.stream_interval=4] [--name engine_speed]
+
+Writes bench/results/<name>.json and bench/results/<name>.md (the table it prints).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "tests"))
+
+import streamclient  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+LAYOUTS = {"tensorrt_llm": "source alone / ids path (tensorrt_llm direct)", "tensorrt_llm_bls": "BLS direct",
+           "ensemble": "default: ensemble -> BLS"}
+
+
+def _process_name(proc: psutil.Process) -> str:
+    cmd = proc.cmdline()
+    if cmd and cmd[0].endswith("tritonserver"):
+        return "tritonserver"
+    for part in cmd:
+        if part.endswith("/1/model.py"):
+            return Path(part).parent.parent.name
+    return proc.name()
+
+
+def server_cpu(root_pid: int) -> dict[str, float]:
+    """CPU seconds (user + system) of tritonserver and each python backend stub, summed by model."""
+    root = psutil.Process(root_pid)
+    out: dict[str, float] = {}
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            t = proc.cpu_times()
+            name = _process_name(proc)
+            out[name] = out.get(name, 0.0) + t.user + t.system
+        except psutil.NoSuchProcess:
+            continue
+    return out
+
+
+def source_counters(metrics_url: str) -> tuple[float, float]:
+    """(tokens sent, requests active) of the tensorrt_llm model's source."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = urllib.request.urlopen(metrics_url, timeout=10).read().decode()
+    values = {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples
+              if s.name.startswith("tritongen_llm_") and s.labels.get("model") == "tensorrt_llm"}
+    return values.get("tritongen_llm_output_tokens_total", 0.0), values.get("tritongen_llm_active_requests", 0.0)
+
+
+def _settled_counter(metrics_url: str, timeout: float = 30.0) -> float:
+    deadline = time.monotonic() + timeout
+    while True:
+        tokens, active = source_counters(metrics_url)
+        if active == 0 or time.monotonic() > deadline:
+            return tokens
+        time.sleep(0.1)
+
+
+def measure(server, cfg: streamclient.Config, prepared) -> dict:
+    """One layout at one level: the client's figures, server CPU over the same window, counter vs client."""
+    samples: list[dict[str, float]] = []
+
+    def sample_window(start: float, window: tuple[float, float]) -> None:
+        def sampler() -> None:
+            for at in window:
+                time.sleep(max(0.0, at - time.monotonic()))
+                samples.append(server_cpu(server.process.pid))
+        threading.Thread(target=sampler, daemon=True).start()
+
+    before = _settled_counter(server.metrics_url)
+    result = streamclient.run(cfg, *prepared, on_start=sample_window)
+    after = _settled_counter(server.metrics_url)
+    if len(samples) == 2:
+        cpu = {k: round(samples[1].get(k, 0.0) - samples[0].get(k, 0.0), 3) for k in samples[1]}
+        total = sum(cpu.values())
+        result["server_cpu_s_by_process"] = cpu
+        result["server_cpu_cores"] = round(total / cfg.duration_s, 2)
+        result["server_cpu_us_per_token"] = round(total * 1e6 / result["tokens_in_window"], 1) \
+            if result["tokens_in_window"] else None
+    result["server_tokens"] = after - before
+    result["client_equals_server_tokens"] = result["tokens_total"] == after - before
+    return result
+
+
+def render_and_start(args, workdir: Path):
+    from specs import apply_overrides, render_spec
+    from streaming_text import start_server
+
+    data = yaml.safe_load((ROOT / "examples" / "synthetic-cpu.yaml").read_text())
+    data["model"]["checkpoint"] = str(Path(args.checkpoint).resolve())
+    overrides = {"synthetic.ttft_ms": args.ttft_ms, "synthetic.itl_ms": args.itl_ms,
+                 "serving.max_batch_size": max(64, max(args.levels))}
+    for item in args.set:
+        key, _, value = item.partition("=")
+        overrides[key] = yaml.safe_load(value)
+    apply_overrides(data, overrides)
+    spec = workdir / "spec.yaml"
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
+    render_spec(spec, workdir / "model_repository")
+    return start_server(workdir / "model_repository", workdir / "tritonserver.log"), overrides
+
+
+ROW_COLS = [("level", "concurrency"), ("layout", "layout"), ("delivered tok/s", "tok_per_s"),
+            ("source ceiling tok/s", "ceiling"), ("% of ceiling", "pct_of_ceiling"),
+            ("TTFT p50/p99 ms", "ttft"), ("ITL p50/p99 ms", "itl"), ("server CPU cores", "server_cpu_cores"),
+            ("server CPU µs/token", "server_cpu_us_per_token"), ("client CPU cores", "client_cpu_cores"),
+            ("exact text", "exact"), ("client = server tokens", "client_equals_server_tokens")]
+
+
+def table(results: list[dict]) -> str:
+    ceilings = {r["concurrency"]: r["tok_per_s"] for r in results if r["config"]["target"] == "tensorrt_llm"}
+    rows = []
+    for r in results:
+        ceiling = ceilings.get(r["concurrency"])
+        exact = f"{r['text_exact']}/{r['text_checked']}" if r["text_checked"] else "not checked"
+        rows.append({**r, "layout": LAYOUTS[r["config"]["target"]], "ceiling": ceiling,
+                     "pct_of_ceiling": round(100 * r["tok_per_s"] / ceiling) if ceiling else None,
+                     "ttft": f"{r['ttft_ms_p50']} / {r['ttft_ms_p99']}", "itl": f"{r['itl_ms_p50']} / {r['itl_ms_p99']}",
+                     "exact": exact})
+    head = "| " + " | ".join(h for h, _ in ROW_COLS) + " |"
+    sep = "|" + "|".join("---" if k == "layout" else "---:" for _, k in ROW_COLS) + "|"
+    body = ["| " + " | ".join("-" if row.get(k) is None else (f"{row[k]:,.0f}" if isinstance(row[k], float) and
+                                                                k in ("tok_per_s", "ceiling") else str(row[k]))
+                              for _, k in ROW_COLS) + " |" for row in rows]
+    return "\n".join([head, sep, *body])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--levels", default="16,64", help="total concurrent streams per level, comma separated")
+    ap.add_argument("--processes", type=int, default=2, help="client processes (streams are spread over them)")
+    ap.add_argument("--duration", type=float, default=5.0, help="measured window per run, seconds")
+    ap.add_argument("--warmup", type=float, default=2.0, help="seconds from the first sent request to the window")
+    ap.add_argument("--layouts", default=",".join(LAYOUTS), help="targets, in order; tensorrt_llm is the ceiling")
+    ap.add_argument("--itl-ms", type=float, default=5.0)
+    ap.add_argument("--ttft-ms", type=float, default=20.0)
+    ap.add_argument("--output-tokens", type=int, default=128)
+    ap.add_argument("--input-tokens", type=int, default=128)
+    ap.add_argument("--checkpoint", default=str(ROOT / "build" / "tiny-llama"),
+                    help="tokenizer/checkpoint folder (`tritongen demo-model build/tiny-llama` makes one)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="spec override, e.g. synthetic.source=python or serving.stream_interval=4")
+    ap.add_argument("--name", default="engine_speed", help="results file name under bench/results/")
+    args = ap.parse_args(argv)
+    args.levels = [int(x) for x in args.levels.split(",")]
+    layouts = [x for x in args.layouts.split(",") if x]
+    unknown = [x for x in layouts if x not in LAYOUTS]
+    if unknown:
+        ap.error(f"--layouts: unknown {', '.join(unknown)}; choose from {', '.join(LAYOUTS)}")
+
+    results: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="engine-speed-") as tmp:
+        server, overrides = render_and_start(args, Path(tmp))
+        try:
+            for level in args.levels:
+                processes = min(args.processes, level)
+                streams = math.ceil(level / processes)
+                for target in layouts:
+                    cfg = streamclient.Config(server.grpc_url, target, processes, streams, args.duration,
+                                              args.warmup, args.output_tokens, args.input_tokens)
+                    r = measure(server, cfg, streamclient.prepare(cfg))
+                    print(streamclient.summary_line(r) + f"  server CPU {r.get('server_cpu_cores')} cores, "
+                          f"{r.get('server_cpu_us_per_token')} µs/token", flush=True)
+                    results.append(r)
+        finally:
+            server.stop()
+
+    text = table(results)
+    print("\n" + text)
+    meta = {"command": " ".join(["bench/engine_speed.py", *(argv if argv is not None else sys.argv[1:])]),
+            "host": platform.node(), "cpus": psutil.cpu_count(), "load_avg_at_end": list(psutil.getloadavg()),
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "spec_overrides": overrides}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{args.name}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
+    (RESULTS / f"{args.name}.md").write_text(f"`{meta['command']}` ({meta['cpus']} CPUs, {meta['time']})\n\n{text}\n")
+    bad = [r for r in results if r["errors"] or r["text_exact"] != r["text_checked"]
+           or not r["client_equals_server_tokens"]]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,237 @@
+"""The runtime seam: what serves the model named `tensorrt_llm`, behind one interface.
+
+A runtime owns its part of the Plan (a settings model with a `runtime` tag: one member of the Plan's discriminated
+union), the model files it puts in the repository, how a tritonserver is launched for it, its serving image, the
+Prometheus series a Kubernetes HPA scales it on, how tritongen's clients address it, and its contract facts.
+Stages ask the runtime object (`tritongen.runtimes.runtime_of`); they never test its name.
+
+Layering: this package sits below plan, render, deploy and the load test, so it imports none of them at run time
+(their types appear in annotations only). The render stage hands its template functions in (`Renderer`).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    from tritongen.plan.model import Plan, ServerGroupPlan, TokenizerPlan
+    from tritongen.render import Locations
+    from tritongen.spec import Spec
+
+
+class RuntimeSettings(BaseModel):
+    """Base of every runtime's Plan section; each subclass pins `runtime: Literal["<name>"]` (the union's tag)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    """What planning has resolved before it asks the runtime for its section."""
+
+    spec: Spec
+    resolve: Callable[[str], Path]
+    """A path from the spec or a flag made absolute (`~` expanded, relative to the spec's folder)."""
+    checkpoint: Path
+    config: dict[str, Any]
+    """The checkpoint's config.json."""
+    inventory_gpus: Callable[[], Sequence[tuple[int, str]]]
+    """(index, product name) of each GPU of the inventory planned for (read on first use; needs `inventory`)."""
+    tokenizer: TokenizerPlan | None
+    """None before the tokenizer is read (the runtime's engine is resolved first)."""
+    kv_tokens: int | None
+    """KV budget per LLM instance (the spec's, or with a placement the smallest over the server groups)."""
+    max_seq_len: int
+    inventory: str | None
+    engine_dir: str | None
+    """--engine-dir given to `plan`/`deploy` (tensorrtllm)."""
+    gpu_arch: str | None
+
+
+@dataclass(frozen=True)
+class Renderer:
+    """The render stage's tools, handed to a runtime so that runtimes need not import the render stage."""
+
+    template: Callable[..., bytes]
+    """template(name, plan, **context) -> bytes: a model_repository_templates/*.j2 rendered with the header."""
+    shipped: Callable[[str], bytes]
+    """shipped(relative path) -> bytes: a file of model_repository_templates as it is."""
+    header: str
+    """The generated-file header line for this plan."""
+
+
+@dataclass(frozen=True)
+class Signal:
+    """One custom pods metric: its prometheus-adapter rule and the HPA target (AverageValue per pod)."""
+
+    name: str
+    """Metric name the HPA asks the custom metrics API for."""
+    series: str
+    """The Prometheus series the adapter discovers it from (seriesQuery)."""
+    query: str
+    """metricsQuery, with the adapter's <<.LabelMatchers>> / <<.GroupBy>> placeholders."""
+    target: str
+    """HPA averageValue (a Kubernetes quantity)."""
+    meaning: str
+
+
+def quantity(value: float) -> str:
+    """A Kubernetes quantity: integers as they are, fractions in milli-units."""
+    return str(int(value)) if float(value).is_integer() else f"{round(value * 1000)}m"
+
+
+@dataclass(frozen=True)
+class LoadTarget:
+    """What tritongen's load generator calls for a runtime that does not speak the ensemble's tensors."""
+
+    model: str
+    dialect: str
+    why: str
+    """Why `--model` does not apply (said when a user passes it)."""
+
+
+class Runtime(ABC):
+    """One runtime. Class attributes are facts; methods take the Plan (or, while planning, the Spec)."""
+
+    name: ClassVar[str]
+    settings: ClassVar[type[RuntimeSettings]]
+    """Its section of the Plan (Plan.runtime_settings)."""
+    summary: ClassVar[str]
+    """One line for the docs: what serves the model."""
+    choice: ClassVar[str]
+    """What it is and when to pick it, for the spec's `runtime` field (validate --explain)."""
+    executed_here: ClassVar[str]
+    """Where tritongen has run it for real (README's runtime table), or that it has not."""
+
+    ensemble: ClassVar[bool] = True
+    """Speaks the TensorRT-LLM C++ model's tensors, so tritongen's preprocessing, postprocessing, BLS, ensemble,
+    clients and OpenAI frontend serve it; False: the runtime's own model is the whole repository."""
+    runs_on_cpu: ClassVar[bool] = True
+    honours_stream_interval: ClassVar[bool] = True
+    """Sends one response per serving.stream_interval tokens (else one per token)."""
+    needs_tokenizer_files: ClassVar[bool] = False
+    """Planning refuses a tokenizer folder without tokenizer files (else it plans from config.json)."""
+    builds_engine: ClassVar[bool] = False
+    """Serves an engine built from the checkpoint (`tritongen build`; the Kubernetes models Job builds it)."""
+    python_model: ClassVar[bool] = True
+    """The LLM model runs in a Python-backend stub (each instance a process: CPU and memory per instance)."""
+    group_configs: ClassVar[bool] = True
+    """Server groups that differ get their own tensorrt_llm/configs/<group>.pbtxt."""
+    spans_nodes: ClassVar[bool] = False
+    """A server group may span nodes (deploy.nodes > 1)."""
+    embedded: ClassVar[bool] = True
+    """The embedded tritonserver (python backend only) can load it, so `tritongen up` serves it here."""
+
+    # -------------------------------------------------------------------------------------------- planning
+
+    def max_seq_len(self, spec: Spec) -> int | None:
+        """The longest prompt + completion the runtime is configured for; None: derive it from the load."""
+        return None
+
+    def context_length(self, checkpoint_config: dict[str, Any]) -> int | None:
+        """The longest sequence to configure when max_seq_len is not set, from the checkpoint's config.json; None:
+        derive it from the load profile."""
+        return None
+
+    def instances_per_device(self, spec: Spec) -> int:
+        return spec.placement.instances_per_gpu
+
+    def memory_model(self, spec: Spec, checkpoint: Path, engine_dir: Path | None) -> tuple[Path, dict[str, Any]]:
+        """What placement sizes memory from: (config.json or its folder, placement.memory.load_memory_model
+        keyword arguments) of what will be served."""
+        dtype = None if spec.model.dtype == "auto" else spec.model.dtype
+        return checkpoint, {"dtype": dtype, "tp": 1, "pp": 1, "max_batch_size": spec.serving.max_batch_size}
+
+    def llm_instance_group(self, spec: Spec, placed: bool) -> dict[str, Any]:
+        """The tensorrt_llm model's instance_group (kind, count, gpus)."""
+        if spec.placement.device == "cpu":
+            return {"kind": "KIND_CPU", "count": 1}
+        # With a placement each server group sees only its own devices (CUDA_VISIBLE_DEVICES), numbered from 0.
+        gpus = (0,) if placed else tuple(spec.placement.gpu_ids or [0])
+        return {"kind": "KIND_GPU", "count": spec.placement.instances_per_gpu, "gpus": gpus}
+
+    def prepare(self, ctx: PlanContext) -> RuntimeSettings | None:
+        """Work done once before the tokenizer is read and the model placed (an engine resolved); its result comes
+        back to `plan_settings` as `prepared`."""
+        return None
+
+    @abstractmethod
+    def plan_settings(self, ctx: PlanContext, prepared: RuntimeSettings | None) -> RuntimeSettings:
+        """The runtime's Plan section (called again with the placement's KV budget)."""
+
+    def engine_dir(self, settings: RuntimeSettings) -> str | None:
+        return None
+
+    def logits_datatype(self, settings: RuntimeSettings) -> str:
+        return "TYPE_FP32"  # trtllm-build's default for the Llama family, and the hf/synthetic models' output
+
+    def check_plan(self, plan: Plan) -> None:
+        """Checks of a finished plan before it is placed (log nothing: render says what is missing)."""
+
+    def check_placement(self, spec: Spec, plan: Plan, gpus: Sequence[tuple[str, str]]) -> None:
+        """Checks of the GPUs the placement uses ((label, product name) each)."""
+
+    # -------------------------------------------------------------------------------------------- repository
+
+    def check_before_render(self, plan: Plan) -> None:
+        """Checks against files that exist now (a built engine); render runs it before rendering."""
+
+    def llm_config(self, plan: Plan, where: Locations, group: ServerGroupPlan | None
+                   ) -> tuple[str, dict[str, str], Any]:
+        """(backend, parameters, instance group) of tensorrt_llm/config.pbtxt (ensemble runtimes)."""
+        raise NotImplementedError(f"the {self.name} runtime renders its own repository")
+
+    @abstractmethod
+    def model_files(self, plan: Plan, where: Locations, render: Renderer) -> dict[str, bytes]:
+        """Files of the runtime's own model: for an ensemble runtime the tensorrt_llm model's version folder
+        (config.pbtxt comes from `llm_config`); otherwise the whole repository."""
+
+    def check_repository(self, repo: Path) -> list[tuple[str, str]]:
+        """(relative path, problem) for each of this runtime's own files in a rendered repository that its release
+        would refuse (`tritongen verify` runs every runtime's check; each looks only at files it owns)."""
+        return []
+
+    # -------------------------------------------------------------------------------------------- serving
+
+    @abstractmethod
+    def image(self) -> str:
+        """The serving container image."""
+
+    builds_image: ClassVar[bool] = False
+    """`image()` is built from a generated Dockerfile (deploy writes it)."""
+
+    @abstractmethod
+    def server_command(self, plan: Plan, world_size: int, repository: str, ports: tuple[int, int, int],
+                       extra_args: Sequence[str]) -> list[str]:
+        """argv that serves `repository` in the serving container; `extra_args` go to every tritonserver."""
+
+    def weights_in_container(self, settings: RuntimeSettings, checkpoint: str, engine: str,
+                             models: str) -> RuntimeSettings:
+        """The section with its host folders replaced by the container's (the in-cluster load test reads it)."""
+        return settings
+
+    def engine_build_script(self, plan: Plan, checkpoint: str, engine: str) -> str | None:
+        """A shell line that builds the engine into `engine` inside the models Job (None: nothing to build)."""
+        return None
+
+    def hpa_signals(self, plan: Plan) -> list[Signal]:
+        """Per-pod saturation signals: by default Triton's pending requests, the one queue every model has."""
+        return [Signal("tritongen_waiting_requests", 'nv_inference_pending_request_count{pod!=""}',
+                       'sum by (<<.GroupBy>>) (nv_inference_pending_request_count{<<.LabelMatchers>>})',
+                       quantity(plan.deploy.hpa_waiting_requests), "requests pending in Triton for a model")]
+
+    def not_embedded(self) -> str:
+        """Why the embedded tritonserver cannot serve it, and what to do (when `embedded` is False)."""
+        return f"the {self.name} runtime needs its own container ({self.image()})"
+
+    # -------------------------------------------------------------------------------------------- clients
+
+    def load_target(self) -> LoadTarget | None:
+        """The model and request dialect of tritongen's load generator; None: the ensemble's tensors."""
+        return None

@@ -1,0 +1,143 @@
+"""The trtllm runtime: NVIDIA's llmapi Triton model (TensorRT-LLM's LLM API, PyTorch backend, no engine build),
+the whole repository on its own. The runtime object; model.yaml, parameters and launch are in __init__."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tritongen.errors import SpecError, problem
+from tritongen.runtimes import llmapi
+from tritongen.runtimes.base import LoadTarget, PlanContext, Renderer, Runtime, RuntimeSettings, Signal, quantity
+from tritongen.runtimes.llmapi.plan import LlmApiPlan, make_llmapi_plan
+from tritongen.runtimes.tensorrtllm.release import TRTLLM
+
+if TYPE_CHECKING:
+    from tritongen.plan.model import Plan
+    from tritongen.render import Locations
+    from tritongen.spec import Spec
+
+_KV_QUANT_ALGO = {"auto": None, "fp8": "FP8", "int8": "INT8"}
+
+
+def llmapi_instances(spec: Spec) -> int:
+    """Model instances per server group: one. Several instances in one server need the llmapi model's
+    gpu_device_ids parameter, which TensorRT-LLM 1.2.1 is not known to have (it came to main as a feature in
+    February 2026: tests/doubles/llmapi/facts.json); each GPU or MIG slice gets a server instead."""
+    if spec.placement.instances_per_gpu > 1:
+        raise SpecError(problem(
+            "placement.instances_per_gpu", f"is {spec.placement.instances_per_gpu}, and NVIDIA's llmapi model in "
+            f"TensorRT-LLM {TRTLLM.version} runs one instance per tritonserver (several need its gpu_device_ids "
+            "parameter, which this release is not known to have)",
+            "set it to 1: placement runs one tritonserver per GPU (or MIG slice); raise llmapi.max_batch_size for "
+            "more requests per GPU"))
+    return 1
+
+
+class LlmApiRuntime(Runtime):
+    name = "trtllm"
+    settings = LlmApiPlan
+    summary = (f"NVIDIA's llmapi model (LLM API, PyTorch backend, no engine build; TensorRT-LLM {TRTLLM.version}, "
+               f"{TRTLLM.container})")
+    executed_here = ("with a stand-in: the rendered config.pbtxt and model.yaml served by the embedded tritonserver "
+                     "with a test double in place of NVIDIA's model code (tests/doubles/llmapi; streamed, unstreamed, "
+                     "cancellation, bad requests, OpenAI chat, load-test sweep, verify --load); NVIDIA's model.py "
+                     "and TensorRT-LLM never ran here")
+    choice = ("NVIDIA's LLM-API model, maintained upstream; no engine build; pick it on GPUs with the TensorRT-LLM "
+              "container")
+    ensemble = False
+    runs_on_cpu = False
+    honours_stream_interval = False
+    group_configs = False  # one model.yaml for every group (the smallest budget)
+    embedded = False
+
+    def max_seq_len(self, spec: Spec) -> int | None:
+        return spec.llmapi.max_seq_len
+
+    def context_length(self, checkpoint_config: dict[str, Any]) -> int | None:
+        # The model serves what the checkpoint supports, so a real request is never refused for a length the
+        # load profile happened not to use; llmapi.max_seq_len lowers it.
+        value = checkpoint_config.get("max_position_embeddings")
+        return int(value) if value else None
+
+    def instances_per_device(self, spec: Spec) -> int:
+        return llmapi_instances(spec)
+
+    def memory_model(self, spec: Spec, checkpoint: Path, engine_dir: Path | None) -> tuple[Path, dict[str, Any]]:
+        s = spec.llmapi
+        dtype = None if spec.model.dtype == "auto" else spec.model.dtype
+        return checkpoint, {"dtype": dtype, "kv_cache_quant_algo": _KV_QUANT_ALGO[s.kv_cache_dtype],
+                            "tp": s.tp_size, "pp": s.pp_size, "max_batch_size": s.max_batch_size}
+
+    def llm_instance_group(self, spec: Spec, placed: bool) -> dict[str, Any]:
+        # The llmapi model places itself on the devices its server sees; Triton sees a CPU instance.
+        return {"kind": "KIND_CPU", "count": llmapi_instances(spec)}
+
+    def plan_settings(self, ctx: PlanContext, prepared: RuntimeSettings | None) -> LlmApiPlan:
+        assert ctx.tokenizer is not None
+        # One model.yaml serves every server group, so it holds the budget every group can hold.
+        return make_llmapi_plan(ctx.spec, str(ctx.checkpoint), ctx.tokenizer.dir if ctx.spec.model.tokenizer else None,
+                                max_seq_len=ctx.max_seq_len, kv_tokens=ctx.kv_tokens)
+
+    def model_files(self, plan: Plan, where: Locations, render: Renderer) -> dict[str, bytes]:
+        settings = plan.runtime_settings
+        assert isinstance(settings, LlmApiPlan)
+        tokenizer = where.tokenizer if settings.tokenizer_dir else None
+        config = render.template("llmapi/config.pbtxt.j2", plan, inputs=llmapi.contract.INPUTS,
+                                 outputs=llmapi.contract.OUTPUTS, params={},
+                                 group=plan.llm_instance_group, model_dir=TRTLLM.llmapi_model_dir)
+        return {"tensorrt_llm/1/model.yaml": llmapi.model_yaml_text(plan, render.header, where.checkpoint, tokenizer),
+                "tensorrt_llm/config.pbtxt": config}
+
+    def check_repository(self, repo: Path) -> list[tuple[str, str]]:
+        """Every key of an llmapi model's 1/model.yaml is one the pinned release's LLM(...) and model.py accept."""
+        import yaml
+
+        c = llmapi.contract
+        nested = {"kv_cache_config": c.KV_CACHE_CONFIG_KEYS, "cuda_graph_config": c.CUDA_GRAPH_CONFIG_KEYS,
+                  "triton_config": c.TRITON_CONFIG_KEYS}
+        findings = []
+        for path in sorted(repo.glob("*/1/model.yaml")):
+            rel = str(path.relative_to(repo))
+            try:
+                data = yaml.safe_load(path.read_text())
+            except yaml.YAMLError as err:
+                findings.append((rel, f"is not valid YAML: {err}"))
+                continue
+            if not isinstance(data, dict) or "triton_config" not in data:
+                findings.append((rel, "has no triton_config block (max_batch_size, decoupled)"))
+                continue
+            for key, value in data.items():
+                if key not in c.LLM_ARGS_KEYS | {"triton_config"}:
+                    findings.append((rel, f"{key!r} is not an LlmArgs field tritongen checked for the release"))
+                elif key in nested and isinstance(value, dict):
+                    findings += [(rel, f"{key}.{k!r} is not a field of {key}") for k in value if k not in nested[key]]
+        return findings
+
+    def image(self) -> str:
+        return TRTLLM.container
+
+    def server_command(self, plan: Plan, world_size: int, repository: str, ports: tuple[int, int, int],
+                       extra_args: Sequence[str]) -> list[str]:
+        return llmapi.launch_command(repository, ports, extra_args=tuple(extra_args))
+
+    def hpa_signals(self, plan: Plan) -> list[Signal]:
+        """The model hands each request to its engine inside execute and returns, so Triton's pending count stays
+        0 and its success counter counts arrivals (docs/deploy.md); it exports no gauge. The per-pod arrival rate
+        moves with the load."""
+        return [Signal("tritongen_request_rate", 'nv_inference_request_success{model="tensorrt_llm",pod!=""}',
+                       'sum by (<<.GroupBy>>) (rate(nv_inference_request_success{<<.LabelMatchers>>,'
+                       'model="tensorrt_llm"}[1m]))',
+                       quantity(plan.deploy.hpa_requests_per_s), "requests per second arriving at the model")]
+
+    def not_embedded(self) -> str:
+        return (f"trtllm serves NVIDIA's llmapi model, which needs TensorRT-LLM {TRTLLM.version} inside "
+                f"{TRTLLM.container}; the embedded tritonserver cannot load it")
+
+    def load_target(self) -> LoadTarget:
+        return LoadTarget(model="tensorrt_llm", dialect="llmapi",
+                          why="the trtllm runtime is load-tested through NVIDIA's LLM-API model tensorrt_llm alone")
+
+
+RUNTIME = LlmApiRuntime()

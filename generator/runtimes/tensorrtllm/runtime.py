@@ -1,0 +1,201 @@
+"""The tensorrtllm runtime: the C++ `tensorrtllm` backend serving an engine built with trtllm-build, behind
+tritongen's ensemble (the runtime object; the pure build, parameter and launch functions are in __init__)."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tritongen.errors import SpecError, problem
+from tritongen.runtimes.base import PlanContext, Renderer, Runtime, RuntimeSettings, Signal, quantity
+from tritongen.runtimes.tensorrtllm import (
+    TRTLLM, TensorrtllmPlan, build_settings, commands_for_settings, ensemble_server_command, id_groups,
+    tensorrt_llm_parameters,
+)
+
+if TYPE_CHECKING:
+    from tritongen.plan.model import Plan, ServerGroupPlan
+    from tritongen.render import Locations
+    from tritongen.spec import Spec
+
+# spec quantisation names -> TensorRT-LLM's quant_algo names, for the memory model
+QUANT_ALGO = {"none": None, "fp8": "FP8", "int8_weight_only": "W8A16", "int4_weight_only": "W4A16",
+              "int4_awq": "W4A16_AWQ", "smoothquant": "W8A8_SQ_PER_CHANNEL"}
+KV_QUANT_ALGO = {"auto": None, "fp8": "FP8", "int8": "INT8"}
+
+# Where the Kubernetes models Job clones the TensorRT-LLM release for its conversion scripts.
+JOB_EXAMPLES = "/tmp/tensorrt-llm/examples"
+
+
+def _gpu_device_ids(spec: Spec) -> list[int] | None:
+    """One tensorrtllm model instance over the first tp*pp GPUs of placement.gpu_ids (None: all visible)."""
+    if not spec.placement.gpu_ids:
+        return None
+    world = spec.engine.tp_size * spec.engine.pp_size
+    if len(spec.placement.gpu_ids) < world:
+        raise SpecError(problem("placement.gpu_ids", f"lists {len(spec.placement.gpu_ids)} GPUs but the engine "
+                                f"needs tp_size*pp_size = {world}", f"list {world} GPU ids"))
+    return spec.placement.gpu_ids[:world]
+
+
+class TensorrtllmRuntime(Runtime):
+    name = "tensorrtllm"
+    settings = TensorrtllmPlan
+    summary = f"C++ tensorrtllm backend, engine from trtllm-build (TensorRT-LLM {TRTLLM.version}, {TRTLLM.container})"
+    executed_here = "no: build commands, engine cache and engine checks tested; no engine built or served"
+    choice = ("the TensorRT engine path: C++ backend and built engines, in pinned containers up to 26.07; pick it "
+              "for an existing engine workflow")
+    runs_on_cpu = False
+    honours_stream_interval = False
+    builds_engine = True
+    python_model = False
+    spans_nodes = True
+
+    # -------------------------------------------------------------------------------------------- planning
+
+    def max_seq_len(self, spec: Spec) -> int | None:
+        return spec.engine.max_seq_len
+
+    def instances_per_device(self, spec: Spec) -> int:
+        return 1
+
+    def memory_model(self, spec: Spec, checkpoint: Path, engine_dir: Path | None) -> tuple[Path, dict[str, Any]]:
+        e = spec.engine
+        if engine_dir is not None and (engine_dir / "config.json").is_file():
+            return engine_dir / "config.json", {"tp": e.tp_size, "pp": e.pp_size}
+        return checkpoint, {"dtype": e.dtype, "quant_algo": QUANT_ALGO[e.quantization],
+                            "kv_cache_quant_algo": KV_QUANT_ALGO[e.kv_cache_dtype], "tp": e.tp_size,
+                            "pp": e.pp_size, "max_batch_size": e.max_batch_size, "max_num_tokens": e.max_num_tokens}
+
+    def llm_instance_group(self, spec: Spec, placed: bool) -> dict[str, Any]:
+        # The TensorRT-LLM backend places itself on GPUs through gpu_device_ids; instance_group stays CPU/1.
+        return {"kind": "KIND_CPU", "count": 1}
+
+    def prepare(self, ctx: PlanContext) -> TensorrtllmPlan:
+        """The engine: given, or the cache entry a build fills (which also checks the checkpoint converts)."""
+        from tritongen.runtimes.tensorrtllm.build import build_engine, detect_gpu_arch
+        from tritongen.runtimes.tensorrtllm.checks import check_parallel, gpu_arch_from_inventory
+
+        spec = ctx.spec
+        check_parallel(ctx.config, spec.engine.tp_size, spec.engine.pp_size)
+        gpu_arch = ctx.gpu_arch or spec.engine.gpu_arch
+        if gpu_arch is None and ctx.inventory not in (None, "nvml") and not (ctx.engine_dir or spec.engine.engine_dir):
+            # Planning for a node described by a file: its GPUs say what the engine is built for.
+            wanted = set(spec.placement.gpu_ids)
+            gpu_arch = gpu_arch_from_inventory([name for index, name in ctx.inventory_gpus()
+                                                if not wanted or index in wanted])
+        e, s = spec.engine, spec.serving
+        cache_dir = ctx.resolve(e.cache_dir)
+        given = ctx.engine_dir or e.engine_dir
+        if given:
+            engine, key = ctx.resolve(given), None
+            gpu_arch = gpu_arch or "given engine"  # only a cache key needs it; a given engine is what it is
+        else:
+            gpu_arch = gpu_arch or detect_gpu_arch()
+            calib = ctx.resolve(e.calibration_dataset) if e.calibration_dataset else None
+            build = build_engine(spec, ctx.checkpoint, gpu_arch, cache_dir=cache_dir, dry_run=True,
+                                 log=lambda _: None, calibration_dir=calib if calib and calib.is_dir() else None)
+            engine, key = Path(build.engine_dir), build.key
+        gpu_ids = None if ctx.inventory else _gpu_device_ids(spec)
+        return TensorrtllmPlan(
+            engine_dir=str(engine), engine_key=key, cache_dir=str(cache_dir), gpu_arch=gpu_arch,
+            build=build_settings(spec), batching_strategy=s.batching_strategy,
+            batch_scheduler_policy=s.batch_scheduler_policy,
+            kv_cache_free_gpu_mem_fraction=s.kv_cache.free_gpu_mem_fraction,
+            kv_cache_host_memory_bytes=s.kv_cache.host_memory_bytes, enable_kv_cache_reuse=s.kv_cache.enable_reuse,
+            enable_chunked_context=s.enable_chunked_context,
+            gpu_device_ids=(tuple(gpu_ids),) if gpu_ids else None)
+
+    def plan_settings(self, ctx: PlanContext, prepared: RuntimeSettings | None) -> TensorrtllmPlan:
+        assert isinstance(prepared, TensorrtllmPlan)
+        return prepared
+
+    def engine_dir(self, settings: RuntimeSettings) -> str | None:
+        assert isinstance(settings, TensorrtllmPlan)
+        return settings.engine_dir
+
+    def logits_datatype(self, settings: RuntimeSettings) -> str:
+        assert isinstance(settings, TensorrtllmPlan)
+        if (Path(settings.engine_dir) / "config.json").is_file():
+            from tritongen.runtimes.tensorrtllm.checks import load_engine_config, logits_datatype
+
+            return logits_datatype(load_engine_config(settings.engine_dir))
+        return super().logits_datatype(settings)
+
+    def check_plan(self, plan: Plan) -> None:
+        from tritongen.runtimes.tensorrtllm.checks import check_plan_engine
+
+        # Before placing: a mismatched engine would otherwise show up as a placement problem.
+        check_plan_engine(plan, log=lambda _: None)  # render says a missing engine
+
+    def check_placement(self, spec: Spec, plan: Plan, gpus: Sequence[tuple[str, str]]) -> None:
+        from tritongen.runtimes.tensorrtllm.checks import check_fp8
+
+        check_fp8(spec.engine.quantization, spec.engine.kv_cache_dtype, list(gpus))
+
+    # -------------------------------------------------------------------------------------------- repository
+
+    def check_before_render(self, plan: Plan) -> None:
+        from tritongen.runtimes.tensorrtllm.checks import check_plan_engine
+
+        check_plan_engine(plan)
+
+    def llm_config(self, plan: Plan, where: Locations, group: ServerGroupPlan | None) -> tuple[str, dict, Any]:
+        assert where.engine is not None
+        trt = plan.runtime_settings
+        assert isinstance(trt, TensorrtllmPlan)
+        if group is not None:
+            ids, kv = group.gpu_device_ids, group.kv_tokens
+        else:
+            # With a placement each server group sees its own GPUs numbered from 0.
+            ids = ",".join(str(i) for i in range(trt.world_size)) if plan.placement is not None \
+                else id_groups(trt.gpu_device_ids)
+            kv = plan.kv_tokens_per_instance
+        return "tensorrtllm", tensorrt_llm_parameters(plan, where.engine, ids, kv), plan.llm_instance_group
+
+    def model_files(self, plan: Plan, where: Locations, render: Renderer) -> dict[str, bytes]:
+        return {"tensorrt_llm/1/.keep": b""}  # the backend loads the engine named in config.pbtxt
+
+    # -------------------------------------------------------------------------------------------- serving
+
+    def image(self) -> str:
+        return TRTLLM.container
+
+    def server_command(self, plan: Plan, world_size: int, repository: str, ports: tuple[int, int, int],
+                       extra_args: Sequence[str]) -> list[str]:
+        return ensemble_server_command(world_size, repository, ports, extra_args)
+
+    def weights_in_container(self, settings: RuntimeSettings, checkpoint: str, engine: str,
+                             models: str) -> RuntimeSettings:
+        return settings.model_copy(update={"engine_dir": engine, "cache_dir": models})
+
+    def engine_build_script(self, plan: Plan, checkpoint: str, engine: str) -> str | None:
+        trt = plan.runtime_settings
+        assert isinstance(trt, TensorrtllmPlan)
+        commands = commands_for_settings(trt.build, checkpoint, f"{engine}.partial",
+                                         converted_dir="/tmp/tllm_checkpoint", examples_dir=JOB_EXAMPLES)
+        build = " && ".join(shlex.join(c) for c in commands)
+        return (f"if [ ! -e {engine}/config.json ]; then "
+                f"git clone --depth 1 --branch {TRTLLM.source_tag} https://github.com/NVIDIA/TensorRT-LLM "
+                f"/tmp/tensorrt-llm && rm -rf {engine}.partial && {build} && mv {engine}.partial {engine}; fi")
+
+    def hpa_signals(self, plan: Plan) -> list[Signal]:
+        # Requests the batch manager has not scheduled (batch slots or KV blocks exhausted) and the paged KV
+        # cache's used fraction; the HPA takes the larger proposal of the two.
+        d = plan.deploy
+        return [
+            Signal("tritongen_waiting_requests", 'nv_trt_llm_request_metrics{request_type="waiting",pod!=""}',
+                   'sum by (<<.GroupBy>>) (nv_trt_llm_request_metrics{<<.LabelMatchers>>,request_type="waiting"})',
+                   quantity(d.hpa_waiting_requests), "requests waiting for a batch slot or KV blocks"),
+            Signal("tritongen_kv_cache_utilization",
+                   'nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="used",pod!=""}',
+                   'sum by (<<.GroupBy>>) (nv_trt_llm_kv_cache_block_metrics{<<.LabelMatchers>>,'
+                   'kv_cache_block_type="used"}) / clamp_min(sum by (<<.GroupBy>>) (nv_trt_llm_kv_cache_block_metrics'
+                   '{<<.LabelMatchers>>,kv_cache_block_type="max"}), 1)',
+                   quantity(d.hpa_kv_cache_utilization), "used fraction of the paged KV cache"),
+        ]
+
+
+RUNTIME = TensorrtllmRuntime()

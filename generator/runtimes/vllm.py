@@ -1,0 +1,193 @@
+"""The vllm runtime: Triton's vLLM backend (triton-inference-server/vllm_backend) serving the Hugging Face checkpoint.
+
+The repository is one model, `tensorrt_llm` (the name every tritongen client and dashboard uses), with
+`config.pbtxt` (backend "vllm") and `1/model.json`, whose keys go to vLLM's AsyncEngineArgs as they are. The
+backend is a Python-based backend inside the `<release>-vllm-python-py3` container of the same Triton release as the
+pinned TensorRT-LLM container; it tokenizes and detokenizes itself, so there is no ensemble, and it speaks its own
+tensors (CONTRACT_INPUTS / CONTRACT_OUTPUTS, read from the backend's src/model.py; tests/fixtures/nvidia names the
+files and commits). config.pbtxt is built as a ModelConfig message and printed in protobuf text format.
+
+What tritongen does not do for it yet: tensor/pipeline parallelism (no spec section of its own: one GPU per server
+group), a request dialect in the load generator and the OpenAI frontend (both speak the ensemble's tensors), and a
+batch-level HPA signal (the backend's own metrics are counters and histograms; the default is Triton's pending
+requests). Nothing of it has been executed here: no vLLM container was available.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from tritongen.errors import SpecError, problem
+from tritongen.runtimes.base import LoadTarget, PlanContext, Renderer, Runtime, RuntimeSettings
+from tritongen.runtimes.tensorrtllm.release import TRTLLM
+
+if TYPE_CHECKING:
+    from tritongen.plan.model import Plan
+    from tritongen.render import Locations
+    from tritongen.spec import Spec
+
+IMAGE = f"nvcr.io/nvidia/tritonserver:{TRTLLM.release}-vllm-python-py3"
+TRITONSERVER = "/opt/tritonserver/bin/tritonserver"
+MODEL = "tensorrt_llm"
+
+# (name, data type, dims, optional) as the backend's auto_complete_config declares them. Left out on purpose, as
+# for the llmapi model: `image` (multimodal) and `embedding_request` (not a text-generation request).
+CONTRACT_INPUTS = (
+    ("text_input", "TYPE_STRING", (1,), False),
+    ("stream", "TYPE_BOOL", (1,), True),
+    ("sampling_parameters", "TYPE_STRING", (1,), True),  # a JSON object of vLLM SamplingParams fields
+    ("exclude_input_in_output", "TYPE_BOOL", (1,), True),
+    ("return_finish_reason", "TYPE_BOOL", (1,), True),
+    ("return_cumulative_logprob", "TYPE_BOOL", (1,), True),
+    ("return_logprobs", "TYPE_BOOL", (1,), True),
+    ("return_num_input_tokens", "TYPE_BOOL", (1,), True),
+    ("return_num_output_tokens", "TYPE_BOOL", (1,), True),
+)
+CONTRACT_OUTPUTS = (
+    ("text_output", "TYPE_STRING", (-1,)),
+    ("finish_reason", "TYPE_STRING", (-1,)),
+    ("cumulative_logprob", "TYPE_FP32", (-1,)),
+    ("logprobs", "TYPE_STRING", (-1,)),
+    ("num_input_tokens", "TYPE_UINT32", (1,)),
+    ("num_output_tokens", "TYPE_UINT32", (-1,)),
+)
+
+# vLLM's own default, written out so that model.json does not depend on the release's default.
+GPU_MEMORY_UTILIZATION = 0.9
+
+# model.json keys tritongen writes: fields of vLLM's EngineArgs (tests/fixtures/nvidia names where they were read).
+ENGINE_ARGS_KEYS = frozenset({"model", "tokenizer", "dtype", "max_model_len", "max_num_seqs", "tensor_parallel_size",
+                              "gpu_memory_utilization", "enable_prefix_caching", "trust_remote_code"})
+
+
+class VllmPlan(RuntimeSettings):
+    """Settings of the vLLM backend's model (runtime vllm): what 1/model.json carries."""
+
+    runtime: Literal["vllm"] = "vllm"
+    checkpoint_dir: str
+    separate_tokenizer: bool
+    """model.tokenizer names a folder other than the checkpoint (model.json then names it)."""
+    dtype: str
+    max_model_len: int
+    max_num_seqs: int
+    gpu_memory_utilization: float
+    enable_prefix_caching: bool
+
+
+def engine_args(plan: Plan, checkpoint: str, tokenizer: str) -> dict[str, Any]:
+    """model.json as a mapping; `checkpoint`/`tokenizer` are the paths the server sees."""
+    v = plan.runtime_settings
+    assert isinstance(v, VllmPlan)
+    args: dict[str, Any] = {"model": checkpoint}
+    if v.separate_tokenizer:
+        args["tokenizer"] = tokenizer
+    args.update({"dtype": v.dtype, "max_model_len": v.max_model_len, "max_num_seqs": v.max_num_seqs,
+                 "tensor_parallel_size": 1, "gpu_memory_utilization": v.gpu_memory_utilization,
+                 "enable_prefix_caching": v.enable_prefix_caching, "trust_remote_code": False})
+    return args
+
+
+def model_config(plan: Plan, header: str) -> bytes:
+    """config.pbtxt: the backend, the decoupled policy it requires, the contract's tensors and the instances."""
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2 as pb
+
+    config = pb.ModelConfig(name=MODEL, backend="vllm", max_batch_size=0,
+                            model_transaction_policy=pb.ModelTransactionPolicy(decoupled=True))
+    for name, dtype, dims, optional in CONTRACT_INPUTS:
+        config.input.add(name=name, data_type=pb.DataType.Value(dtype), dims=dims, optional=optional)
+    for name, dtype, dims in CONTRACT_OUTPUTS:
+        config.output.add(name=name, data_type=pb.DataType.Value(dtype), dims=dims)
+    group = plan.llm_instance_group
+    config.instance_group.add(kind=pb.ModelInstanceGroup.Kind.Value(group.kind), count=group.count,
+                              gpus=list(group.gpus))
+    # The backend's vllm:* metrics (TTFT, time per output token, token counters) next to Triton's own.
+    config.parameters["REPORT_CUSTOM_METRICS"].string_value = "true"
+    return f"{header}\n{text_format.MessageToString(config)}".encode()
+
+
+class VllmRuntime(Runtime):
+    name = "vllm"
+    settings = VllmPlan
+    summary = f"Triton's vLLM backend (model.json = vLLM engine args; {IMAGE}), one GPU per server group"
+    choice = ("Triton's vLLM backend, one GPU per server group; pick it to serve a checkpoint with vLLM in "
+              "Triton's vllm-python-py3 container")
+    executed_here = ("no: rendered, parsed as ModelConfig and deployed as files; contract checked against "
+                     "vllm_backend r26.01; never served here (no vLLM container)")
+    ensemble = False
+    runs_on_cpu = False
+    honours_stream_interval = False
+    group_configs = False  # one model.json for every server group
+    embedded = False
+
+    def instances_per_device(self, spec: Spec) -> int:
+        return 1  # one engine takes the GPU (gpu_memory_utilization is a share of the whole device)
+
+    def llm_instance_group(self, spec: Spec, placed: bool) -> dict[str, Any]:
+        # KIND_GPU is the backend's documented choice for a one-GPU model: it pins vLLM to that device. With a
+        # placement each server group sees its own device as 0.
+        gpus = (0,) if placed else tuple(spec.placement.gpu_ids[:1] or [0])
+        return {"kind": "KIND_GPU", "count": 1, "gpus": gpus}
+
+    def plan_settings(self, ctx: PlanContext, prepared: RuntimeSettings | None) -> VllmPlan:
+        spec = ctx.spec
+        if not spec.serving.streaming:
+            raise SpecError(problem("serving.streaming", "is false, and the vLLM backend requires a decoupled model",
+                                    "set serving.streaming: true (a client may still ask for one response)"))
+        max_model_len = ctx.max_seq_len
+        if ctx.kv_tokens is not None and ctx.kv_tokens < max_model_len:
+            raise SpecError(problem("serving.kv_cache.max_tokens", f"({ctx.kv_tokens}) holds less than one request "
+                                    f"of {max_model_len} tokens", "raise it, or lower the load's token counts"))
+        return VllmPlan(checkpoint_dir=str(ctx.checkpoint), separate_tokenizer=spec.model.tokenizer is not None,
+                        dtype=spec.model.dtype, max_model_len=max_model_len,
+                        max_num_seqs=spec.serving.max_batch_size, gpu_memory_utilization=GPU_MEMORY_UTILIZATION,
+                        enable_prefix_caching=spec.serving.kv_cache.enable_reuse)
+
+    def model_files(self, plan: Plan, where: Locations, render: Renderer) -> dict[str, bytes]:
+        body = json.dumps(engine_args(plan, where.checkpoint, where.tokenizer), indent=2) + "\n"
+        # JSON has no comments, so model.json cannot carry the generated-file header; config.pbtxt does.
+        return {f"{MODEL}/config.pbtxt": model_config(plan, render.header), f"{MODEL}/1/model.json": body.encode()}
+
+    def check_repository(self, repo: Path) -> list[tuple[str, str]]:
+        """Every key of a vLLM model's 1/model.json is an EngineArgs field tritongen checked."""
+        findings = []
+        for path in sorted(repo.glob("*/1/model.json")):
+            rel = str(path.relative_to(repo))
+            try:
+                data = json.loads(path.read_text())
+            except ValueError as err:
+                findings.append((rel, f"is not valid JSON: {err}"))
+                continue
+            if not isinstance(data, dict) or "model" not in data:
+                findings.append((rel, "names no model (the checkpoint vLLM loads)"))
+                continue
+            findings += [(rel, f"{key!r} is not a vLLM EngineArgs field tritongen checked") for key in data
+                         if key not in ENGINE_ARGS_KEYS]
+        return findings
+
+    def image(self) -> str:
+        return IMAGE
+
+    def server_command(self, plan: Plan, world_size: int, repository: str, ports: tuple[int, int, int],
+                       extra_args: Sequence[str]) -> list[str]:
+        http, grpc, metrics = ports
+        return [TRITONSERVER, f"--model-repository={repository}", f"--http-port={http}", f"--grpc-port={grpc}",
+                f"--metrics-port={metrics}", *extra_args]
+
+    def weights_in_container(self, settings: RuntimeSettings, checkpoint: str, engine: str,
+                             models: str) -> RuntimeSettings:
+        return settings.model_copy(update={"checkpoint_dir": checkpoint})
+
+    def not_embedded(self) -> str:
+        return f"vllm serves Triton's vLLM backend, which only {IMAGE} carries; the embedded tritonserver has no vLLM"
+
+    def load_target(self) -> LoadTarget:
+        raise SpecError(problem("runtime", "vllm: tritongen's load generator has no request dialect for the vLLM "
+                                "backend yet (text_input, stream, sampling_parameters as JSON)",
+                                "load-test it with Triton's perf_analyzer / GenAI-Perf against the deployed server"))
+
+
+RUNTIME = VllmRuntime()

@@ -1,0 +1,161 @@
+"""The package's import graph: no circles, and no stage imports `pipeline` or `cli` (imports run one way).
+
+An edge is every import that executes (module level or inside a function); imports under `if TYPE_CHECKING:`
+never run and are left out. Importing `a.b.c` also runs the `__init__` of `a.b` and `a`, so those packages are
+edges too, unless the importer lives inside them (a package is always initialised before its own modules).
+"""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ONE_WAY = ("tritongen.pipeline", "tritongen.cli")
+
+
+def package_modules() -> dict[str, Path]:
+    """Every module of the installed layout: import name -> file, from pyproject's package-dir."""
+    dirs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    modules: dict[str, Path] = {}
+    for package, folder in dirs.items():
+        for path in (ROOT / folder).rglob("*.py"):
+            rel = path.relative_to(ROOT / folder).with_suffix("")
+            parts = [p for p in rel.parts if p != "__init__"]
+            name = ".".join([package, *parts])
+            # A nested package-dir entry (tritongen.loadtests) wins over the parent's folder walk.
+            if not any(other != package and other.startswith(package + ".") and (ROOT / f).resolve()
+                       in path.resolve().parents for other, f in dirs.items()):
+                modules[name] = path
+    return modules
+
+
+def _type_checking(node: ast.If) -> bool:
+    t = node.test
+    return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or \
+        (isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
+
+
+def _imported(tree: ast.AST, module: str, is_package: bool) -> set[str]:
+    """Dotted names this module's executed imports load (for `from x import y`: x.y when it is a module)."""
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _type_checking(node):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = module.split(".")
+                anchor = anchor[:len(anchor) - node.level + (1 if is_package else 0)]
+                base = ".".join([*anchor, base] if base else anchor)
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def import_graph(modules: dict[str, str]) -> dict[str, set[str]]:
+    """module -> the package modules importing it runs. `modules` maps a dotted name to its source text (a name
+    ending in `.__init__`-free form; packages are the names other modules sit under)."""
+    packages = {m.rsplit(".", 1)[0] for m in modules if "." in m}
+    graph: dict[str, set[str]] = {}
+    for name, source in modules.items():
+        edges: set[str] = set()
+        for target in _imported(ast.parse(source), name, name in packages):
+            parts = target.split(".")
+            for i in range(len(parts), 0, -1):
+                candidate = ".".join(parts[:i])
+                if candidate in modules and not (name == candidate or name.startswith(candidate + ".")):
+                    edges.add(candidate)
+        graph[name] = edges - {name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def strongconnect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                strongconnect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            strongconnect(v)
+    return found
+
+
+def one_way_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Imports of pipeline/cli from anywhere but cli itself and `python -m` entry points (cli -> pipeline ->
+    stages)."""
+    return sorted(f"{src} imports {dst}" for src, dsts in graph.items() for dst in dsts
+                  if any(dst == top or dst.startswith(top + ".") for top in ONE_WAY)
+                  and not (src == "tritongen.cli" or src.startswith("tritongen.cli.") or src.endswith(".__main__")))
+
+
+def package_graph() -> dict[str, set[str]]:
+    return import_graph({name: path.read_text() for name, path in package_modules().items()})
+
+
+def test_the_package_has_no_import_cycles():
+    assert cycles(package_graph()) == []
+
+
+def test_no_stage_imports_pipeline_or_cli():
+    assert one_way_violations(package_graph()) == []
+
+
+def test_the_checker_finds_a_planted_cycle_and_a_backward_import():
+    planted = {
+        "tritongen": "",
+        "tritongen.plan": "from tritongen.plan.make import make_plan\n",
+        "tritongen.plan.make": "def f():\n    from tritongen.runtimes.x import y\n",
+        "tritongen.runtimes": "",
+        "tritongen.runtimes.x": "from tritongen.plan.model import Plan\n",
+        "tritongen.plan.model": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import tritongen.render\n",
+        "tritongen.render": "import tritongen.pipeline\n",
+        "tritongen.pipeline": "",
+    }
+    graph = import_graph(planted)
+    # runtimes.x -> plan.model runs plan/__init__, which imports plan.make, which imports runtimes.x.
+    assert cycles(graph) == [["tritongen.plan", "tritongen.plan.make", "tritongen.runtimes.x"]]
+    assert one_way_violations(graph) == ["tritongen.render imports tritongen.pipeline"]
+    # A TYPE_CHECKING import is no edge; a module's own package is no edge.
+    assert graph["tritongen.plan.model"] == set()
+    assert graph["tritongen.plan.make"] == {"tritongen.runtimes", "tritongen.runtimes.x"}
+
+
+def test_the_graph_covers_the_whole_package():
+    graph = package_graph()
+    for name in ("tritongen.plan.make", "tritongen.loadtests.runner", "tritongen.runtimes", "tritongen.cli"):
+        assert name in graph

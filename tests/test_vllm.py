@@ -1,0 +1,148 @@
+"""The vllm runtime (Triton's vLLM backend) against recorded facts of the vllm_backend release, rendered, verified
+and deployed as files. Nothing here starts vLLM: no vLLM container is available to the test suite."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from tritonclient.grpc import model_config_pb2
+
+from specs import apply_overrides
+from tritongen.cli import main
+from tritongen.runtimes import runtime
+from tritongen.runtimes import vllm
+from tritongen.runtimes.tensorrtllm.release import TRTLLM
+from tritongen.verify import parse_config, verify_repository
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).parent / "fixtures"
+FACTS = json.loads((FIXTURES / "nvidia" / "vllm_backend-r26.01.json").read_text())
+BACKEND = FACTS["vllm_backend"]["model_py"]
+
+
+def _spec(tmp_path: Path, tiny_model: Path, **overrides) -> Path:
+    """examples/llama3-8b-vllm.yaml with the 8B config.json as checkpoint and the tiny demo tokenizer beside it."""
+    ckpt = tmp_path / "ckpt"
+    if not ckpt.exists():
+        shutil.copytree(ROOT / "examples" / "checkpoints" / "llama-3.1-8b", ckpt)
+        for f in tiny_model.glob("tokenizer*"):
+            shutil.copy(f, ckpt / f.name)
+    data = yaml.safe_load((ROOT / "examples" / "llama3-8b-vllm.yaml").read_text())
+    data["model"]["checkpoint"] = str(ckpt)
+    apply_overrides(data, overrides)
+    path = tmp_path / f"spec-{len(list(tmp_path.glob('spec-*')))}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_the_contract_is_the_backends():
+    recorded = {name: (dtype, tuple(dims), optional) for name, dtype, dims, optional in BACKEND["inputs"]}
+    for name, dtype, dims, optional in vllm.CONTRACT_INPUTS:
+        assert recorded.pop(name) == (dtype, dims, optional), name
+    assert sorted(recorded) == ["embedding_request", "image"]  # left out on purpose (module docstring)
+    assert [(n, d, tuple(s)) for n, d, s, _ in BACKEND["outputs"]] == list(vllm.CONTRACT_OUTPUTS)
+    assert {"text_input", "stream", "sampling_parameters", "exclude_input_in_output"} <= {
+        n for n, *_ in vllm.CONTRACT_INPUTS}
+    assert {"num_input_tokens", "num_output_tokens"} <= {n for n, *_ in vllm.CONTRACT_OUTPUTS}
+    assert FACTS["vllm_backend"]["also_checked"]["same_contract"]
+
+
+def test_engine_args_keys_are_engine_args_fields():
+    assert vllm.ENGINE_ARGS_KEYS <= set(FACTS["engine_args"]["fields"])
+
+
+def test_image_is_the_vllm_flavour_of_the_pinned_release():
+    assert vllm.IMAGE == TRTLLM.container.replace("-trtllm-python-py3", "-vllm-python-py3") == FACTS["container"]
+    assert runtime("vllm").image() == vllm.IMAGE
+
+
+def test_rendered_repository_parses_and_verifies(tmp_path, tiny_model):
+    out = tmp_path / "repo"
+    spec = _spec(tmp_path, tiny_model)
+    assert main(["render", str(spec), "-o", str(out), "--inventory", str(FIXTURES / "inventories" / "h200-1x.yaml")]) == 0
+    files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and p.name != ".tritongen-rendered")
+    assert files == ["tensorrt_llm/1/model.json", "tensorrt_llm/config.pbtxt"]
+    assert verify_repository(out) == []
+    assert main(["verify", str(out)]) == 0
+    config = parse_config(out / "tensorrt_llm" / "config.pbtxt")
+    assert config.backend == "vllm" and config.max_batch_size == BACKEND["max_batch_size"] == 0
+    assert config.model_transaction_policy.decoupled is BACKEND["decoupled"] is True
+    assert [(t.name, model_config_pb2.DataType.Name(t.data_type), list(t.dims), t.optional) for t in config.input] \
+        == [(n, d, list(s), o) for n, d, s, o in vllm.CONTRACT_INPUTS]
+    (group,) = config.instance_group
+    assert model_config_pb2.ModelInstanceGroup.Kind.Name(group.kind) == "KIND_GPU" and list(group.gpus) == [0]
+    assert config.parameters[BACKEND["custom_metrics_parameter"]].string_value == "true"
+    args = json.loads((out / "tensorrt_llm" / "1" / "model.json").read_text())
+    assert set(args) <= vllm.ENGINE_ARGS_KEYS
+    assert args["model"] == str(tmp_path / "ckpt") and args["tensor_parallel_size"] == 1
+    assert args["max_num_seqs"] == 64 and args["enable_prefix_caching"] is True and args["dtype"] == "bfloat16"
+
+
+def test_streaming_off_is_refused(tmp_path, tiny_model, capsys):
+    spec = _spec(tmp_path, tiny_model, **{"serving.streaming": False})
+    assert main(["render", str(spec), "-o", str(tmp_path / "repo")]) == 2
+    assert "serving.streaming: is false, and the vLLM backend requires a decoupled model" in capsys.readouterr().err
+
+
+def test_up_says_vllm_needs_its_container(tmp_path, tiny_model, capsys):
+    assert main(["up", str(_spec(tmp_path, tiny_model)), "--out", str(tmp_path / "up")]) == 3
+    assert "the embedded tritonserver has no vLLM" in capsys.readouterr().err
+
+
+def test_load_test_refuses_until_there_is_a_dialect(tmp_path, tiny_model, capsys):
+    spec = _spec(tmp_path, tiny_model)
+    assert main(["loadtest", str(spec), "--url", "localhost:1", "-t", "2"]) == 2
+    assert "no request dialect for the vLLM backend" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("inventory,groups", [("h200-1x.yaml", 1), ("h200-2x3g.yaml", 2)])
+def test_deploy_vllm_to_compose_and_k8s_with_its_image(tmp_path, tiny_model, inventory, groups):
+    import kubernetes_validate
+
+    from tritongen.deploy import render_deployment
+    from tritongen.deploy.common import prepare
+
+    dep = prepare(_spec(tmp_path, tiny_model), inventory=str(FIXTURES / "inventories" / inventory))
+    assert dep.image == vllm.IMAGE and not dep.builds_hf_image
+    assert json.loads(dep.repository["tensorrt_llm/1/model.json"])["model"] == "/models/checkpoint"
+    for target in ("compose", "k8s"):
+        out = tmp_path / target
+        for rel, data in render_deployment(dep, target).items():
+            (out / rel).parent.mkdir(parents=True, exist_ok=True)
+            (out / rel).write_bytes(data)
+        if target == "compose":
+            if shutil.which("docker-compose") is None:
+                continue
+            done = subprocess.run(["docker-compose", "config"], cwd=out, capture_output=True, text=True, timeout=60)
+            assert done.returncode == 0, done.stderr
+            services = {k: v for k, v in yaml.safe_load(done.stdout)["services"].items() if k.startswith("triton-")}
+            assert len(services) == groups
+            for service in services.values():
+                assert service["image"] == vllm.IMAGE
+                assert service["command"][0] == vllm.TRITONSERVER and "mpirun" not in service["command"]
+        else:
+            done = subprocess.run(["kubectl", "kustomize", str(out / "k8s" / "base")], capture_output=True, text=True,
+                                  timeout=60)
+            assert done.returncode == 0, done.stderr
+            docs = list(yaml.safe_load_all(done.stdout))
+            for doc in docs:
+                if doc["kind"] != "PodMonitor":
+                    assert kubernetes_validate.validate(doc, "1.30", strict=True) == "1.30", doc["kind"]
+            pods = [d for d in docs if d["kind"] == "Deployment"]
+            assert sum(d["spec"]["replicas"] for d in pods) == groups
+            images = {c["image"] for d in pods for c in d["spec"]["template"]["spec"]["containers"]}
+            assert vllm.IMAGE in images
+
+
+def test_verify_flags_a_model_json_key_that_is_no_engine_args_field(tmp_path, tiny_model):
+    out = tmp_path / "repo"
+    assert main(["render", str(_spec(tmp_path, tiny_model)), "-o", str(out)]) == 0
+    path = out / "tensorrt_llm" / "1" / "model.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "gpu_memory_utilisation": 0.5}))
+    assert [str(f) for f in verify_repository(out)] == [
+        "tensorrt_llm/1/model.json: 'gpu_memory_utilisation' is not a vLLM EngineArgs field tritongen checked"]
