@@ -35,25 +35,6 @@ def request_body(prompt: str, max_tokens: int, *, stream: bool, stop_words: list
     return body
 
 
-def llmapi_request_body(prompt: str, max_tokens: int, *, stream: bool) -> dict[str, Any]:
-    """The generate body for NVIDIA's llmapi model (runtime trtllm): its own input names, no min_tokens input."""
-    return {"text_input": prompt, "sampling_param_max_tokens": max_tokens, "streaming": stream}
-
-
-def llmapi_grpc_inputs(prompt: str, max_tokens: int, *, stream: bool) -> list:
-    """gRPC inputs for the llmapi model: max_batch_size 0, so no batch dimension (text_input dims [-1])."""
-    import tritonclient.grpc as grpcclient
-
-    inputs = []
-    for name, value, dtype in (("text_input", np.array([prompt.encode()], dtype=np.object_), "BYTES"),
-                               ("sampling_param_max_tokens", np.array([max_tokens], dtype=np.int32), "INT32"),
-                               ("streaming", np.array([stream], dtype=np.bool_), "BOOL")):
-        tensor = grpcclient.InferInput(name, list(value.shape), dtype)
-        tensor.set_data_from_numpy(value)
-        inputs.append(tensor)
-    return inputs
-
-
 def grpc_inputs(prompt: str, max_tokens: int, *, stream: bool, stop_words: list[str] | None = None,
                 **params: Any) -> list:
     import tritonclient.grpc as grpcclient

@@ -47,7 +47,9 @@ def print_report(summary: dict, out: Path, html_path: Path, json_path: Path) -> 
             f"e2e p50 {_fmt(_stat(m['e2e_ms'], 'p50'))} p99 {_fmt(_stat(m['e2e_ms'], 'p99'))}")
         out_tokens = m["output_tokens"]
         counted = tokens["server_output_tokens"]
-        say(f"{head}output tokens per request (server count): "
+        source = ("client-counted: the model returns no counts; the deployment's tokenizer counted the text"
+                  if tokens.get("counted_by") == "client" else "server count")
+        say(f"{head}output tokens per request ({source}): "
             + ("-" if out_tokens is None else f"min {out_tokens['min']:g} max {out_tokens['max']:g}")
             + f"; client total {tokens['client_output_tokens']}, server counter "
             + ("not available" if counted is None else f"{counted:g}")

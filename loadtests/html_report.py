@@ -141,7 +141,10 @@ def render_html(summary: dict, samples: Sequence[Sample]) -> str:
             f"<h2>SLOs at {html.escape(head)}</h2><ul>{slo_lines}</ul>",
             f"<p>{m['request_count']} requests sent in the window [{m['window_start_s']:.1f}, "
             f"{m['window_end_s']:.1f}] s ({m['cancelled_count']} cancelled, {m['in_flight_at_window_end']} in flight "
-            f"at its end); output tokens: client {tokens['client_output_tokens']}, server "
+            f"at its end); output tokens"
+            + (" (client-counted: the model returns no counts; the deployment's tokenizer counted the text)"
+               if tokens.get("counted_by") == "client" else "")
+            + f": client {tokens['client_output_tokens']}, server "
             f"{_num(tokens['server_output_tokens'], 0)}; server requests still active after the drain: "
             f"{_num(row['server_active_after'], 0)}.</p>",
             _latency_table(m),

@@ -40,7 +40,11 @@ class OpenAIChatUser(_HttpUserBase):
         body = {"model": self.config.model, "messages": [{"role": "user", "content": prompt.text}],
                 "max_completion_tokens": prompt.max_tokens, "stream": True,
                 "stream_options": {"include_usage": True}}
-        if prompt.min_tokens is not None:
+        if self.config.dialect == "llmapi":
+            # The llmapi model has no min_tokens input and returns no counts: usage is the frontend's
+            # tokenizer count, so the sample says so.
+            sample.counted_by = "client"
+        elif prompt.min_tokens is not None:
             body["min_tokens"] = prompt.min_tokens
         timer = None
         sample.send_time, sample.send_wall_ns = time.perf_counter(), time.time_ns()

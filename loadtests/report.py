@@ -95,6 +95,8 @@ documented under `levels[].server`.
 - `levels[].tokens` (object): client token totals against the server's counter over the whole level.
 - `levels[].tokens.client_output_tokens` (int): sum of the server-reported counts the client received.
 - `levels[].tokens.server_output_tokens` (float|null): delta of tritongen_llm_output_tokens_total; null without it.
+- `levels[].tokens.counted_by` (str): `server` (counts the server returned) or `client` (the model returns none:
+  the deployment's tokenizer's count of the text received, labelled client-counted; no server counter to compare).
 - `levels[].tokens.equal` (bool|null): the two agree; null without the counter, when a request was cancelled
   or failed (the server may have sent tokens the client never read), or when a request came without a count.
 - `levels[].server` (<server view>|null): Triton's /metrics difference over the window; null when not scraped.
@@ -226,6 +228,7 @@ def build_summary(samples: Sequence[Sample], slo: SLOSection, run: RunInputs | N
         level_samples = [s for s in samples if s.level == level]
         # A request the server reported no count for has nothing to compare.
         comparable = counted is not None and all(s.ok and s.output_tokens is not None for s in level_samples)
+        counted_by = "client" if any(s.counted_by == "client" for s in level_samples) else "server"
         if comparable:
             results.append(token_check(metrics.output_tokens_total, counted))
         verdicts.append(LevelVerdict(level, results))
@@ -233,6 +236,7 @@ def build_summary(samples: Sequence[Sample], slo: SLOSection, run: RunInputs | N
             "level": level, "metrics": metrics.to_dict(),
             "slo": {"passed": all(r.passed for r in results), "results": [r.to_dict() for r in results]},
             "tokens": {"client_output_tokens": metrics.output_tokens_total, "server_output_tokens": counted,
+                       "counted_by": counted_by,
                        "equal": counted == metrics.output_tokens_total if comparable else None},
             "server": None if server.window is None else server.window.to_dict(),
             "server_run": None if server.run is None else server.run.to_dict(),

@@ -235,7 +235,9 @@ def _target_model(plan, settings: RunSettings) -> dict:
     only step), and the one a cancellation reaches (Triton's ensemble scheduler checks cancellation only between
     steps, so a cancelled ensemble request keeps generating)."""
     if settings.protocol == "openai" and plan.frontend is not None:
-        return {"model": plan.frontend.models[0].name, "api_key_env": plan.frontend.api_key_env}
+        # The frontend in front of the llmapi model counts usage with the tokenizer (the model returns none).
+        return {"model": plan.frontend.models[0].name, "api_key_env": plan.frontend.api_key_env,
+                "dialect": plan.frontend.models[0].dialect}
     target = runtime_of(plan).load_target()
     if target is not None:
         return {"dialect": target.dialect, "model": target.model}

@@ -74,6 +74,9 @@ class Sample:
     """The client cancelled the request on purpose (--cancel-rate); it is neither a success nor an error."""
     scheduled_lag_s: float | None = None
     """Open loop: send time - scheduled arrival time (> 0 when the concurrency cap or the client held it)."""
+    counted_by: str = "server"
+    """`server`: the token counts are the server's. `client`: the model returns none (NVIDIA's llmapi model), so
+    they are the deployment's tokenizer's count of the text received (tritongen.runtimes.llmapi.dialect)."""
 
     @classmethod
     def begin(cls, request_id: str, protocol: str, *, input_tokens: int, level: float) -> Sample:

@@ -157,11 +157,50 @@ class LLMUser(User):
             context={"request_id": sample.request_id},
         )
 
+    def llmapi_reader(self, sample: Sample) -> LlmapiReader:
+        sample.counted_by = "client"
+        return LlmapiReader(_ProcessState.tokenizer)
+
     def params(self, prompt: Prompt) -> dict:
         params = dict(COUNT_PARAMS)
         if prompt.min_tokens is not None:
             params["min_tokens"] = prompt.min_tokens
         return params
+
+
+class LlmapiReader:
+    """Reads one request's responses from NVIDIA's llmapi model (runtime trtllm): each carries the whole text so
+    far and no token count, so the text becomes exact deltas and the tokens are the deployment's tokenizer's count
+    of the text received so far (the sample is labelled client-counted)."""
+
+    def __init__(self, tokenizer):
+        from tritongen.runtimes.llmapi.dialect import TokenCounter, WholeText
+
+        self.whole, self.counter, self.counted = WholeText(), TokenCounter(tokenizer), 0
+
+    def feed(self, text: str, final: bool) -> int:
+        """Tokens new in this response, by the client's count."""
+        from tritongen.runtimes.llmapi.dialect import RevisedText
+
+        try:
+            self.whole.feed(text, final)
+        except RevisedText as err:
+            raise RequestFailed(str(err)) from None
+        total = self.counter.count(self.whole.sent)
+        new, self.counted = total - self.counted, total
+        return new
+
+    @property
+    def text(self) -> str:
+        return self.whole.sent
+
+    def close(self, sample: Sample, last_text: str) -> None:
+        """End of a stream whose last event was not marked final: release any held-back character and count it
+        with the last response."""
+        extra = self.feed(last_text, True)
+        if extra and sample.response_tokens:
+            sample.response_tokens[-1] = (sample.response_tokens[-1] or 0) + extra
+            sample.output_tokens = (sample.output_tokens or 0) + extra
 
 
 _open_streams = 0
@@ -224,16 +263,21 @@ class GrpcStreamUser(LLMUser):
 
     def request(self, prompt: Prompt) -> tuple[list, list | None, _TextPieces | _IdsText]:
         """The request's inputs, the outputs to ask for (None: all) and what turns its responses into text."""
-        from tritongen.client import grpc_inputs, llmapi_grpc_inputs
+        from tritongen.client import grpc_inputs
 
-        if self.config.dialect == "llmapi":  # each text_output is the whole text so far
-            return llmapi_grpc_inputs(prompt.text, prompt.max_tokens, stream=True), None, _TextPieces(replace=True)
         return grpc_inputs(prompt.text, prompt.max_tokens, stream=True, **self.params(prompt)), None, _TextPieces()
 
     def send(self, prompt: Prompt, sample: Sample) -> str:
         if self.client is None:
             self._open()
-        inputs, outputs, text = self.request(prompt)
+        reader = None
+        if self.config.dialect == "llmapi":  # each text_output is the whole text so far, with no token count
+            from tritongen.runtimes.llmapi import dialect
+
+            reader = self.llmapi_reader(sample)
+            inputs, outputs, text = dialect.grpc_inputs(prompt.text, prompt.max_tokens, stream=True), None, None
+        else:
+            inputs, outputs, text = self.request(prompt)
         sample.send_time, sample.send_wall_ns = time.perf_counter(), time.time_ns()
         self.client.async_stream_infer(self.config.model, inputs, request_id=sample.request_id, outputs=outputs,
                                        enable_empty_final_response=True)
@@ -257,15 +301,23 @@ class GrpcStreamUser(LLMUser):
                 continue  # a late response of an earlier, abandoned request
             final = response.parameters.get("triton_final_response")
             is_final = final is not None and final.bool_param
-            carried = text.add(result, is_final)
             tokens = _count(result.as_numpy("num_output_tokens"))
+            if reader is not None:
+                out = result.as_numpy("text_output")
+                carried = out is not None
+                if carried:
+                    value = out.reshape(-1)[0] if out.size else b""
+                    tokens = reader.feed(value.decode("utf-8", errors="replace") if isinstance(value, bytes)
+                                         else str(value), is_final)
+            else:
+                carried = text.add(result, is_final)
             if carried or tokens is not None or is_final:
                 sample.mark_response(at, tokens=tokens)
             n_in = _count(result.as_numpy("num_input_tokens"))
             if n_in is not None:
                 sample.input_tokens = n_in
             if is_final:
-                return text.text
+                return reader.text if reader is not None else text.text
 
 
 class GrpcIdsUser(GrpcStreamUser):
@@ -348,9 +400,10 @@ class _HttpUserBase(LLMUser):
         self.http.close()
 
     def post(self, endpoint: str, prompt: Prompt, sample: Sample, *, stream: bool):
-        from tritongen.client import llmapi_request_body, request_body
+        from tritongen.client import request_body
+        from tritongen.runtimes.llmapi import dialect
 
-        body = json.dumps(llmapi_request_body(prompt.text, prompt.max_tokens, stream=stream)
+        body = json.dumps(dialect.http_body(prompt.text, prompt.max_tokens, stream=stream)
                           if self.config.dialect == "llmapi" else
                           request_body(prompt.text, prompt.max_tokens, stream=stream, **self.params(prompt)))
         sample.send_time, sample.send_wall_ns = time.perf_counter(), time.time_ns()
@@ -389,10 +442,18 @@ class HttpStreamUser(_HttpUserBase):
                                    Cancelled())
             timer.start()
         try:
+            reader = self.llmapi_reader(sample) if self.config.dialect == "llmapi" else None
+            text = ""
             for event in sse_events(iter(lambda: response.readline(b"\n"), b"")):
-                self.note_counts(sample, event)
                 text = event.get("text_output", "")
-                parts = [text] if self.config.dialect == "llmapi" else [*parts, text]
+                if reader is not None:
+                    sample.mark_response(tokens=reader.feed(text, False))
+                else:
+                    self.note_counts(sample, event)
+                    parts.append(text)
+            if reader is not None:
+                reader.close(sample, text)  # an SSE event does not say it is the model's last response
+                return reader.text
             return "".join(parts)
         except Cancelled:
             # Closing the connection is how an HTTP client cancels: Triton cancels the request it carried.
@@ -428,6 +489,10 @@ class HttpUser(_HttpUserBase):
             response.release()
         if "error" in data:
             raise RequestFailed(f"HTTP generate: {data['error']}")
+        if self.config.dialect == "llmapi":
+            reader = self.llmapi_reader(sample)
+            sample.mark_response(tokens=reader.feed(data.get("text_output", ""), True))
+            return reader.text
         self.note_counts(sample, data)
         return data.get("text_output", "")
 

@@ -130,6 +130,60 @@ def test_temperature_alone_brings_top_p_one():
     assert top_p(temperature=0.0) is None and top_p() is None
 
 
+@pytest.mark.parametrize("kw, param", [
+    ({"n": 2}, "n"), ({"logprobs": True}, "logprobs"), ({"top_logprobs": 2}, "logprobs"),
+    ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
+    ({"tool_choice": "auto"}, "tool_choice"), ({"tool_choice": "none"}, "tool_choice"),
+    ({"response_format": {"type": "json_object"}}, "response_format"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}}, "response_format"),
+    ({"frequency_penalty": 3}, "frequency_penalty"), ({"seed": -1}, "seed"),
+    ({"guided_json": {}}, "guided_json"), ({"max_complettion_tokens": 4}, "max_complettion_tokens"),
+])
+def test_refused_chat_fields_are_named_in_error_param(kw, param):
+    from fastapi.testclient import TestClient
+
+    response = TestClient(_validation_app()).post("/v1/chat/completions", json={
+        "model": "m", "messages": [{"role": "user", "content": "hi"}], **kw})
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["param"] == param and error["type"] == "invalid_request_error", error
+
+
+def test_text_response_format_is_accepted():
+    assert _chat(response_format={"type": "text"}).response_format == {"type": "text"}
+
+
+def _validation_app():
+    """The frontend's error handling over a route that only validates (no Triton behind it)."""
+    from fastapi import FastAPI
+
+    from tritongen.frontend import errors
+
+    app = FastAPI()
+    errors.install(app)
+
+    @app.post("/v1/chat/completions")
+    async def chat(body: ChatCompletionRequest):
+        return {}
+
+    return app
+
+
+@pytest.mark.parametrize("message, param, code", [
+    ("tensorrt_llm: seed: transformers' continuous batching has no per-request seed; leave it unset", "seed", None),
+    ("tensorrt_llm: frequency_penalty: not supported by the hf runtime; leave it unset", "frequency_penalty", None),
+    ("tensorrt_llm: input_ids: 5000 tokens exceed the model's limit of 2048 tokens", "prompt",
+     "context_length_exceeded"),
+    ("Error generating request: the prompt (9 tokens) and max_tokens (4096) exceed max_seq_len (2048)", "prompt",
+     "context_length_exceeded"),
+    ("Error generating request: top_p (2.0) must be within [0, 1]", "top_p", None),
+    ("tensorrt_llm: request_output_len: 0 is less than 1", "max_tokens", None),
+])
+def test_model_errors_name_the_request_field(message, param, code):
+    err = classify(message)
+    assert (err.status, err.param, err.code) == (400, param, code)
+
+
 def test_runtime_request_errors_are_client_errors():
     for message in ("tensorrt_llm: seed: transformers' continuous batching has no per-request seed; leave it unset",
                     "tensorrt_llm: temperature: -1.0 is negative", "runtime_top_p: 2.0 is outside [0, 1]"):

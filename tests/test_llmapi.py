@@ -85,11 +85,10 @@ def test_package_tables_are_within_the_recorded_release_facts():
 
 
 def test_rendered_llmapi_repository_matches_the_release(tmp_path, tiny_model):
-    spec = _spec(tmp_path, tiny_model, "llama3-8b-llmapi.yaml", **{"placement.instances_per_gpu": 2,
-                                                                     "llmapi.cuda_graphs": False})
+    spec = _spec(tmp_path, tiny_model, "llama3-8b-llmapi.yaml", **{"llmapi.cuda_graphs": False})
     out = tmp_path / "repo"
     files = _render(spec, out, "--inventory", str(FIXTURES / "inventories" / "h200-1x.yaml"))
-    assert sorted(files) == ["tensorrt_llm/1/model.yaml", "tensorrt_llm/config.pbtxt"]
+    assert sorted(files) == ["frontend.json", "tensorrt_llm/1/model.yaml", "tensorrt_llm/config.pbtxt"]
     facts = FACTS["llmapi_config_pbtxt"]
     config = parse_config(out / "tensorrt_llm" / "config.pbtxt")
     assert (config.name, config.backend) == (facts["name"], facts["backend"])
@@ -102,8 +101,8 @@ def test_rendered_llmapi_repository_matches_the_release(tmp_path, tiny_model):
     assert [(t["name"], t["data_type"], t["dims"]) for t in _tensors(config.output)] == [
         (t["name"], t["data_type"], t["dims"]) for t in facts["outputs"]]
     group = config.instance_group[0]
-    assert (group.count, model_config_pb2.ModelInstanceGroup.Kind.Name(group.kind)) == (2, "KIND_CPU")
-    assert config.parameters["gpu_device_ids"].string_value == "0;0"
+    assert (group.count, model_config_pb2.ModelInstanceGroup.Kind.Name(group.kind)) == (1, "KIND_CPU")
+    assert "gpu_device_ids" not in config.parameters
 
     data = yaml.safe_load(files["tensorrt_llm/1/model.yaml"])
     args = FACTS["llm_args"]
@@ -112,9 +111,43 @@ def test_rendered_llmapi_repository_matches_the_release(tmp_path, tiny_model):
     assert data["triton_config"] == {"max_batch_size": 0, "decoupled": True}
     assert data["cuda_graph_config"] is None
     assert data["backend"] == "pytorch" and data["tensor_parallel_size"] == 1
-    # Two instances share the GPU: each gets half the placement's budget, an absolute max_tokens.
-    assert data["kv_cache_config"]["max_tokens"] > 0
+    assert data["kv_cache_config"]["max_tokens"] > 0  # the placement's budget, absolute
+    # The checkpoint's context length, not the load profile's longest request.
+    assert data["max_seq_len"] == json.loads((ROOT / "examples/checkpoints/llama-3.1-8b/config.json").read_text())[
+        "max_position_embeddings"]
     assert verify_repository(out) == []
+
+
+def test_several_instances_per_server_are_refused_for_the_pinned_release(tmp_path, tiny_model, capsys):
+    spec = _spec(tmp_path, tiny_model, "llama3-8b-llmapi.yaml", **{"placement.instances_per_gpu": 2})
+    assert main(["render", str(spec), "-o", str(tmp_path / "repo")]) == 2
+    assert capsys.readouterr().err.startswith(
+        "error: placement.instances_per_gpu: is 2, and NVIDIA's llmapi model in TensorRT-LLM 1.2.1 runs one instance "
+        "per tritonserver")
+
+
+def test_without_a_kv_budget_the_llm_api_sizes_the_batch_itself(tmp_path, tiny_model):
+    files = _render(_spec(tmp_path, tiny_model, "llama3-8b-llmapi.yaml"), tmp_path / "repo")
+    data = yaml.safe_load(files["tensorrt_llm/1/model.yaml"])
+    assert "max_batch_size" not in data and "max_num_tokens" not in data
+    assert data["cuda_graph_config"] == {"enable_padding": True}
+    assert data["max_seq_len"] == 131072
+    shorter = _render(_spec(tmp_path, tiny_model, "llama3-8b-llmapi.yaml", **{"llmapi.max_seq_len": 4096}),
+                      tmp_path / "repo2")
+    assert yaml.safe_load(shorter["tensorrt_llm/1/model.yaml"])["max_seq_len"] == 4096
+
+
+def test_an_enabled_frontend_is_planned_for_the_llmapi_model(tmp_path, tiny_model, capsys):
+    files = _render(_spec(tmp_path, tiny_model, "llama3-8b-llmapi.yaml", **{"frontend.openai.enabled": True}),
+                    tmp_path / "repo")
+    (route,) = json.loads(files["frontend.json"])["models"]
+    assert json.loads(files["frontend.json"])["enabled"] is True
+    assert (route["triton_model"], route["dialect"]) == ("tensorrt_llm", "llmapi")
+    spec = _spec(tmp_path, tiny_model, "llama3-8b-llmapi.yaml", **{"frontend.openai.enabled": True,
+                                                                     "frontend.openai.implementation": "triton"})
+    assert main(["render", str(spec), "-o", str(tmp_path / "repo3")]) == 2
+    assert capsys.readouterr().err.startswith("error: frontend.openai.implementation: triton cannot drive the "
+                                              "trtllm runtime's model")
 
 
 def test_verify_flags_a_model_yaml_key_that_is_no_llm_args_field(tmp_path, tiny_model):
@@ -145,10 +178,10 @@ def test_sizing_follows_the_placement_budget(tmp_path, tiny_model, capsys):
         assert p["sizing"]["kv_requests"] == round(kv / (1024 + 256), 2)
         assert (p["max_batch_size"], p["max_num_tokens"]) == finetune(kv / 1280, 1024, 256)
     assert mig["kv_max_tokens"] < full["kv_max_tokens"] and mig["max_batch_size"] < full["max_batch_size"]
-    # Without a KV budget nothing is invented: the spec's batch and the LLM API's token default, said so.
+    # Without a KV budget nothing is invented: the LLM API sizes the batch itself, said so.
     assert main(["plan", str(spec), "--json"]) == 0
     p = json.loads(capsys.readouterr().out)["runtime_settings"]
-    assert (p["max_batch_size"], p["max_num_tokens"], p["kv_max_tokens"]) == (8, 8192, None)
+    assert (p["max_batch_size"], p["max_num_tokens"], p["kv_max_tokens"]) == (None, None, None)
     assert p["sizing"]["source"].startswith("no KV budget known")
 
 
@@ -207,7 +240,7 @@ def test_deploy_llmapi_to_compose_and_k8s_passes_the_validators(tmp_path, tiny_m
 
     spec = _spec(tmp_path, tiny_model, "llama3-8b-llmapi.yaml")
     dep = prepare(spec, inventory=str(FIXTURES / "inventories" / inventory))
-    assert dep.image == TRTLLM.container and sorted(dep.repository) == ["tensorrt_llm/1/model.yaml",
+    assert dep.image == TRTLLM.container and sorted(dep.repository) == ["frontend.json", "tensorrt_llm/1/model.yaml",
                                                                           "tensorrt_llm/config.pbtxt"]
     inner = yaml.safe_load(dep.repository["tensorrt_llm/1/model.yaml"])
     assert inner["model"] == "/models/checkpoint" and inner["kv_cache_config"]["max_tokens"] > 0
@@ -239,23 +272,59 @@ def test_deploy_llmapi_to_compose_and_k8s_passes_the_validators(tmp_path, tiny_m
             # The models Job puts the llmapi model into the volume (its ConfigMap maps the files back to paths).
             (job,) = [d for d in yaml.safe_load_all(done.stdout) if d["kind"] == "Job"]
             assert "tensorrt_llm/config.pbtxt" in json.dumps(job)
+            # The HPA scales on the model's arrival rate: its pending count stays 0 (docs/deploy.md).
+            rules = (out / "k8s" / "monitoring" / "prometheus-adapter-rules.yaml").read_text()
+            assert "tritongen_request_rate" in rules and "nv_inference_pending_request_count" not in rules
+            hpas = [p.read_text() for p in (out / "k8s" / "monitoring").glob("hpa-*.yaml")]  # none: nothing to scale
+            assert all("tritongen_request_rate" in h for h in hpas)
 
 
 # ---------------------------------------------------------------------------------------------- clients
 
 
 def test_load_test_requests_speak_the_llmapi_tensor_names():
-    from tritongen.client import llmapi_grpc_inputs, llmapi_request_body
+    from tritongen.runtimes.llmapi import dialect
 
     recorded = {t["name"]: t for t in FACTS["llmapi_config_pbtxt"]["inputs"]}
-    inputs = llmapi_grpc_inputs("Hello", 16, stream=True)
+    inputs = dialect.grpc_inputs("Hello", 16, stream=True, stop=["\n\n", "END"], temperature=0.5, top_p=0.9,
+                                 top_k=4, seed=7, presence_penalty=0.1, frequency_penalty=0.2)
     for tensor in inputs:
         fact = recorded[tensor.name()]
         assert "TYPE_" + tensor.datatype().replace("BYTES", "STRING") == fact["data_type"]
-        assert tensor.shape() == [1]  # max_batch_size 0: the config dims are the whole shape
-    assert [t.name() for t in inputs] == ["text_input", "sampling_param_max_tokens", "streaming"]
-    body = llmapi_request_body("Hello", 16, stream=False)
+        # max_batch_size 0: the config dims are the whole shape (stop strings: one element per string)
+        assert tensor.shape() == ([2] if tensor.name() == "sampling_param_stop" else [1])
+    names = [t.name() for t in inputs]
+    assert names[:5] == ["text_input", "streaming", "sampling_param_max_tokens",
+                         "sampling_param_exclude_input_from_output", "return_finish_reason"]
+    assert len(names) == 12
+    body = dialect.http_body("Hello", 16, stream=False, stop=["END"])
     assert set(body) <= set(recorded) and body["sampling_param_max_tokens"] == 16
+    assert body["sampling_param_exclude_input_from_output"] is True and body["sampling_param_stop"] == ["END"]
+    with pytest.raises(ValueError, match="no input for 'min_tokens'"):
+        dialect.request_inputs("Hello", 16, stream=True, min_tokens=4)
+
+
+@pytest.mark.parametrize("pieces, expected", [
+    (["Hel", "Hello", "Hello wor", "Hello world"], ["Hel", "lo", " wor", "ld"]),
+    # A response may end inside a multi-byte character; it is held back until it is complete.
+    (["caf\ufffd", "café", "café \ufffd\ufffd", "café 🙂"], ["caf", "é", " ", "🙂"]),
+    # A length cut inside a character: the final text keeps its U+FFFD, as the unstreamed text does.
+    (["a", "a\ufffd"], ["a", "\ufffd"]),
+])
+def test_whole_text_responses_become_exact_deltas(pieces, expected):
+    from tritongen.runtimes.llmapi.dialect import WholeText
+
+    whole = WholeText()
+    assert [whole.feed(p, i == len(pieces) - 1) for i, p in enumerate(pieces)] == expected
+
+
+def test_whole_text_refuses_a_revision():
+    from tritongen.runtimes.llmapi.dialect import RevisedText, WholeText
+
+    whole = WholeText()
+    whole.feed("abc", False)
+    with pytest.raises(RevisedText):
+        whole.feed("abd", False)
 
 
 def test_up_refuses_trtllm_with_exit_3(tmp_path, tiny_model, capsys):

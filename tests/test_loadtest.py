@@ -115,7 +115,7 @@ def test_client_and_server_counts_agree(impossible_run):
     ensemble = next(m for m in level["server_run"]["models"] if m["model"] == "ensemble")
     assert ensemble["request_success"] == len(ok)
     assert level["tokens"] == {"client_output_tokens": 24 * len(ok), "server_output_tokens": 24 * len(ok),
-                               "equal": True}
+                               "counted_by": "server", "equal": True}
     assert level["server_active_after"] == 0
     # Locust's own stats saw the requests too (its CSV is written before the requests that finish during
     # --stop-timeout, so it may count a few fewer than the samples).

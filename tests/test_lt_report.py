@@ -129,7 +129,8 @@ def test_token_totals_are_compared_only_when_every_request_ended_normally(tmp_pa
     ok = [make(1.0 + i, [0.1, 0.2], 4, concurrency=1) for i in range(8)]
     run = RunInputs(servers={1: LevelServer(window=view, run=view), 2: LevelServer(window=view, run=view)})
     rows = build_summary(ok + set_a(), SLOSection(), run)["levels"]
-    assert rows[0]["tokens"] == {"client_output_tokens": 32, "server_output_tokens": 32, "equal": True}
+    assert rows[0]["tokens"] == {"client_output_tokens": 32, "server_output_tokens": 32, "counted_by": "server",
+                                 "equal": True}
     assert rows[1]["tokens"]["equal"] is None  # set_a has a failed request
 
 

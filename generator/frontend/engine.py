@@ -12,12 +12,16 @@ Token counts come from the server only: `num_input_tokens` once, `num_output_tok
 the tokens of that response (TensorRT-LLM's C++ backend: the ids in its output_ids; tritongen's runtimes count
 alike; see loadtests/samples.py): the completion's count is their sum, as Triton's own frontend computes it.
 exclude_input_in_output true keeps the prompt out of a non-streamed response's count.
+
+A route of dialect `llmapi` (runtime trtllm) calls NVIDIA's llmapi model with its own inputs instead
+(tritongen.runtimes.llmapi.dialect): each response's text is then the whole text so far, and it carries no counts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
@@ -32,11 +36,12 @@ _CHANNEL_OPTIONS = [("grpc.max_send_message_length", 2**31 - 1), ("grpc.max_rece
 
 
 class EngineError(Exception):
-    """A request Triton refused or failed, with the HTTP status and OpenAI error type it maps to."""
+    """A request Triton refused or failed, with the HTTP status, OpenAI error type and request field it maps to."""
 
-    def __init__(self, status: int, message: str, kind: str = "server_error"):
+    def __init__(self, status: int, message: str, kind: str = "server_error", param: str | None = None,
+                 code: str | None = None):
         super().__init__(message)
-        self.status, self.message, self.kind = status, message, kind
+        self.status, self.message, self.kind, self.param, self.code = status, message, kind, param, code
 
 
 # Triton reports errors inside a stream as text only (no status code); these markers are its wording.
@@ -49,15 +54,39 @@ _BAD_INPUT = ("not supported", "must be", "unexpected shape", "invalid argument"
               "is less than 1", "decodes greedily", "log probs are off")
 
 
+# Model inputs (C++ contract, hf runtime, llmapi model) -> the OpenAI request field that set them.
+_PARAMS = {"seed": "seed", "random_seed": "seed", "temperature": "temperature", "top_p": "top_p",
+           "runtime_top_p": "top_p", "presence_penalty": "presence_penalty", "frequency_penalty": "frequency_penalty",
+           "min_tokens": "min_tokens", "max_tokens": "max_tokens", "request_output_len": "max_tokens",
+           "stop_words": "stop", "stop": "stop", "input_ids": "prompt", "text_input": "prompt"}
+# A prompt that does not fit: the hf runtime's "input_ids: N tokens exceed the model's limit", the LLM API's
+# "the prompt (N tokens) and max_tokens (M) exceed max_seq_len".
+_TOO_LONG = re.compile(r"input_ids: \d+ tokens exceed|prompt \(\d+ tokens\).*exceed|exceeds? the (?:model's )?"
+                       r"(?:maximum )?(?:context|sequence) length", re.IGNORECASE)
+_NAMED = re.compile(r"\b(?:sampling_param_)?([a-z_]+)(?::| \()")
+
+
+def _param(message: str) -> tuple[str | None, str | None]:
+    """(OpenAI field, error code) a model's error names: `seed: ...`, `top_p (2.0) must ...`."""
+    if _TOO_LONG.search(message):
+        return "prompt", "context_length_exceeded"
+    for name in _NAMED.findall(message):
+        if name in _PARAMS:
+            return _PARAMS[name], None
+    return None, None
+
+
 def classify(message: str) -> EngineError:
-    """Map a Triton error message to an HTTP status: 429 overload, 503 unavailable, 400 bad input, else 500."""
+    """Map a Triton error message to an HTTP status: 429 overload, 503 unavailable, 400 bad input (naming the
+    request field where the model's message names its input), else 500."""
     text = message.lower()
     if any(m in text for m in _OVERLOAD):
         return EngineError(429, f"the deployment is at capacity: {message}", "rate_limit_error")
     if any(m in text for m in _UNAVAILABLE):
         return EngineError(503, f"the deployment is unavailable: {message}", "server_error")
-    if any(m in text for m in _BAD_INPUT):
-        return EngineError(400, message, "invalid_request_error")
+    param, code = _param(message)
+    if any(m in text for m in _BAD_INPUT) or code is not None:
+        return EngineError(400, message, "invalid_request_error", param, code)
     return EngineError(500, message, "server_error")
 
 
@@ -94,6 +123,8 @@ class Delta:
     output_tokens: int | None
     input_tokens: int | None
     final: bool
+    finish_reason: str | None = None
+    """The model's own finish reason (llmapi: `length` or `stop`), where it reports one."""
 
 
 @dataclass
@@ -127,6 +158,30 @@ def _bytes_tensor(name: str, values: list[str], pb2) -> tuple[object, bytes]:
 def _scalar_tensor(name: str, value: object, datatype: str, dtype, pb2) -> tuple[object, bytes]:
     tensor = pb2.ModelInferRequest().InferInputTensor(name=name, datatype=datatype, shape=[1, 1])
     return tensor, np.array([[value]], dtype=dtype).tobytes()
+
+
+def build_llmapi_request(model: str, gen: Generation, request_id: str):
+    """The ModelInferRequest for NVIDIA's llmapi model: its 1-D inputs from the runtime's dialect."""
+    from tritonclient.grpc import service_pb2 as pb2
+    from tritonclient.utils import serialize_byte_tensor
+
+    from tritongen.runtimes.llmapi import dialect
+
+    # As for the C++ contract below: OpenAI samples at any temperature > 0 with top_p 1 unless told otherwise.
+    top_p = 1.0 if gen.top_p is None and gen.temperature is not None and gen.temperature > 0 else gen.top_p
+    inputs = dialect.request_inputs(gen.prompt, gen.max_tokens, stream=gen.stream, stop=gen.stop,
+                                    temperature=gen.temperature, top_p=top_p, seed=gen.seed,
+                                    presence_penalty=gen.presence_penalty, frequency_penalty=gen.frequency_penalty)
+    request = pb2.ModelInferRequest(model_name=model, id=request_id)
+    for name, datatype, value in inputs:
+        request.inputs.append(pb2.ModelInferRequest().InferInputTensor(name=name, datatype=datatype,
+                                                                       shape=list(value.shape)))
+        request.raw_input_contents.append(serialize_byte_tensor(value).item() if datatype == "BYTES"
+                                          else value.tobytes())
+    for name in dialect.OUTPUTS:
+        request.outputs.append(pb2.ModelInferRequest().InferRequestedOutputTensor(name=name))
+    request.parameters["triton_enable_empty_final_response"].bool_param = True
+    return request
 
 
 def build_request(model: str, gen: Generation, request_id: str):
@@ -185,8 +240,14 @@ def _parse(response) -> Delta:
         value = out.reshape(-1)[0]
         text = value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
 
+    reason = None
+    array = result.as_numpy("finish_reason")
+    if array is not None and array.size:
+        value = array.reshape(-1)[0]
+        reason = value.decode("utf-8") if isinstance(value, bytes) else str(value)
     return Delta(text=text, output_tokens=count(result, "num_output_tokens"),
-                 input_tokens=count(result, "num_input_tokens"), final=final is not None and final.bool_param)
+                 input_tokens=count(result, "num_input_tokens"), final=final is not None and final.bool_param,
+                 finish_reason=reason)
 
 
 def count(result, name: str) -> int | None:
@@ -228,12 +289,13 @@ class TritonEngine:
             return False
 
     async def generate(self, model: str, gen: Generation, request_id: str,
+                       dialect: str = "ensemble",
                        on_sent: Callable[[], None] | None = None) -> AsyncIterator[Delta]:
         """Yield each response of one request until the final one; closing the iterator early cancels it.
         `on_sent` is called once the request has been written to the channel."""
+        request = (build_llmapi_request if dialect == "llmapi" else build_request)(model, gen, request_id)
         # aclosing: closing this iterator closes the call's at once (cancelling the request), not at loop cleanup.
-        async with contextlib.aclosing(self._stream(build_request(model, gen, request_id), request_id,
-                                                    on_sent)) as messages:
+        async with contextlib.aclosing(self._stream(request, request_id, on_sent)) as messages:
             async for message in messages:
                 yield _parse(message)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -30,15 +32,25 @@ def _reply(status: int, body: ErrorResponse, headers: dict[str, str] | None = No
     return JSONResponse(body.model_dump(), status_code=status, headers=headers)
 
 
+def request_param(request: Request, param: str | None) -> str | None:
+    """The field a model error names, in the endpoint's words: a chat request's prompt is its `messages`."""
+    if param == "prompt" and request.url.path.startswith("/v1/chat/"):
+        return "messages"
+    return param
+
+
 def _validation_message(err: RequestValidationError) -> tuple[str, str | None]:
     lines, param = [], None
     for e in err.errors():
         loc = [str(p) for p in e.get("loc", ()) if p != "body"]
         path = ".".join(loc)
-        param = param or (loc[0] if loc else None)
         msg = str(e.get("msg", "invalid"))
-        # Our own validators already name the field ("n: ..."); pydantic's messages do not.
+        # Our own validators already name the field ("n: ..."), from the request as a whole (no loc).
         msg = msg.removeprefix("Value error, ")
+        if e.get("type") == "extra_forbidden":
+            msg = "unknown field; this deployment does not support it (remove it)"
+        named = re.match(r"^([a-z_]+): ", msg)
+        param = param or (loc[0] if loc else named.group(1) if named else None)
         lines.append(msg if not path else f"{path}: {msg}")
     return "; ".join(lines) or "invalid request body", param
 
@@ -49,9 +61,10 @@ def install(app: FastAPI) -> None:
         return _reply(err.status, error_body(err.status, err.message, param=err.param, code=err.code))
 
     @app.exception_handler(EngineError)
-    async def _engine_error(_: Request, err: EngineError):
+    async def _engine_error(request: Request, err: EngineError):
         headers = {"Retry-After": "1"} if err.status in (429, 503) else None
-        return _reply(err.status, error_body(err.status, err.message, err.kind), headers)
+        return _reply(err.status, error_body(err.status, err.message, err.kind, request_param(request, err.param),
+                                             err.code), headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, err: RequestValidationError):

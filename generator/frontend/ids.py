@@ -45,9 +45,13 @@ class TritonIdsEngine(TritonEngine):
     async def ready(self, models: list[str]) -> bool:
         return await super().ready([LLM_MODEL])  # the text models are not on this path
 
-    async def generate(self, model: str, gen: Generation, request_id: str,
+    async def generate(self, model: str, gen: Generation, request_id: str, dialect: str = "ensemble",
                        on_sent: Callable[[], None] | None = None) -> AsyncIterator[Delta]:
         from tritonclient.grpc import InferResult
+
+        if dialect != "ensemble":
+            raise EngineError(400, f"the ids path speaks the C++ TensorRT-LLM contract, not the {dialect} model's; "
+                              "serve with --openai-path text", "invalid_request_error")
 
         codec = self.codecs[model]
         text = codec.text(gen.max_tokens)

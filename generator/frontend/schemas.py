@@ -1,8 +1,9 @@
 """The OpenAI protocol as pydantic models: the subset tritongen serves, and what it rejects by name.
 
 Requests accept the fields the official `openai` client sends. Fields that tritongen cannot honour are accepted
-only at their neutral value (`n: 1`, no `logit_bias`, no `logprobs`); anything else is a 400 that names the field,
-never a silently ignored parameter.
+only at their neutral value (`n: 1`, no `logit_bias`, no `logprobs`, `response_format` text); anything else is a
+400 whose `error.param` names the field, never a silently ignored parameter. A field this frontend does not know
+is refused the same way (as Triton's own OpenAI frontend does), so a newer API feature never passes unnoticed.
 """
 
 from __future__ import annotations
@@ -14,9 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class _Request(BaseModel):
-    # Clients send fields this frontend does not know (vendor extensions, newer API fields); they are kept so
-    # the validators below can reject the ones that would change the result.
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid")
 
 
 class StreamOptions(BaseModel):
@@ -97,6 +96,9 @@ class ChatCompletionRequest(SamplingFields):
     top_logprobs: int | None = None
     tools: list[dict[str, Any]] | None = None
     tool_choice: Any = None
+    parallel_tool_calls: bool | None = None
+    response_format: dict[str, Any] | None = None
+    """Only `{"type": "text"}` (plain text, the default); structured output is not supported."""
 
     @model_validator(mode="after")
     def _chat_supported(self) -> ChatCompletionRequest:
@@ -104,6 +106,13 @@ class ChatCompletionRequest(SamplingFields):
             raise ValueError("logprobs: not available from this deployment (the runtime returns no log probs)")
         if self.tools:
             raise ValueError("tools: tool calling is not supported by this deployment")
+        if self.tool_choice is not None:
+            raise ValueError("tool_choice: only allowed with tools, and tool calling is not supported")
+        if self.parallel_tool_calls is not None:
+            raise ValueError("parallel_tool_calls: only allowed with tools, and tool calling is not supported")
+        if self.response_format is not None and self.response_format.get("type") != "text":
+            raise ValueError(f"response_format: type {self.response_format.get('type')!r} is not supported "
+                             "(only 'text': this deployment has no structured output)")
         return self
 
     def token_limit(self) -> int | None:

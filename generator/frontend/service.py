@@ -21,6 +21,7 @@ from tritongen.frontend.engine import Counts, EngineError, Generation, TritonEng
 from tritongen.frontend.metrics import FrontendMetrics
 from tritongen.frontend.schemas import Usage
 from tritongen.frontend.text import ChatTemplate, StopMatcher
+from tritongen.runtimes.llmapi.dialect import RevisedText, TokenCounter, WholeText
 
 
 class ClientGone(Exception):
@@ -48,9 +49,11 @@ def new_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex}"
 
 
-def _finish_reason(gen: Generation, stopped: bool, counts: Counts) -> str:
+def _finish_reason(gen: Generation, stopped: bool, counts: Counts, model_reason: str | None = None) -> str:
     if stopped:
         return "stop"
+    if model_reason in ("stop", "length"):
+        return model_reason
     return "length" if counts.completion_tokens >= gen.max_tokens else "stop"
 
 
@@ -90,7 +93,11 @@ class Run:
         self.counts = Counts()
         self.matcher = StopMatcher(list(gen.stop))
         self.request_id = uuid.uuid4().hex
-        self._responses = state.engine.generate(route.triton_model, gen, self.request_id, on_sent=self._mark_sent)
+        self._responses = state.engine.generate(route.triton_model, gen, self.request_id, dialect=route.dialect,
+                                                on_sent=self._mark_sent)
+        # llmapi: whole-text responses become deltas here, and the counts are the tokenizer's (the model has none).
+        self.whole = WholeText() if route.dialect == "llmapi" else None
+        self.model_reason: str | None = None
         self._first: list[str] | None = None
         self._last_chunk: float | None = None
         self._sent_at = self._first_response_at = 0.0
@@ -121,10 +128,26 @@ class Run:
         except StopAsyncIteration:
             return None
         self.counts.add(delta)
-        piece = self.matcher.feed(delta.text)
+        text = delta.text
+        if self.whole is not None:
+            try:
+                text = self.whole.feed(delta.text, delta.final)
+            except RevisedText as err:
+                raise EngineError(502, str(err)) from None
+            if delta.final:
+                self._count_on_client()
+        self.model_reason = delta.finish_reason or self.model_reason
+        piece = self.matcher.feed(text)
         if self.matcher.stopped or delta.final:
             return [piece, self.matcher.flush(), None]  # None marks the end after these pieces
         return [piece]
+
+    def _count_on_client(self) -> None:
+        """Usage for a model that returns no counts: the deployment's tokenizer's count (README, OpenAI-compatible API)."""
+        counter = TokenCounter(self.state.templates[self.route.name].tokenizer)
+        self.counts.prompt_tokens = counter.prompt(self.gen.prompt)
+        self.counts.completion_tokens = counter.count(self.whole.sent)
+        self.counts.seen = True
 
     async def texts(self) -> AsyncIterator[str]:
         try:
@@ -173,7 +196,8 @@ class Run:
         m.duration.labels(name).observe(time.perf_counter() - self.started)
 
     def outcome(self, text: str) -> Outcome:
-        return Outcome(text, _finish_reason(self.gen, self.matcher.stopped, self.counts), _usage(self.counts))
+        return Outcome(text, _finish_reason(self.gen, self.matcher.stopped, self.counts, self.model_reason),
+                       _usage(self.counts))
 
 
 async def complete(state: FrontendState, route: ModelRoute, gen: Generation, request: Request,
@@ -228,11 +252,16 @@ async def sse_events(run: Run, chunk: Callable[[str | None, str | None], str], u
         # The 200 status has gone out: errors after the first token travel inside the stream.
         from tritongen.frontend.errors import error_body
 
-        yield error_body(err.status, err.message, err.kind).model_dump_json()
+        yield error_body(err.status, err.message, err.kind, err.param, err.code).model_dump_json()
 
 
 def generation(route: ModelRoute, req, prompt: str) -> Generation:
     """The Triton-side request for a chat or text completion request."""
+    if route.dialect == "llmapi" and req.min_tokens is not None:
+        from tritongen.frontend.errors import APIError
+
+        raise APIError(400, "min_tokens is not supported by this deployment (NVIDIA's llmapi model has no input "
+                            "for it); leave it unset", param="min_tokens")
     limit = req.token_limit()
     return Generation(prompt=prompt, max_tokens=limit if limit is not None else route.default_max_tokens,
                       stream=req.stream, stop=tuple(req.stop_list()), temperature=req.temperature, top_p=req.top_p,

@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from tritongen.errors import EnvironmentMissing, SpecError, problem
 
 CONFIG_FILE = "frontend.json"
+Dialect = Literal["ensemble", "llmapi"]
+DIALECTS = ("ensemble", "llmapi")
 TEMPLATE_FILE = "chat_template.jinja"
 
 
@@ -26,7 +28,10 @@ class ModelRoute(BaseModel):
     name: str
     """Public model name (what clients pass as `model` and see in /v1/models)."""
     triton_model: str
-    """The Triton model that serves it: ensemble or tensorrt_llm_bls."""
+    """The Triton model that serves it: ensemble or tensorrt_llm_bls (C++ contract), tensorrt_llm (llmapi)."""
+    dialect: Dialect = "ensemble"
+    """The tensors it speaks: the C++ contract's (text_input, max_tokens, stream, token counts), or NVIDIA's llmapi
+    model's (runtime trtllm: sampling_param_* inputs, whole text so far, no token counts; runtimes/llmapi/dialect.py)."""
     tokenizer_dir: str
     """Tokenizer folder; its chat template renders chat messages."""
     chat_template: str | None = None
@@ -62,7 +67,9 @@ class FrontendPlan(BaseModel):
         return value
 
     def to_json(self) -> str:
-        return self.model_dump_json(indent=2) + "\n"
+        # The default dialect is left out, so repositories of the C++ contract keep the bytes they had.
+        plain = {i: {"dialect"} for i, r in enumerate(self.models) if r.dialect == "ensemble"}
+        return self.model_dump_json(indent=2, exclude={"models": plain} if plain else None) + "\n"
 
     def repository_files(self, tokenizer_dir: str) -> dict[str, bytes]:
         """frontend.json (and chat_template.jinja) for a model repository whose server sees the tokenizer at
@@ -90,7 +97,7 @@ class FrontendPlan(BaseModel):
         return plan.model_copy(update={"models": routes})
 
 
-def make_frontend_plan(spec, spec_dir: Path, tokenizer_dir: Path) -> FrontendPlan:
+def make_frontend_plan(spec, spec_dir: Path, tokenizer_dir: Path, target=None) -> FrontendPlan:
     """The frontend section of a spec, resolved: public name, template file (absolute), defaults filled in."""
     f, o = spec.frontend, spec.frontend.openai
     template = None
@@ -101,7 +108,16 @@ def make_frontend_plan(spec, spec_dir: Path, tokenizer_dir: Path) -> FrontendPla
             raise SpecError(problem("frontend.chat_template", f"file {path} does not exist",
                                     "point it at a Jinja chat template file, or remove it to use the tokenizer's"))
         template = str(path)
-    route = ModelRoute(name=o.served_model_name or spec.name, triton_model=o.triton_model,
+    triton_model, dialect = o.triton_model, "ensemble"
+    if target is not None:
+        # A runtime whose own model is the repository (the runtime's load target: model and tensor dialect).
+        triton_model, dialect = target.model, target.dialect
+        if o.implementation == "triton":
+            raise SpecError(problem(
+                "frontend.openai.implementation", f"triton cannot drive the {spec.runtime} runtime's model (Triton's "
+                "frontend sends stream, max_tokens and 2-D tensors; NVIDIA's llmapi model takes streaming, "
+                "sampling_param_* and 1-D tensors)", "use implementation: tritongen, or disable frontend.openai"))
+    route = ModelRoute(name=o.served_model_name or spec.name, triton_model=triton_model, dialect=dialect,
                        tokenizer_dir=str(tokenizer_dir), chat_template=template,
                        default_max_tokens=o.default_max_tokens or spec.serving.max_tokens_default)
     return FrontendPlan(enabled=o.enabled, implementation=o.implementation, port=o.port, api_key_env=f.api_key_env,

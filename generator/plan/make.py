@@ -65,9 +65,11 @@ def _tokenizer_plan(spec: Spec, tokenizer_dir: Path, config: dict) -> TokenizerP
     return TokenizerPlan(**common, end_id=tok.eos_token_id, pad_id=pad, vocab_size=len(tok))
 
 
-def max_sequence_length(spec: Spec) -> int:
-    """Longest prompt + completion the deployment must hold in the KV cache."""
-    configured = runtime(spec.runtime).max_seq_len(spec)
+def max_sequence_length(spec: Spec, checkpoint_config: dict | None = None) -> int:
+    """Longest prompt + completion the deployment must hold in the KV cache: what the runtime is configured for,
+    else the checkpoint's context length where the runtime serves that, else the load profile's longest request."""
+    rt = runtime(spec.runtime)
+    configured = rt.max_seq_len(spec) or rt.context_length(checkpoint_config or {})
     if configured:
         return configured
     load = spec.validation.load
@@ -95,7 +97,7 @@ def _place(spec: Spec, checkpoint: Path, engine_dir: Path | None, inventory_sour
     if spec.deploy.nodes > 1:
         inventory = _multi_node(spec, inventory, memory.world_size)
     instances = runtime(spec.runtime).instances_per_device(spec)
-    placed = place(inventory, memory, max_seq_len=max_sequence_length(spec),
+    placed = place(inventory, memory, max_seq_len=max_sequence_length(spec, read_config(checkpoint)),
                    kv_fraction=spec.serving.kv_cache.free_gpu_mem_fraction, instances_per_device=instances,
                    gpu_ids=spec.placement.gpu_ids or None)
     return PlacementPlan(inventory=asdict(inventory), memory=asdict(memory), result=placed.to_dict())
@@ -154,7 +156,7 @@ def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None, *, engin
         load = load.model_copy(update={"trace_file": str(resolve_path(spec_dir, load.trace_file))})
     ctx = PlanContext(spec=spec, resolve=lambda value: resolve_path(spec_dir, value), checkpoint=checkpoint,
                       config=config, inventory_gpus=lambda: _inventory_gpus(inventory), tokenizer=None, kv_tokens=spec.serving.kv_cache.max_tokens,
-                      max_seq_len=max_sequence_length(spec), inventory=inventory, engine_dir=engine_dir,
+                      max_seq_len=max_sequence_length(spec, config), inventory=inventory, engine_dir=engine_dir,
                       gpu_arch=gpu_arch)
     prepared = rt.prepare(ctx)
     ctx = dataclasses.replace(ctx, tokenizer=_tokenizer_plan(spec, tokenizer_dir, config))
@@ -198,9 +200,24 @@ def _plan(rt: Runtime, ctx: PlanContext, spec_dir: Path, load, prepared: Runtime
         runtime_settings=settings, bls_instances=s.bls_instances or _bls_instances(s),
         bls_parameters=bls_parameters(s.bls_accumulate_tokens), load=load, slo=spec.validation.slo, deploy=spec.deploy,
         kv_tokens_per_instance=ctx.kv_tokens, **_bls_backend(spec, tokenizer), **placement,
-        # A runtime with its own tensor names (no ensemble) is not one the frontend converts requests for.
-        frontend=make_frontend_plan(spec, spec_dir, Path(tokenizer.dir)) if rt.ensemble else None,
+        frontend=_frontend(rt, spec, spec_dir, Path(tokenizer.dir)),
     )
+
+
+def _frontend(rt: Runtime, spec: Spec, spec_dir: Path, tokenizer_dir: Path):
+    """The frontend's plan: for an ensemble runtime, or one whose own tensors the frontend speaks (llmapi);
+    another runtime with its own tensor names is not one the frontend converts requests for."""
+    from tritongen.plan.frontend import DIALECTS
+
+    if rt.ensemble:
+        return make_frontend_plan(spec, spec_dir, tokenizer_dir)
+    try:
+        target = rt.load_target()
+    except SpecError:  # a runtime tritongen's clients have no dialect for yet
+        return None
+    if target is not None and target.dialect in DIALECTS:
+        return make_frontend_plan(spec, spec_dir, tokenizer_dir, target)
+    return None
 
 
 def _bls_backend(spec: Spec, tokenizer: TokenizerPlan) -> dict[str, str]:

@@ -98,7 +98,10 @@ def render_repository(plan: Plan, where: Locations | None = None) -> dict[str, b
     where = where or Locations.of(plan)
     rt = runtime_of(plan)
     if not rt.ensemble:
-        return dict(sorted(rt.model_files(plan, where, _renderer(plan)).items()))
+        files = rt.model_files(plan, where, _renderer(plan))
+        if plan.frontend is not None:  # a runtime whose own model the frontend speaks to (llmapi)
+            files.update(plan.frontend.repository_files(where.tokenizer))
+        return dict(sorted(files.items()))
     files: dict[str, bytes] = {}
     pre_in, pre_out = _tensors("preprocessing", plan)
     files["preprocessing/config.pbtxt"] = _render(

@@ -136,6 +136,11 @@ class Runtime(ABC):
         """The longest prompt + completion the runtime is configured for; None: derive it from the load."""
         return None
 
+    def context_length(self, checkpoint_config: dict[str, Any]) -> int | None:
+        """The longest sequence to configure when max_seq_len is not set, from the checkpoint's config.json; None:
+        derive it from the load profile."""
+        return None
+
     def instances_per_device(self, spec: Spec) -> int:
         return spec.placement.instances_per_gpu
 

@@ -187,14 +187,19 @@ class TritonServer:
         return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
     def command(self) -> list[str]:
+        from tritongen.runtimes.llmapi import completes_own_config
+
         backends = backend_dir()
+        # NVIDIA's llmapi model sets decoupled and max_batch_size from its model.yaml in auto_complete_config;
+        # every other model's config.pbtxt is complete, and auto-completion would only hide a mistake in it.
+        auto = [] if completes_own_config(self.repository) else ["--disable-auto-complete-config"]
         return [
             str(_pytriton_root() / "bin" / "tritonserver"),
             f"--model-repository={Path(self.repository).resolve()}",
             f"--backend-directory={backends}",
             f"--http-port={self.http_port}", f"--grpc-port={self.grpc_port}",
             f"--metrics-port={self.metrics_port}", "--allow-metrics=true", "--allow-gpu-metrics=false",
-            "--disable-auto-complete-config", f"--exit-timeout-secs={EXIT_TIMEOUT_S}", *self.extra_args,
+            *auto, f"--exit-timeout-secs={EXIT_TIMEOUT_S}", *self.extra_args,
         ]
 
     def start(self, timeout: float = 180.0, *, _retried: bool = False) -> TritonServer:

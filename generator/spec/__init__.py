@@ -110,13 +110,15 @@ class LlmApiSection(_Section):
 
     max_batch_size: int | None = Field(None, ge=1)
     """Runtime batch (LlmArgs max_batch_size). None: sized from the workload and the KV budget as
-    trtllm-bench does (tensorrt_llm/bench/build/tuning.py)."""
+    trtllm-bench does (tensorrt_llm/bench/build/tuning.py); without a KV budget (no inventory, no
+    serving.kv_cache.max_tokens) the LLM API's own default."""
 
     max_num_tokens: int | None = Field(None, ge=1)
     """Tokens per scheduler step (LlmArgs max_num_tokens). None: sized like max_batch_size."""
 
     max_seq_len: int | None = Field(None, ge=2)
-    """Longest prompt + completion (LlmArgs max_seq_len). None: the load profile's longest request."""
+    """Longest prompt + completion (LlmArgs max_seq_len). None: the checkpoint's context length
+    (max_position_embeddings in config.json)."""
 
     kv_cache_dtype: Literal["auto", "fp8"] = "auto"
     """KV-cache dtype (KvCacheConfig.dtype); `auto` follows the checkpoint."""
@@ -253,7 +255,8 @@ class PlacementSection(_Section):
     """GPU indices used when device is gpu; empty means [0]."""
 
     instances_per_gpu: int = Field(1, ge=1)
-    """LLM model instances per GPU (hf runtime)."""
+    """LLM model instances per GPU (hf runtime). trtllm: 1 (the pinned release's llmapi model runs one instance per
+    server; each GPU or MIG slice gets a server)."""
 
 
 class SyntheticSection(_Section):
@@ -433,6 +436,11 @@ class DeploySection(_Section):
     hpa_kv_cache_utilization: float = Field(0.85, gt=0, le=1)
     """Kubernetes HPA (tensorrtllm): scale out when the paged KV cache's used-block fraction exceeds this."""
 
+    hpa_requests_per_s: float = Field(4, gt=0)
+    """Kubernetes HPA (trtllm): scale out when a pod receives more requests per second than this (average). The
+    llmapi model hands every request to its engine at once and exports no gauge of its own, so its arrival rate
+    is the signal that moves; set it from the load test's capacity line (open loop, requests/s per pod)."""
+
 
 class ValidationSection(_Section):
     load: LoadSection = LoadSection()
@@ -455,7 +463,7 @@ class OpenAIFrontendSection(_Section):
     triton_model: Literal["ensemble", "tensorrt_llm_bls"] = "tensorrt_llm_bls"
     """The Triton model the frontend calls. tensorrt_llm_bls (the ensemble's only step, same tensors): a client that
     disconnects cancels its generation; through `ensemble`, Triton checks cancellation only between steps, so a
-    dropped stream keeps generating to its end."""
+    dropped stream keeps generating to its end. Runtime trtllm: always tensorrt_llm (its only model)."""
 
     default_max_tokens: int | None = Field(None, ge=1)
     """Completion length when a request sets none; default: serving.max_tokens_default."""

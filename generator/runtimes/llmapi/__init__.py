@@ -8,6 +8,7 @@ PyTorch backend loads the Hugging Face checkpoint named in model.yaml.
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -41,13 +42,14 @@ def model_yaml(plan: Plan, checkpoint: str | None = None, tokenizer: str | None 
         "trust_remote_code": p.trust_remote_code,
         "tensor_parallel_size": p.tp,
         "pipeline_parallel_size": p.pp,
-        "max_batch_size": p.max_batch_size,
-        "max_num_tokens": p.max_num_tokens,
+        **({"max_batch_size": p.max_batch_size} if p.max_batch_size else {}),
+        **({"max_num_tokens": p.max_num_tokens} if p.max_num_tokens else {}),
         "max_seq_len": p.max_seq_len,
         "enable_chunked_prefill": p.enable_chunked_prefill,
         "kv_cache_config": kv,
-        "cuda_graph_config": ({"batch_sizes": list(p.cuda_graph_batch_sizes), "enable_padding": p.cuda_graph_padding}
-                              if p.cuda_graph_batch_sizes else None),
+        "cuda_graph_config": (None if not p.cuda_graphs else
+                              {"batch_sizes": list(p.cuda_graph_batch_sizes), "enable_padding": p.cuda_graph_padding}
+                              if p.cuda_graph_batch_sizes else {"enable_padding": p.cuda_graph_padding}),
         "triton_config": {"max_batch_size": contract.TRITON_MAX_BATCH_SIZE, "decoupled": plan.decoupled},
     })
     return data
@@ -59,11 +61,10 @@ def model_yaml_text(plan: Plan, header: str, checkpoint: str | None = None, toke
     return f"{header}\n{body}".encode()
 
 
-def parameters(plan: Plan) -> dict[str, str]:
-    """config.pbtxt parameters: gpu_device_ids when a server runs several instances (the model requires it)."""
-    p = plan.runtime_settings
-    assert isinstance(p, LlmApiPlan)
-    return {"gpu_device_ids": p.gpu_device_ids} if p.instances > 1 else {}
+def completes_own_config(repo: str | Path) -> bool:
+    """True for a repository holding the llmapi model: its config.pbtxt leaves decoupled and max_batch_size to
+    the model's auto_complete_config (from 1/model.yaml), so tritonserver must run with auto-completion on."""
+    return (Path(repo) / "tensorrt_llm" / "1" / "model.yaml").is_file()
 
 
 def launch_command(repo_dir: str, ports: tuple[int, int, int], *, tritonserver: str = TRTLLM.tritonserver,
@@ -72,8 +73,8 @@ def launch_command(repo_dir: str, ports: tuple[int, int, int], *, tritonserver: 
 
     The repository is copied to a writable folder and NVIDIA's model.py/helpers.py are added from the container,
     so the rendered repository stays the reviewable part and the model code is the release's own. No mpirun: a
-    tensor-parallel LLM spawns its workers itself, and several instances need the no-MPI launch. Auto-complete
-    stays on: the model takes decoupled and max_batch_size from model.yaml there.
+    tensor-parallel LLM spawns its workers itself. One model instance per server (runtime.py llmapi_instances
+    says why). Auto-complete stays on: the model takes decoupled and max_batch_size from model.yaml there.
     """
     http, grpc, metrics = ports
     work = "/tmp/tritongen-repository"

@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tritongen.errors import SpecError, problem
 from tritongen.runtimes import llmapi
-from tritongen.runtimes.base import LoadTarget, PlanContext, Renderer, Runtime, RuntimeSettings
+from tritongen.runtimes.base import LoadTarget, PlanContext, Renderer, Runtime, RuntimeSettings, Signal, quantity
 from tritongen.runtimes.llmapi.plan import LlmApiPlan, make_llmapi_plan
 from tritongen.runtimes.tensorrtllm.release import TRTLLM
 
@@ -21,8 +22,17 @@ _KV_QUANT_ALGO = {"auto": None, "fp8": "FP8", "int8": "INT8"}
 
 
 def llmapi_instances(spec: Spec) -> int:
-    """Model instances per server group: a tensor/pipeline-parallel model takes the group."""
-    return 1 if spec.llmapi.tp_size * spec.llmapi.pp_size > 1 else spec.placement.instances_per_gpu
+    """Model instances per server group: one. Several instances in one server need the llmapi model's
+    gpu_device_ids parameter, which TensorRT-LLM 1.2.1 is not known to have (it came to main as a feature in
+    February 2026: tests/doubles/llmapi/facts.json); each GPU or MIG slice gets a server instead."""
+    if spec.placement.instances_per_gpu > 1:
+        raise SpecError(problem(
+            "placement.instances_per_gpu", f"is {spec.placement.instances_per_gpu}, and NVIDIA's llmapi model in "
+            f"TensorRT-LLM {TRTLLM.version} runs one instance per tritonserver (several need its gpu_device_ids "
+            "parameter, which this release is not known to have)",
+            "set it to 1: placement runs one tritonserver per GPU (or MIG slice); raise llmapi.max_batch_size for "
+            "more requests per GPU"))
+    return 1
 
 
 class LlmApiRuntime(Runtime):
@@ -30,7 +40,10 @@ class LlmApiRuntime(Runtime):
     settings = LlmApiPlan
     summary = (f"NVIDIA's llmapi model (LLM API, PyTorch backend, no engine build; TensorRT-LLM {TRTLLM.version}, "
                f"{TRTLLM.container})")
-    executed_here = "no: rendered and checked against the release's files (tests/fixtures/nvidia); not served here"
+    executed_here = ("with a stand-in: the rendered config.pbtxt and model.yaml served by the embedded tritonserver "
+                     "with a test double in place of NVIDIA's model code (tests/doubles/llmapi; streamed, unstreamed, "
+                     "cancellation, bad requests, OpenAI chat, load-test sweep, verify --load); NVIDIA's model.py "
+                     "and TensorRT-LLM never ran here")
     choice = ("NVIDIA's LLM-API model, maintained upstream; no engine build; pick it on GPUs with the TensorRT-LLM "
               "container")
     ensemble = False
@@ -42,6 +55,12 @@ class LlmApiRuntime(Runtime):
     def max_seq_len(self, spec: Spec) -> int | None:
         return spec.llmapi.max_seq_len
 
+    def context_length(self, checkpoint_config: dict[str, Any]) -> int | None:
+        # The model serves what the checkpoint supports, so a real request is never refused for a length the
+        # load profile happened not to use; llmapi.max_seq_len lowers it.
+        value = checkpoint_config.get("max_position_embeddings")
+        return int(value) if value else None
+
     def instances_per_device(self, spec: Spec) -> int:
         return llmapi_instances(spec)
 
@@ -52,22 +71,21 @@ class LlmApiRuntime(Runtime):
                             "tp": s.tp_size, "pp": s.pp_size, "max_batch_size": s.max_batch_size}
 
     def llm_instance_group(self, spec: Spec, placed: bool) -> dict[str, Any]:
-        # The llmapi model places itself (gpu_device_ids per instance); Triton sees CPU instances.
+        # The llmapi model places itself on the devices its server sees; Triton sees a CPU instance.
         return {"kind": "KIND_CPU", "count": llmapi_instances(spec)}
 
     def plan_settings(self, ctx: PlanContext, prepared: RuntimeSettings | None) -> LlmApiPlan:
         assert ctx.tokenizer is not None
         # One model.yaml serves every server group, so it holds the budget every group can hold.
         return make_llmapi_plan(ctx.spec, str(ctx.checkpoint), ctx.tokenizer.dir if ctx.spec.model.tokenizer else None,
-                                max_seq_len=ctx.max_seq_len, kv_tokens=ctx.kv_tokens,
-                                instances=llmapi_instances(ctx.spec))
+                                max_seq_len=ctx.max_seq_len, kv_tokens=ctx.kv_tokens)
 
     def model_files(self, plan: Plan, where: Locations, render: Renderer) -> dict[str, bytes]:
         settings = plan.runtime_settings
         assert isinstance(settings, LlmApiPlan)
         tokenizer = where.tokenizer if settings.tokenizer_dir else None
         config = render.template("llmapi/config.pbtxt.j2", plan, inputs=llmapi.contract.INPUTS,
-                                 outputs=llmapi.contract.OUTPUTS, params=llmapi.parameters(plan),
+                                 outputs=llmapi.contract.OUTPUTS, params={},
                                  group=plan.llm_instance_group, model_dir=TRTLLM.llmapi_model_dir)
         return {"tensorrt_llm/1/model.yaml": llmapi.model_yaml_text(plan, render.header, where.checkpoint, tokenizer),
                 "tensorrt_llm/config.pbtxt": config}
@@ -103,6 +121,15 @@ class LlmApiRuntime(Runtime):
     def server_command(self, plan: Plan, world_size: int, repository: str, ports: tuple[int, int, int],
                        extra_args: Sequence[str]) -> list[str]:
         return llmapi.launch_command(repository, ports, extra_args=tuple(extra_args))
+
+    def hpa_signals(self, plan: Plan) -> list[Signal]:
+        """The model hands each request to its engine inside execute and returns, so Triton's pending count stays
+        0 and its success counter counts arrivals (docs/deploy.md); it exports no gauge. The per-pod arrival rate
+        moves with the load."""
+        return [Signal("tritongen_request_rate", 'nv_inference_request_success{model="tensorrt_llm",pod!=""}',
+                       'sum by (<<.GroupBy>>) (rate(nv_inference_request_success{<<.LabelMatchers>>,'
+                       'model="tensorrt_llm"}[1m]))',
+                       quantity(plan.deploy.hpa_requests_per_s), "requests per second arriving at the model")]
 
     def not_embedded(self) -> str:
         return (f"trtllm serves NVIDIA's llmapi model, which needs TensorRT-LLM {TRTLLM.version} inside "
