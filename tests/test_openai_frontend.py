@@ -255,7 +255,7 @@ def test_loadtest_through_the_openai_frontend(frontend, triton, tiny_spec_path, 
 
     out = tmp_path / "lt"
     code = main(["loadtest", str(tiny_spec_path), "--protocol", "openai", "--url", frontend.url, "-u", "2",
-                 "-r", "2", "-t", "4", "--metrics-url", triton.metrics_url, "--out", str(out)])
+                 "-r", "2", "-t", "10", "--metrics-url", triton.metrics_url, "--out", str(out)])
     level = json.loads((out / "loadtest.json").read_text())["levels"][0]
     summary = level["metrics"]
     assert summary["request_count"] >= 2 and summary["error_count"] == 0
