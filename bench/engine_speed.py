@@ -6,17 +6,26 @@ client bench/streamclient.py (N processes x M gRPC streams, all started at once,
 completed request) drives, one after the other:
 - `tensorrt_llm`: the source called directly: its own ceiling, and the ids path (ids streamed, decoded by the client);
 - `tensorrt_llm_bls`: the BLS called directly;
-- `ensemble`: the default text path (gRPC -> ensemble -> BLS -> tensorrt_llm).
+- `ensemble`: the default text path (gRPC -> ensemble -> BLS -> tensorrt_llm);
+- `openai-text` / `openai-ids` (only when asked for in --layouts): the OpenAI-compatible frontend
+  (tritongen.frontend.server.FrontendWorkers: `--openai-workers` uvicorn workers sharing one port, as
+  `tritongen serve --openai --openai-workers W --openai-path text|ids`) against the same tritonserver, driven with
+  streamed /v1/completions by the same client (`--target openai`); text: frontend -> ensemble -> BLS ->
+  tensorrt_llm; ids: frontend (tokenize, detokenize) -> tensorrt_llm.
 A path is measured only where the source's ceiling at that level is above it; the table puts the two side by side.
 
 Server CPU: user + system seconds of tritonserver and every python backend stub (psutil), read at the start and the
 end of the client's window (the window is timed from the first sent request: start + warmup .. + duration), so
-server and client figures cover the same seconds. The source's counter tritongen_llm_output_tokens_total over the
+server and client figures cover the same seconds. For
+the openai layouts the frontend's processes (uvicorn supervisor and workers) are sampled at the same instants and
+included in server CPU, under `openai-frontend` in server_cpu_s_by_process and as frontend_cpu_cores. The source's counter tritongen_llm_output_tokens_total over the
 whole run is checked against the tokens the client received.
 
     .venv/bin/python bench/engine_speed.py --levels 64,256 --duration 10 --warmup 3 --processes 8 \
         [--itl-ms 5] [--ttft-ms 20] [--output-tokens 128] [--input-tokens 128] [--layouts tensorrt_llm,ensemble] \
         [--set serving.stream_interval=4] [--name engine_speed]
+    .venv/bin/python bench/engine_speed.py --levels 64,256 --processes 8 --layouts tensorrt_llm,openai-text,openai-ids \
+        [--openai-workers 4]
 
 With --repeat R each level runs R rounds of every layout, interleaved; the table shows each layout's median round
 (a path above its source's ceiling means the machine was busier during the ceiling's run: repeat, or use a quiet
@@ -49,6 +58,14 @@ import streamclient  # noqa: E402
 RESULTS = ROOT / "bench" / "results"
 LAYOUTS = {"tensorrt_llm": "source alone / ids path (tensorrt_llm direct)", "tensorrt_llm_bls": "BLS direct",
            "ensemble": "default: ensemble -> BLS"}
+# Not in the default --layouts (each starts a frontend): the OpenAI-compatible frontend with the path it names.
+OPENAI_LAYOUTS = {"openai-text": "OpenAI frontend, text path (-> ensemble)",
+                  "openai-ids": "OpenAI frontend, ids path (-> tensorrt_llm)"}
+ALL_LAYOUTS = {**LAYOUTS, **OPENAI_LAYOUTS}
+
+
+def layout_of(r: dict) -> str:
+    return r.get("layout") or r["config"]["target"]
 
 
 def _process_name(proc: psutil.Process) -> str:
@@ -75,6 +92,23 @@ def server_cpu(root_pid: int) -> dict[str, float]:
     return out
 
 
+def tree_cpu(root_pid: int) -> float:
+    """CPU seconds (user + system) of a process and its descendants (the frontend's supervisor and workers)."""
+    total = 0.0
+    try:
+        root = psutil.Process(root_pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return total
+    for proc in procs:
+        try:
+            t = proc.cpu_times()
+            total += t.user + t.system
+        except psutil.NoSuchProcess:
+            continue
+    return total
+
+
 def source_counters(metrics_url: str) -> tuple[float, float]:
     """(tokens sent, requests active) of the tensorrt_llm model's source."""
     import urllib.request
@@ -96,8 +130,9 @@ def _settled_counter(metrics_url: str, timeout: float = 30.0) -> float:
         time.sleep(0.1)
 
 
-def measure(server, cfg: streamclient.Config, prepared) -> dict:
-    """One layout at one level: the client's figures, server CPU over the same window, counter vs client."""
+def measure(server, cfg: streamclient.Config, prepared, frontend=None) -> dict:
+    """One layout at one level: the client's figures, server CPU over the same window, counter vs client.
+    `frontend`: the OpenAI frontend's process (FrontendWorkers), whose CPU is server CPU too."""
     samples: list[dict[str, float]] = []
     active: list[float] = []
 
@@ -105,7 +140,10 @@ def measure(server, cfg: streamclient.Config, prepared) -> dict:
         def sampler() -> None:
             for at in window:
                 time.sleep(max(0.0, at - time.monotonic()))
-                samples.append(server_cpu(server.process.pid))
+                sample = server_cpu(server.process.pid)
+                if frontend is not None:
+                    sample["openai-frontend"] = tree_cpu(frontend.process.pid)
+                samples.append(sample)
             # Where a stalled run stopped: requests still active in the source means the source (or what it sends
             # into) is stuck; none means the path never reached it.
             active.append(source_counters(server.metrics_url)[1])
@@ -121,6 +159,8 @@ def measure(server, cfg: streamclient.Config, prepared) -> dict:
         result["server_cpu_cores"] = round(total / cfg.duration_s, 2)
         result["server_cpu_us_per_token"] = round(total * 1e6 / result["tokens_in_window"], 1) \
             if result["tokens_in_window"] else None
+        if frontend is not None:
+            result["frontend_cpu_cores"] = round(cpu["openai-frontend"] / cfg.duration_s, 2)
     result["source_active_at_window_end"] = active[0] if active else None
     result["server_tokens"] = after - before
     result["client_equals_server_tokens"] = result["tokens_total"] == after - before
@@ -145,10 +185,25 @@ def render_and_start(args, workdir: Path):
     return start_server(workdir / "model_repository", workdir / "tritonserver.log"), overrides
 
 
+def start_frontend(args, workdir: Path, server, layout: str):
+    """The OpenAI frontend for one openai layout, as `tritongen serve REPO --openai 0 --triton-url URL
+    --openai-workers W --openai-path P` starts it (FrontendWorkers), on a free port."""
+    from tritongen.frontend.server import FrontendWorkers
+    from tritongen.plan.frontend import FrontendPlan
+
+    repo = workdir / "model_repository"
+    frontend = FrontendWorkers(repo, server.grpc_url, workers=args.openai_workers, port=0,
+                               path=layout.removeprefix("openai-"), log_path=workdir / f"frontend-{layout}.log")
+    frontend.start()
+    frontend.api_key = FrontendPlan.read(repo).api_key()
+    return frontend
+
+
 ROW_COLS = [("level", "concurrency"), ("layout", "layout"), ("delivered tok/s", "tok_per_s"),
             ("source ceiling tok/s", "ceiling"), ("% of ceiling", "pct_of_ceiling"),
             ("TTFT p50/p99 ms", "ttft"), ("ITL p50/p99 ms", "itl"), ("server CPU cores", "server_cpu_cores"),
-            ("server CPU µs/token", "server_cpu_us_per_token"), ("client CPU cores", "client_cpu_cores"),
+            ("server CPU µs/token", "server_cpu_us_per_token"), ("of which frontend CPU cores", "frontend_cpu_cores"),
+            ("client CPU cores", "client_cpu_cores"),
             ("exact text", "exact"), ("client = server tokens", "client_equals_server_tokens")]
 
 
@@ -156,7 +211,7 @@ def medians(results: list[dict]) -> list[dict]:
     """Per level and layout, the round with the median delivered tok/s (the only one without --repeat)."""
     groups: dict[tuple[int, str], list[dict]] = {}
     for r in results:
-        groups.setdefault((r["concurrency"], r["config"]["target"]), []).append(r)
+        groups.setdefault((r["concurrency"], layout_of(r)), []).append(r)
     return [sorted(g, key=lambda r: r["tok_per_s"])[(len(g) - 1) // 2] for g in groups.values()]
 
 
@@ -167,7 +222,7 @@ def table(results: list[dict]) -> str:
     for r in results:
         ceiling = ceilings.get(r["concurrency"])
         exact = f"{r['text_exact']}/{r['text_checked']}" if r["text_checked"] else "not checked"
-        rows.append({**r, "layout": LAYOUTS[r["config"]["target"]], "ceiling": ceiling,
+        rows.append({**r, "layout": ALL_LAYOUTS[layout_of(r)], "ceiling": ceiling,
                      "pct_of_ceiling": round(100 * r["tok_per_s"] / ceiling) if ceiling else None,
                      "ttft": f"{r['ttft_ms_p50']} / {r['ttft_ms_p99']}", "itl": f"{r['itl_ms_p50']} / {r['itl_ms_p99']}",
                      "exact": exact})
@@ -185,7 +240,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--processes", type=int, default=2, help="client processes (streams are spread over them)")
     ap.add_argument("--duration", type=float, default=5.0, help="measured window per run, seconds")
     ap.add_argument("--warmup", type=float, default=2.0, help="seconds from the first sent request to the window")
-    ap.add_argument("--layouts", default=",".join(LAYOUTS), help="targets, in order; tensorrt_llm is the ceiling")
+    ap.add_argument("--layouts", default=",".join(LAYOUTS),
+                    help=f"targets, in order; tensorrt_llm is the ceiling; also {', '.join(OPENAI_LAYOUTS)}")
+    ap.add_argument("--openai-workers", type=int, default=4,
+                    help="openai layouts: uvicorn worker processes of the frontend (tritongen serve --openai-workers)")
     ap.add_argument("--repeat", type=int, default=1,
                     help="rounds per level (layouts interleaved); the table shows each layout's median round")
     ap.add_argument("--itl-ms", type=float, default=5.0)
@@ -200,13 +258,14 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     args.levels = [int(x) for x in args.levels.split(",")]
     layouts = [x for x in args.layouts.split(",") if x]
-    unknown = [x for x in layouts if x not in LAYOUTS]
+    unknown = [x for x in layouts if x not in ALL_LAYOUTS]
     if unknown:
-        ap.error(f"--layouts: unknown {', '.join(unknown)}; choose from {', '.join(LAYOUTS)}")
+        ap.error(f"--layouts: unknown {', '.join(unknown)}; choose from {', '.join(ALL_LAYOUTS)}")
 
     results: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="engine-speed-") as tmp:
         server, overrides = render_and_start(args, Path(tmp))
+        frontends: dict = {}
         try:
             for level in args.levels:
                 processes = min(args.processes, level)
@@ -214,18 +273,35 @@ def main(argv: list[str] | None = None) -> int:
                 # Rounds interleave the layouts, so a busy spell of a shared machine does not land on one of them.
                 for round_ in range(args.repeat):
                     for target in layouts:
-                        cfg = streamclient.Config(server.grpc_url, target, processes, streams, args.duration,
-                                                  args.warmup, args.output_tokens, args.input_tokens)
-                        r = measure(server, cfg, streamclient.prepare(cfg))
+                        frontend = None
+                        if target in OPENAI_LAYOUTS:
+                            frontend = frontends.get(target) or start_frontend(args, Path(tmp), server, target)
+                            frontends[target] = frontend
+                            cfg = streamclient.Config(server.grpc_url, "openai", processes, streams, args.duration,
+                                                      args.warmup, args.output_tokens, args.input_tokens,
+                                                      openai_url=frontend.url, api_key=frontend.api_key)
+                        else:
+                            cfg = streamclient.Config(server.grpc_url, target, processes, streams, args.duration,
+                                                      args.warmup, args.output_tokens, args.input_tokens)
+                        r = measure(server, cfg, streamclient.prepare(cfg), frontend)
                         r["round"] = round_
-                        print(streamclient.summary_line(r) + f"  server CPU {r.get('server_cpu_cores')} cores, "
+                        r["layout"] = target
+                        if frontend is not None:
+                            r["openai_workers"] = args.openai_workers
+                        print(f"{target:>12} " + streamclient.summary_line(r) + f"  server CPU {r.get('server_cpu_cores')} cores, "
                               f"{r.get('server_cpu_us_per_token')} µs/token", flush=True)
                         results.append(r)
         finally:
+            for frontend in frontends.values():
+                frontend.stop()
             server.stop()
             if any(r["errors"] or r["unfinished_at_end"] or not r["client_equals_server_tokens"] for r in results):
                 RESULTS.mkdir(parents=True, exist_ok=True)
                 shutil.copy(Path(tmp) / "tritonserver.log", RESULTS / f"{args.name}-tritonserver.log")
+                for target in frontends:
+                    log = Path(tmp) / f"frontend-{target}.log"
+                    if log.exists():
+                        shutil.copy(log, RESULTS / f"{args.name}-{target}.log")
 
     text = table(results)
     print("\n" + text)

@@ -18,6 +18,15 @@ pad ids), expected = tokenizer.decode(expected ids, skip_special_tokens=True, cl
 the text targets must stream exactly that, and `tensorrt_llm` (the ids path) must stream exactly the expected ids,
 which the client then decodes. Prompts differ in length per request (8 variants), so crossed streams show.
 
+`--target openai`: the same users against the OpenAI-compatible frontend (`--openai-url host:port`; `--url` still
+names the tritonserver whose model configs give the tokenizer and the synthetic source's ids): streamed
+/v1/completions (stream, stream_options.include_usage, max_tokens = min_tokens = --output-tokens) over raw HTTP/1.1
+(asyncio streams, one keep-alive connection per user, chunked SSE). Per HTTP chunk the client keeps a timestamp and
+the raw bytes; after the run each event is parsed. Tokens are the server's (the usage chunk's completion_tokens):
+one per content chunk at its arrival, the rest (tokens whose text the frontend held back, e.g. partial UTF-8) at
+the last one; `openai_chunks_equal_usage` says for how many requests chunks = tokens. Exact text: the
+concatenated `text` deltas must equal the expected text.
+
     .venv/bin/python bench/streamclient.py --url 127.0.0.1:8001 --target ensemble --processes 2 --streams 32 \
         --duration 5 --warmup 2 --output-tokens 128 --input-tokens 128
 """
@@ -34,7 +43,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 
-TARGETS = ("tensorrt_llm", "tensorrt_llm_bls", "ensemble")
+TARGETS = ("tensorrt_llm", "tensorrt_llm_bls", "ensemble", "openai")
 PROMPT_VARIANTS = 8
 END_GRACE_S = 30.0  # after the window, requests in flight get this long to finish before they are cancelled
 
@@ -52,6 +61,11 @@ class Config:
     input_tokens: int = 128
     tokenizer: str | None = None
     """Tokenizer folder; default: the one the server's preprocessing (or BLS) model names."""
+    openai_url: str | None = None
+    """target `openai`: host:port of the OpenAI-compatible frontend."""
+    model: str | None = None
+    """target `openai`: the public model name (default: the first one /v1/models lists)."""
+    api_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -89,13 +103,27 @@ def discover(cfg: Config) -> dict:
     if "itl_ms" in llm and "vocab_size" in llm:
         synthetic = {k: int(llm.get(k) or d) for k, d in (("vocab_size", 256), ("end_id", 0), ("pad_id", 0))}
     return {
-        "inputs": [t["name"] for t in configs[cfg.target]["input"]],
+        "inputs": [t["name"] for t in configs.get(cfg.target, {}).get("input", [])],
+        "model": _openai_model(cfg) if cfg.target == "openai" else None,
         "backend": configs.get("tensorrt_llm", {}).get("backend"),
         "tokenizer": cfg.tokenizer or tok_params.get("tokenizer_dir"),
         "add_special_tokens": tok_params.get("add_special_tokens", "true").lower() in ("true", "1", "yes"),
         "skip_special_tokens": post.get("skip_special_tokens", "true").lower() in ("true", "1", "yes"),
         "synthetic": synthetic,
     }
+
+
+def _openai_model(cfg: Config) -> str:
+    import urllib.request
+
+    if cfg.model:
+        return cfg.model
+    if not cfg.openai_url:
+        raise ValueError("--target openai needs --openai-url host:port")
+    req = urllib.request.Request(f"http://{cfg.openai_url}/v1/models",
+                                 headers={"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())["data"][0]["id"]
 
 
 def synthetic_ids(prompt_len: int, n: int, vocab_size: int, end_id: int, pad_id: int) -> list[int]:
@@ -174,6 +202,8 @@ def _bytes_elements(raw: bytes) -> bytes:
 # ---- one client process ----------------------------------------------------------------------------------------
 
 async def _process_main(cfg: Config, index: int, start: float, prompts: list[Prompt], inputs: list[str]) -> dict:
+    if cfg.target == "openai":
+        return await _openai_process_main(cfg, index, start, prompts, inputs)
     import grpc
     from tritonclient.grpc import service_pb2_grpc
 
@@ -239,7 +269,7 @@ async def _process_main(cfg: Config, index: int, start: float, prompts: list[Pro
     return _summarize_process(cfg, records, prompts, (w0, w1), cpu, late, len(pending), ids_path)
 
 
-def _summarize_process(cfg, records, prompts, window, cpu, late, unfinished, ids_path) -> dict:
+def _summarize_process(cfg, records, prompts, window, cpu, late, unfinished, ids_path, raw_text=False) -> dict:
     w0, w1 = window
     tokens_in_window = tokens_total = 0
     ttft, itl, gaps, errors = [], [], [], []
@@ -269,7 +299,7 @@ def _summarize_process(cfg, records, prompts, window, cpu, late, unfinished, ids
             got = b"".join(chunks)
             ok = got == struct.pack(f"<{len(expected.expected_ids)}i", *expected.expected_ids)
         else:
-            got = b"".join(_bytes_elements(c) for c in chunks)
+            got = b"".join(chunks) if raw_text else b"".join(_bytes_elements(c) for c in chunks)
             ok = got == expected.expected_text
         exact += ok
         if ok and ids_path and len(decode) < PROMPT_VARIANTS:
@@ -280,6 +310,155 @@ def _summarize_process(cfg, records, prompts, window, cpu, late, unfinished, ids
             "errors": errors[:5], "error_count": len(errors), "ttft": ttft, "itl": itl, "gaps": gaps,
             "cpu_s": cpu[1] - cpu[0] if len(cpu) == 2 else None, "late_s": late, "unfinished": unfinished,
             "checked": checked, "exact": exact, "mismatch": mismatch, "decode": decode}
+
+
+# ---- the OpenAI target: raw HTTP/1.1 + SSE over asyncio streams ------------------------------------------------
+
+def _openai_body(cfg: Config, model: str, prompt: Prompt) -> bytes:
+    host = cfg.openai_url or ""
+    body = json.dumps({"model": model, "prompt": prompt.text, "max_tokens": cfg.output_tokens,
+                       "min_tokens": cfg.output_tokens, "stream": True,
+                       "stream_options": {"include_usage": True}}).encode()
+    auth = f"Authorization: Bearer {cfg.api_key}\r\n" if cfg.api_key else ""
+    head = (f"POST /v1/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+            f"Accept: text/event-stream\r\n{auth}Content-Length: {len(body)}\r\n\r\n")
+    return head.encode() + body
+
+
+async def _read_response(reader) -> tuple[int, bool, list[tuple[float, bytes]]]:
+    """One HTTP/1.1 response: (status, connection closes, [(arrival, body piece)]); a piece per HTTP chunk."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    status = int(lines[0].split(b" ", 2)[1])
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        headers[name.strip().lower()] = value.strip().lower()
+    pieces: list[tuple[float, bytes]] = []
+    close = headers.get(b"connection") == b"close"
+    if headers.get(b"transfer-encoding") == b"chunked":
+        while True:
+            size = int((await reader.readuntil(b"\r\n")).split(b";", 1)[0], 16)
+            if size == 0:
+                while await reader.readuntil(b"\r\n") != b"\r\n":  # trailers
+                    pass
+                break
+            data = await reader.readexactly(size + 2)
+            pieces.append((time.monotonic(), data[:-2]))
+    elif b"content-length" in headers:
+        pieces.append((time.monotonic(), await reader.readexactly(int(headers[b"content-length"]))))
+    else:
+        pieces.append((time.monotonic(), await reader.read()))
+        close = True
+    return status, close, pieces
+
+
+def _openai_events(pieces: list[tuple[float, bytes]]) -> list[tuple[float, bytes]]:
+    """SSE `data:` payloads with the arrival of the piece that completed each."""
+    events, buf = [], b""
+    for t, data in pieces:
+        buf += data.replace(b"\r\n", b"\n")
+        while b"\n\n" in buf:
+            event, buf = buf.split(b"\n\n", 1)
+            payload = b"\n".join(line[5:].lstrip(b" ") for line in event.split(b"\n") if line.startswith(b"data:"))
+            if payload:
+                events.append((t, payload))
+    return events
+
+
+def _openai_record(k: int, sent: float, status: int, pieces: list[tuple[float, bytes]]) -> tuple:
+    """(prompt, sent, times, counts, texts, error, content chunks) from one response, as the gRPC records."""
+    if status != 200:
+        return k, sent, [], [], [], f"HTTP {status}: {b''.join(p for _, p in pieces)[:300]!r}", 0
+    times, texts, usage, error, done = [], [], None, None, False
+    for t, payload in _openai_events(pieces):
+        if payload == b"[DONE]":
+            done = True
+            continue
+        event = json.loads(payload)
+        if "error" in event:
+            error = f"stream error: {event['error']}"
+            continue
+        for choice in event.get("choices") or ():
+            if choice.get("text"):
+                times.append(t)
+                texts.append(choice["text"].encode())
+        if event.get("usage"):
+            usage = event["usage"]["completion_tokens"]
+    if error is None and not done:
+        error = "stream ended without [DONE]"
+    if error is None and usage is None:
+        error = "no usage chunk"
+    counts = [1] * len(times)
+    if usage is not None:
+        rest = usage - len(times)
+        if times and rest > 0:
+            counts[-1] += rest
+        elif not times and usage:
+            times, counts = [pieces[-1][0]], [usage]
+    return k, sent, times, counts, texts, error, len(texts)
+
+
+async def _openai_process_main(cfg: Config, index: int, start: float, prompts: list[Prompt], inputs) -> dict:
+    w0, w1 = start + cfg.warmup_s, start + cfg.warmup_s + cfg.duration_s
+    host, _, port = (cfg.openai_url or "").rpartition(":")
+    model = inputs  # for this target, the process gets the model name in place of the input names
+    requests = [_openai_body(cfg, model, p) for p in prompts]
+    raw: list[tuple] = []  # (prompt index, sent, status, pieces) or (prompt index, sent, error)
+    cpu: list[float] = []
+
+    async def user(u: int) -> None:
+        n = 0
+        reader = writer = None
+        try:
+            await asyncio.sleep(max(0.0, start - time.monotonic()))
+            while time.monotonic() < w1:
+                k = (index * cfg.streams + u + n) % len(requests)
+                n += 1
+                if writer is None:
+                    reader, writer = await asyncio.open_connection(host, int(port), limit=1 << 20)
+                sent = time.monotonic()
+                try:
+                    writer.write(requests[k])
+                    status, close, pieces = await _read_response(reader)
+                except (OSError, asyncio.IncompleteReadError, ValueError) as err:
+                    raw.append((k, sent, f"{type(err).__name__}: {err}"))
+                    return
+                raw.append((k, sent, status, pieces))
+                if status != 200:
+                    return
+                if close:
+                    writer.close()
+                    reader = writer = None
+        finally:
+            if writer is not None:
+                writer.close()
+
+    async def sample_cpu() -> None:
+        for at in (w0, w1):
+            await asyncio.sleep(max(0.0, at - time.monotonic()))
+            t = os.times()
+            cpu.append(t.user + t.system)
+
+    users = [asyncio.ensure_future(user(u)) for u in range(cfg.streams)]
+    sampler = asyncio.ensure_future(sample_cpu())
+    late = max(0.0, time.monotonic() - start)
+    done, pending = await asyncio.wait(users, timeout=max(0.0, w1 + END_GRACE_S - time.monotonic()))
+    for task in pending:
+        task.cancel()
+    await sampler
+    # Everything below happens after the window: parsing costs the client nothing inside it.
+    records, chunks_equal = [], 0
+    for item in raw:
+        if len(item) == 3:
+            records.append((item[0], item[1], [], [], [], item[2]))
+            continue
+        k, sent, times, counts, texts, error, n_chunks = _openai_record(*item)
+        chunks_equal += error is None and n_chunks == sum(counts)
+        records.append((k, sent, times, counts, texts, error))
+    out = _summarize_process(cfg, records, prompts, (w0, w1), cpu, late, len(pending), False, raw_text=True)
+    out["openai_chunks_equal_usage"] = chunks_equal
+    return out
 
 
 def _process_entry(cfg: Config, index: int, start: float, prompts, inputs, queue) -> None:
@@ -321,7 +500,8 @@ def run(cfg: Config, server: dict, prompts: list[Prompt], start_in: float = 3.0,
     # Spawned processes need time to import grpc and connect: the common start leaves room for that.
     start = time.monotonic() + start_in + 0.2 * cfg.processes
     window = (start + cfg.warmup_s, start + cfg.warmup_s + cfg.duration_s)
-    procs = [ctx.Process(target=_process_entry, args=(cfg, i, start, prompts, server["inputs"], queue), daemon=True)
+    inputs = server["model"] if cfg.target == "openai" else server["inputs"]
+    procs = [ctx.Process(target=_process_entry, args=(cfg, i, start, prompts, inputs, queue), daemon=True)
              for i in range(cfg.processes)]
     for p in procs:
         p.start()
@@ -384,6 +564,9 @@ def aggregate(cfg: Config, server: dict, parts: list[dict]) -> dict:
         "unfinished_at_end": sum(p["unfinished"] for p in parts),
         "text_checked": checked, "text_exact": sum(p["exact"] for p in parts),
         "text_mismatch": next((p["mismatch"] for p in parts if p["mismatch"]), None),
+        **({"openai_model": server["model"],
+            "openai_chunks_equal_usage": sum(p["openai_chunks_equal_usage"] for p in parts)}
+           if cfg.target == "openai" else {}),
     }
 
 
@@ -397,6 +580,9 @@ def summary_line(r: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--url", required=True, help="gRPC host:port of the tritonserver")
+    ap.add_argument("--openai-url", help="target openai: host:port of the OpenAI-compatible frontend")
+    ap.add_argument("--model", help="target openai: model name (default: the first in /v1/models)")
+    ap.add_argument("--api-key", help="target openai: bearer key, where the frontend asks for one")
     ap.add_argument("--target", choices=TARGETS, default="ensemble")
     ap.add_argument("--processes", type=int, default=1)
     ap.add_argument("--streams", type=int, default=8, help="concurrent streams per process")
@@ -408,7 +594,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="write the result here")
     args = ap.parse_args(argv)
     cfg = Config(args.url, args.target, args.processes, args.streams, args.duration, args.warmup,
-                 args.output_tokens, args.input_tokens, args.tokenizer)
+                 args.output_tokens, args.input_tokens, args.tokenizer, args.openai_url, args.model, args.api_key)
     server, prompts = prepare(cfg)
     result = run(cfg, server, prompts)
     print(summary_line(result))
