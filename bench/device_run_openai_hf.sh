@@ -13,8 +13,12 @@ $PY -m tritongen.cli demo-model build/tiny-llama > /dev/null
 $PY bench/engine_speed.py --levels 64,256 --duration 10 --warmup 3 --processes 8 \
   --layouts tensorrt_llm,ensemble,openai-text,openai-ids --openai-workers 6 --name h200_engine_speed_openai 2>&1 \
   | grep -v "Writing model shards" | tee "$OUT/openai.log"
-$PY bench/rerun.py --levels 1,16,256 --warmup 4 --duration 12 --out /tmp/rerun 2>&1 \
-  | grep --line-buffered -v -e "Loading weights" -e "Writing model shards" -e "non-existent request_id" | tee "$OUT/rerun.log"
-cp /tmp/rerun/*.json "$OUT/" 2>/dev/null
+# 256 in flight x 256 tokens at ~100 ms ITL take ~25 s: a longer window so requests complete inside it.
+$PY bench/rerun.py --levels 1,16 --warmup 4 --duration 12 --out /tmp/rerun 2>&1 \
+  | grep --line-buffered -v -e "Loading weights" -e "Writing model shards" -e "non-existent request_id" | tail -8 | tee "$OUT/rerun.log"
+cp /tmp/rerun/rerun.json "$OUT/rerun_1_16.json" 2>/dev/null
+$PY bench/rerun.py --levels 256 --warmup 6 --duration 40 --out /tmp/rerun256 2>&1 \
+  | grep --line-buffered -v -e "Loading weights" -e "Writing model shards" -e "non-existent request_id" | tail -6 | tee -a "$OUT/rerun.log"
+cp /tmp/rerun256/rerun.json "$OUT/rerun_256.json" 2>/dev/null
 tar czf "$OUT/results.tgz" bench/results/h200_engine_speed_openai* 2>/dev/null
 ls "$OUT"
