@@ -119,6 +119,14 @@ def _render_llmapi(plan: Plan, where: Locations) -> dict[str, bytes]:
             "tensorrt_llm/config.pbtxt": config}
 
 
+def max_input_tokens(plan: Plan) -> str:
+    """An upper bound on the prompt tokens the LLM accepts ("" when unknown): the text models turn it into a byte
+    cap, so an oversized text_input is refused before it is tokenized (the LLM still checks the exact limit)."""
+    if plan.tensorrtllm is not None:
+        return str(plan.tensorrtllm.build["max_input_len"])
+    return str(plan.kv_tokens_per_instance) if plan.kv_tokens_per_instance else ""
+
+
 def render_repository(plan: Plan, where: Locations | None = None) -> dict[str, bytes]:
     """Render the whole model repository for `plan` as {posix relative path: content}.
 
@@ -132,7 +140,8 @@ def render_repository(plan: Plan, where: Locations | None = None) -> dict[str, b
     pre_in, pre_out = _tensors("preprocessing", plan)
     files["preprocessing/config.pbtxt"] = _render(
         "preprocessing/config.pbtxt.j2", plan, inputs=pre_in, outputs=pre_out,
-        params={"tokenizer_dir": where.tokenizer, "add_special_tokens": plan.tokenizer.add_special_tokens},
+        params={"tokenizer_dir": where.tokenizer, "add_special_tokens": plan.tokenizer.add_special_tokens,
+                "max_input_tokens": max_input_tokens(plan)},
         group=InstanceGroup(kind="KIND_CPU", count=plan.preprocessing_instances))
     post_in, post_out = _tensors("postprocessing", plan)
     files["postprocessing/config.pbtxt"] = _render(
@@ -162,7 +171,8 @@ def render_repository(plan: Plan, where: Locations | None = None) -> dict[str, b
     files["tensorrt_llm_bls/config.pbtxt"] = _render(
         "tensorrt_llm_bls/config.pbtxt.j2", plan, inputs=bls_in, outputs=bls_out,
         params={**plan.bls_parameters, "tokenizer_dir": where.tokenizer,
-                "skip_special_tokens": plan.tokenizer.skip_special_tokens},
+                "skip_special_tokens": plan.tokenizer.skip_special_tokens, "max_input_tokens": max_input_tokens(plan),
+                "max_in_flight": str(plan.triton_max_batch_size)},
         group=InstanceGroup(kind="KIND_CPU", count=plan.bls_instances))
     for name in ("model.py", "detokenizer.py"):
         files[f"tensorrt_llm_bls/1/{name}"] = (TEMPLATES / "tensorrt_llm_bls" / "1" / name).read_bytes()

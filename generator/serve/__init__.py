@@ -42,9 +42,19 @@ EXIT_TIMEOUT_S = 15
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(n: int) -> list[int]:
+    """`n` distinct free ports: the sockets stay bound until all are chosen, so the kernel cannot hand out one
+    port twice (it did: tritonserver then failed to bind its metrics port to its own HTTP port)."""
+    with contextlib.ExitStack() as stack:
+        ports = []
+        for _ in range(n):
+            s = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+        return ports
 
 
 def _pytriton_root() -> Path:
@@ -153,9 +163,10 @@ class TritonServer:
     def __post_init__(self) -> None:
         self._explicit_ports = [(name, port) for name, port in (("http", self.http_port), ("grpc", self.grpc_port),
                                                                  ("metrics", self.metrics_port)) if port]
-        self.http_port = self.http_port or free_port()
-        self.grpc_port = self.grpc_port or free_port()
-        self.metrics_port = self.metrics_port or free_port()
+        spare = iter(free_ports(3))
+        self.http_port = self.http_port or next(spare)
+        self.grpc_port = self.grpc_port or next(spare)
+        self.metrics_port = self.metrics_port or next(spare)
         self._stopping = threading.Event()
         self._watcher: threading.Thread | None = None
 

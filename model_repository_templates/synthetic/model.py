@@ -22,6 +22,7 @@ Metrics: tritongen_llm_output_tokens_total (tokens sent in responses) and triton
 import heapq
 import itertools
 import json
+import os
 import threading
 import time
 
@@ -53,8 +54,17 @@ class _Request:
         self.sent = 0  # tokens already sent (streaming)
 
 
+def _exit_with_server():
+    """Exit when tritonserver is gone (its stubs are re-parented): an orphaned stub would live on for hours."""
+    parent = os.getppid()
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
+
+
 class TritonPythonModel:
     def initialize(self, args):
+        threading.Thread(target=_exit_with_server, name="tritongen-watch", daemon=True).start()
         config = json.loads(args["model_config"])
         self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
         self.ttft_s = float(_param(config, "ttft_ms", "50")) / 1e3

@@ -399,7 +399,9 @@ class TritonPythonModel:
                 elif cancelled:
                     gen.sender.send(flags=FINAL)
                 elif gen.streaming:
-                    if len(gen.tokens) > gen.sent:
+                    # A stream that sent nothing yet (the first token was the end token) still gets one response
+                    # with its (empty) tokens and counts, so clients learn the prompt's size and a usage total.
+                    if len(gen.tokens) > gen.sent or gen.sent == 0:
                         start, gen.sent = gen.sent, len(gen.tokens)
                         self._send_tokens(gen, start, FINAL)
                     else:
