@@ -291,6 +291,8 @@ class TritonPythonModel:
             self.next_id += 1
             gen.rid = rid
             self.active[rid] = gen  # before add_request: the first output may arrive before it returns
+            # The gauge too: a client holding the first token must see this request counted.
+            self.m_active.set(len(self.active))
         try:
             accepted = self.manager.add_request(gen.prompt, request_id=rid, max_new_tokens=gen.max_new,
                                                 streaming=True, eos_token_id=gen.stop_id, **gen.kwargs)
@@ -303,8 +305,8 @@ class TritonPythonModel:
             with self.room:
                 self.active.pop(rid, None)
                 self.room.notify()
+            self.m_active.set(len(self.active))
             raise RequestError(f"not accepted by continuous batching: {reason}")
-        self.m_active.set(len(self.active))
 
     def _send_error(self, sender, message):
         try:
