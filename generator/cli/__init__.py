@@ -284,7 +284,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--temperature", type=float)
     s.add_argument("--top-k", type=int)
     s.add_argument("--top-p", type=float)
-    s.add_argument("--model", default="ensemble")
+    s.add_argument("--model", default="tensorrt_llm_bls",
+                   help="Triton model to call: tensorrt_llm_bls (default: the ensemble's only step, same inputs; "
+                        "Ctrl-C cancels it, while Triton's ensemble scheduler does not pass a cancellation on) or "
+                        "ensemble")
     s.set_defaults(func=_cmd_generate)
 
     s = sub.add_parser("demo-model", help="make a tiny Llama checkpoint and tokenizer locally")

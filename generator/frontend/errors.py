@@ -6,8 +6,10 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
+from starlette.responses import Response
 
 from tritongen.frontend.engine import EngineError
+from tritongen.frontend.service import ClientGone
 from tritongen.frontend.schemas import ErrorBody, ErrorResponse
 
 _TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 404: "invalid_request_error",
@@ -52,6 +54,12 @@ def install(app: FastAPI) -> None:
     async def _engine_error(_: Request, err: EngineError):
         headers = {"Retry-After": "1"} if err.status in (429, 503) else None
         return _reply(err.status, error_body(err.status, err.message, err.kind), headers)
+
+    @app.exception_handler(ClientGone)
+    async def _client_gone(_: Request, __: ClientGone):
+        # The Triton request is cancelled already; nobody reads this reply (499: nginx's "client closed request"),
+        # but answering keeps an expected event out of the server's error log.
+        return Response(status_code=499)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, err: RequestValidationError):
