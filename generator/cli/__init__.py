@@ -107,6 +107,10 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     from tritongen.serve import TritonServer
 
@@ -115,20 +119,21 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if grpc_url is None:
         server = TritonServer(Path(args.repo), http_port=args.http_port, grpc_port=args.grpc_port,
                               metrics_port=args.metrics_port)
-        print("starting tritonserver ...", flush=True)
-        server.start(timeout=args.timeout)
-        grpc_url = server.grpc_url
-        print(f"ready  http {server.http_url}  grpc {server.grpc_url}  metrics {server.metrics_url}", flush=True)
-        print(f"log    {server.log_path}   (Ctrl-C stops)", flush=True)
     elif args.openai is None:
         raise SpecError("--triton-url: given without --openai; add --openai [PORT] to front that Triton")
     frontend = None
-    stop = {"now": False}
-    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+    # SIGTERM ends serve as Ctrl-C does, also while the server is still starting: one path stops everything.
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
+        if server is not None:
+            print("starting tritonserver ...", flush=True)
+            server.start(timeout=args.timeout)
+            grpc_url = server.grpc_url
+            print(f"ready  http {server.http_url}  grpc {server.grpc_url}  metrics {server.metrics_url}", flush=True)
+            print(f"log    {server.log_path}   (Ctrl-C stops)", flush=True)
         if args.openai is not None:
             frontend = _start_openai(args, grpc_url)
-        while not stop["now"]:
+        while True:
             if server is not None and (server.failure or server.process.poll() is not None):
                 # A dead stub or a server that stopped on its own: exit non-zero so an orchestrator restarts us.
                 reason = server.failure or f"tritonserver exited with code {server.process.returncode}"
@@ -138,11 +143,15 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        # A second Ctrl-C (a terminal sends SIGINT to the whole group) must not cut the cleanup short.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         if frontend is not None:
             frontend.stop()
-        if server is not None:
+        if server is not None and server.process is not None:
             print("stopping tritonserver ...", flush=True)
-            server.stop()
+            # Requests in flight get a few seconds; then the server, its stubs and their /dev/shm regions go.
+            server.stop(grace=5)
     return 0
 
 
