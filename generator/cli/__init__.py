@@ -116,6 +116,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     server = None
     grpc_url = args.triton_url
+    if args.openai is None and args.triton_url is None and _openai_enabled(Path(args.repo)):
+        args.openai = -1  # the repository's frontend.openai.enabled: start it on its configured port
     if grpc_url is None:
         server = TritonServer(Path(args.repo), http_port=args.http_port, grpc_port=args.grpc_port,
                               metrics_port=args.metrics_port)
@@ -133,6 +135,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             print(f"log    {server.log_path}   (Ctrl-C stops)", flush=True)
         if args.openai is not None:
             frontend = _start_openai(args, grpc_url)
+        if server is not None:
+            from tritongen.serve.state import write_state
+
+            path = write_state(grpc=server.grpc_url, http=server.http_url, metrics=server.metrics_url,
+                               openai=frontend.url if frontend is not None else None)
+            print(f"state  {path}   (generate and loadtest find this server there)", flush=True)
         while True:
             if server is not None and (server.failure or server.process.poll() is not None):
                 # A dead stub or a server that stopped on its own: exit non-zero so an orchestrator restarts us.
@@ -146,6 +154,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         # A second Ctrl-C (a terminal sends SIGINT to the whole group) must not cut the cleanup short.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        from tritongen.serve.state import clear_state
+
+        clear_state()
         if frontend is not None:
             frontend.stop()
         if server is not None and server.process is not None:
@@ -153,6 +164,13 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             # Requests in flight get a few seconds; then the server, its stubs and their /dev/shm regions go.
             server.stop(grace=5)
     return 0
+
+
+def _openai_enabled(repo: Path) -> bool:
+    """The rendered repository asks for the OpenAI frontend (spec frontend.openai.enabled)."""
+    from tritongen.plan.frontend import CONFIG_FILE, FrontendPlan
+
+    return (repo / CONFIG_FILE).is_file() and FrontendPlan.read(repo).enabled
 
 
 def _start_openai(args: argparse.Namespace, grpc_url: str):
@@ -167,12 +185,20 @@ def _start_openai(args: argparse.Namespace, grpc_url: str):
     return frontend
 
 
+def _served_url(protocol: str) -> str | None:
+    """The local `tritongen serve`'s endpoint for `protocol`, from its state file (None when none runs)."""
+    from tritongen.serve.state import read_state
+
+    state = read_state()
+    return None if state is None else state.get(protocol)
+
+
 def _cmd_generate(args: argparse.Namespace) -> int:
     from tritongen import client
 
     params = {"min_tokens": args.min_tokens, "temperature": args.temperature, "top_k": args.top_k,
               "top_p": args.top_p}
-    url = args.url or ("127.0.0.1:8001" if args.protocol == "grpc" else "127.0.0.1:8000")
+    url = args.url or _served_url(args.protocol) or ("127.0.0.1:8001" if args.protocol == "grpc" else "127.0.0.1:8000")
     client.require_server(url, args.protocol)
     if args.protocol == "grpc":
         for text in client.stream_grpc(url, args.prompt, args.max_tokens, stream=args.stream,
