@@ -49,3 +49,25 @@ def test_serve_starts_the_openai_frontend_when_the_repository_enables_it(tmp_pat
     assert _openai_enabled(tmp_path)
     (tmp_path / CONFIG_FILE).write_text(json.dumps({"enabled": False, "models": []}))
     assert not _openai_enabled(tmp_path)
+
+
+def test_loadtest_trace_on_the_shipped_example_replaces_its_sweep(tmp_path, tiny_spec_path):
+    from tritongen.loadtests.runner import settings_from_args
+    from tritongen.plan import load_plan
+
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 8, "output_length": 4}\n')
+    plan = load_plan(str(tiny_spec_path))
+    assert plan.load.sweep  # the example sweeps levels
+    settings = settings_from_args(argparse.Namespace(trace=str(trace)), plan)
+    assert settings.mode == "trace" and settings.sweep == () and settings.processes == 1
+
+
+def test_serve_spec_says_exactly_why_it_cannot(tiny_spec_path, tmp_path, capsys):
+    from tritongen.cli import main
+
+    for path, why in ((tiny_spec_path, "is a file (a spec or a plan?), not a model repository"),
+                      (tmp_path / "nothing", "does not exist"), (tmp_path, "holds no model")):
+        assert main(["serve", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert why in err and "tritongen render SPEC -o DIR" in err, err

@@ -116,6 +116,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     server = None
     grpc_url = args.triton_url
+    _check_repository(Path(args.repo))
     if args.openai is None and args.triton_url is None and _openai_enabled(Path(args.repo)):
         args.openai = -1  # the repository's frontend.openai.enabled: start it on its configured port
     if grpc_url is None:
@@ -164,6 +165,17 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             # Requests in flight get a few seconds; then the server, its stubs and their /dev/shm regions go.
             server.stop(grace=5)
     return 0
+
+
+def _check_repository(repo: Path) -> None:
+    """Say exactly why a path cannot be served, before tritonserver fails on it with a log tail."""
+    fix = "render one first (`tritongen render SPEC -o DIR`, then `tritongen serve DIR`), or run `tritongen up SPEC`"
+    if repo.is_file():
+        raise SpecError(problem("REPO", f"{repo} is a file (a spec or a plan?), not a model repository", fix))
+    if not repo.is_dir():
+        raise SpecError(problem("REPO", f"{repo} does not exist", fix))
+    if not any(repo.glob("*/config.pbtxt")):
+        raise SpecError(problem("REPO", f"{repo} holds no model (no */config.pbtxt)", fix))
 
 
 def _openai_enabled(repo: Path) -> bool:
@@ -219,7 +231,7 @@ def _cmd_demo_model(args: argparse.Namespace) -> int:
     from tritongen.demo.model import make_demo_model
 
     path = make_demo_model(args.dir, seed=args.seed, force=args.force, tokenizer=args.tokenizer)
-    print(f"tiny Llama checkpoint + tokenizer: {path}")
+    print(f"tiny Llama checkpoint + tokenizer: {path} (random weights: its text is noise by design)")
     return 0
 
 
