@@ -341,7 +341,11 @@ def run_loadtest(plan, endpoint: Endpoint, settings: RunSettings, out: Path, *, 
         levels = (round(len(rows) / span, 3) if span > 0 else float(len(rows)),)
         settings = RunSettings(**{**asdict(settings), "duration_s": max(settings.duration_s, span + 1)})
 
-    runs = [_run_level(plan, endpoint, settings, out, level, url, distribution) for level in levels]
+    runs = []
+    for i, level in enumerate(levels, 1):
+        if len(levels) > 1:
+            say(f"level {i}/{len(levels)}: {level:g} {'users' if settings.mode == 'closed' else 'requests/s'}")
+        runs.append(_run_level(plan, endpoint, settings, out, level, url, distribution))
 
     files = [f for run in runs for f in sample_files(run.samples_dir)]
     samples = read_samples(files)

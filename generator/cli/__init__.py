@@ -101,6 +101,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         return 1
     print(f"ok: {repo} parses and its ensemble wiring is consistent")
     if args.load:
+        # Loading every model takes a while (tokenizers, the LLM): say so rather than sit silent.
+        print("loading every model in the embedded tritonserver (up to 300 s) ...", flush=True)
         states = verify_load(repo)
         for name, state in sorted(states.items()):
             print(f"{state:>6}  {name}")
