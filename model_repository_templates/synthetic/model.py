@@ -9,10 +9,10 @@ ordinary ids (never the end or pad id), so postprocessing detokenises real text.
 
 Decoupled: streamed requests get one response per `stream_interval` tokens (the last one the rest), others one
 response with all tokens. Honoured per
-request: request_output_len, streaming, exclude_input_in_output, return_num_input_tokens,
-return_num_output_tokens, stop (the backend's input: a request carrying stop=true ends the request in flight with
+request: request_output_len, streaming, return_num_input_tokens, return_num_output_tokens, stop (the backend's input: a request carrying stop=true ends the request in flight with
 the same request id, as tensorrt_llm_bls sends it when its own client cancels); a cancelled request stops at its
-next token. Emission times are scheduled from the
+next token. Outputs carry the generated tokens only: exclude_input_in_output true (or unset) is what it does, and
+false is rejected with an error naming it rather than silently ignored. Emission times are scheduled from the
 arrival (due = arrival + ttft + i * itl), so a serving path that cannot keep up shows as growing lateness, not as
 a slower clock.
 
@@ -106,6 +106,9 @@ class TritonPythonModel:
                 n_out = _scalar(request, "request_output_len", None, int)
                 if n_out is None or n_out < 1:
                     raise ValueError("request_output_len must be >= 1")
+                if not _scalar(request, "exclude_input_in_output", True, bool):
+                    raise ValueError("exclude_input_in_output: false is not supported by the synthetic runtime (its "
+                                     "outputs carry the generated tokens only); send true or leave it unset")
                 for name, neutral in (("beam_width", 1), ("num_return_sequences", 1)):
                     if _scalar(request, name, neutral, int) != neutral:
                         raise ValueError(f"{name} > 1 is not supported by the synthetic runtime")
