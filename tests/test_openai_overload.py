@@ -1,9 +1,9 @@
 """A full Triton queue reaches OpenAI clients as HTTP 429 (RateLimitError), and the deployment recovers.
 
 Its own tritonserver serves the tiny model with max_batch_size 1 and max_queue_size 1: one long stream holds the
-only slot of tensorrt_llm_bls (the model the frontend calls), so of a burst of requests sent meanwhile exactly two
-wait (one admitted into the BLS's blocked `execute`, one in its queue) and the rest are rejected by Triton's queue
-policy at the BLS, before any reaches tensorrt_llm. No step depends on timing: every check polls a server metric
+only generation slot, and tensorrt_llm_bls (the model the frontend calls) holds at most its share of the batch plus
+the queue (1 + 1), so of a burst of requests sent meanwhile exactly one waits (inside tensorrt_llm's blocked
+`execute`) and the rest are refused by the BLS with Triton's queue wording, before any reaches tensorrt_llm's queue. No step depends on timing: every check polls a server metric
 until it holds (or a generous deadline passes), and the long stream is held open until the rejections are back.
 """
 
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.integration
 
 openai = pytest.importorskip("openai")
 MODEL = "tiny-cpu"
-BURST = 8  # requests sent while the slot is held; at most 2 of them can wait (see the module docstring)
+BURST = 8  # requests sent while the slot is held; 1 of them can wait (see the module docstring)
 DEADLINE_S = 180.0  # generous: a loaded 2-core machine
 
 
@@ -102,10 +102,10 @@ def test_full_queue_is_429_and_the_rest_still_succeed(overloaded):
     try:
         for t in threads:
             t.start()
-        # While the slot is held: all but two are answered (rejected), one waits in the BLS's queue, one inside
-        # its blocked `execute`; nothing waits at tensorrt_llm, the BLS let none through.
+        # While the slot is held: all but one are answered (refused); that one waits inside tensorrt_llm's blocked
+        # `execute`, and nothing waits in tensorrt_llm's queue: the BLS let no excess through.
         with done:
-            assert done.wait_for(lambda: len(outcomes) == BURST - 2, timeout=DEADLINE_S), outcomes
+            assert done.wait_for(lambda: len(outcomes) == BURST - 1, timeout=DEADLINE_S), outcomes
         assert _pending(triton, "tensorrt_llm") == 0
         with done:
             early = dict(outcomes)
@@ -119,7 +119,7 @@ def test_full_queue_is_429_and_the_rest_still_succeed(overloaded):
     rejected = [r for r in outcomes.values() if isinstance(r, openai.RateLimitError)]
     served = [r for r in outcomes.values() if not isinstance(r, Exception)]
     assert len(rejected) + len(served) == BURST, [r for r in outcomes.values() if isinstance(r, Exception)]
-    assert (len(rejected), len(served)) == (BURST - 2, 2)  # the two that waited are served once the slot frees
+    assert (len(rejected), len(served)) == (BURST - 1, 1)  # the one that waited is served once the slot frees
     for err in rejected:
         assert err.status_code == 429
         assert err.body["type"] == "rate_limit_error"

@@ -75,11 +75,13 @@ class RequestError(Exception):
 
 
 class _InFlight:
-    """One request between admission and its FINAL response, as the cancellation watcher sees it."""
+    """One request between admission and its FINAL response, as the cancellation watcher sees it. Its lock
+    serialises every use of the response sender (sends, the watcher's is_cancelled), as the hf tensorrt_llm model
+    does: the python backend's sender is not safe to use from two threads at once."""
 
-    def __init__(self, request):
-        self.request = request
-        self.llm_id = ""  # the request id of its tensorrt_llm request, once sent
+    def __init__(self, request, sender):
+        self.request, self.sender = request, sender
+        self.llm_id = ""  # the request id of its tensorrt_llm request, once sent by a non-streamed request
         self.cancelled = False
         self.closed = False  # FINAL sent: Triton may free the request, so it is not asked anything any more
         self.lock = threading.Lock()
@@ -147,14 +149,17 @@ class TritonPythonModel:
         # Requests wait on the LLM, not on this model's CPU: a few times the LLM's batch keeps it busy.
         self.pool = ThreadPoolExecutor(max_workers=max(16, 4 * int(config.get("max_batch_size", 1))),
                                        thread_name_prefix="tensorrt_llm_bls")
-        # Requests in flight per instance: the LLM's batch shared over the instances. `execute` waits for room, so
-        # the excess stays in Triton's queue, whose max_queue_size refuses it as Triton's own rejection (a model
-        # that accepted everything onto threads would queue without bound, invisible to Triton).
+        # This model accepts requests onto threads, so Triton's queue never fills and cannot refuse: the model
+        # enforces the deployment's limit itself, per instance its share of the LLM's batch (max_in_flight) plus its
+        # share of max_queue_size, and refuses the excess at once with Triton's own wording (`execute` returns at
+        # once: the worker threads make BLS calls, and this model's stub was seen crashing under load while
+        # `execute` was kept waiting for room).
         instances = sum(int(g.get("count", 1)) for g in config.get("instance_group", [])) or 1
         limit = int(_param(config, "max_in_flight", 0) or 0)
-        self.max_in_flight = max(1, -(-limit // instances)) if limit > 0 else None
+        queue = int(config.get("dynamic_batching", {}).get("default_queue_policy", {}).get("max_queue_size", 0) or 0)
+        self.capacity = (-(-limit // instances) + -(-queue // instances)) if limit > 0 else None
         self.in_flight = {}  # id -> _InFlight
-        self.room = threading.Condition()
+        self.room = threading.Lock()
         self.stopping = False
         self.watcher = threading.Thread(target=self._watch, name="tensorrt_llm_bls-watch", daemon=True)
         self.watcher.start()
@@ -232,7 +237,9 @@ class TritonPythonModel:
         stop_words = _input(request, "stop_words")
         llm_inputs, prompt_ids, prompt_lengths = self._llm_inputs(request, batch)
         request_id = uuid.uuid4().hex
-        if entry is not None:
+        if entry is not None and not stream:
+            # A streamed request is checked at each LLM response on its own thread; a non-streamed one waits for
+            # its only response, so the watcher checks it meanwhile.
             entry.llm_id = request_id
             if entry.cancelled:
                 raise Cancelled()
@@ -280,7 +287,8 @@ class TritonPythonModel:
         wanted = batch * max(1, int(_first(_input(request, "num_return_sequences"), 1)))
         max_tokens = int(_first(_input(request, "max_tokens"), 0))
         for response in responses:
-            if entry is not None and entry.cancelled:  # the watcher has stopped the LLM request already
+            if request.is_cancelled():
+                self._stop_llm(request_id)
                 raise Cancelled()
             ids = self._output_ids(response)
             if ids is None:
@@ -338,19 +346,29 @@ class TritonPythonModel:
             return responses
         # Decoupled: each request runs on a worker thread, so one instance serves many requests at once.
         for request in requests:
-            entry = _InFlight(request)
+            entry = _InFlight(request, request.get_response_sender())
             with self.room:
-                while (self.max_in_flight is not None and len(self.in_flight) >= self.max_in_flight
-                       and not self.stopping):
-                    self.room.wait(0.1)
-                self.in_flight[id(entry)] = entry
-            self.pool.submit(self._serve, entry, request.get_response_sender())
+                full = self.capacity is not None and len(self.in_flight) >= self.capacity
+                if not full:
+                    self.in_flight[id(entry)] = entry
+            if full:
+                entry.sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(
+                    f"Exceeds maximum queue size: tensorrt_llm_bls holds {self.capacity} requests per instance "
+                    "(its share of max_batch_size in flight plus max_queue_size waiting); retry later")), flags=FINAL)
+                continue
+            self.pool.submit(self._serve, entry)
         return None
 
-    def _serve(self, entry, sender):
+    def _serve(self, entry):
+        sender = entry.sender
+
+        def send(response):
+            with entry.lock:
+                sender.send(response)
+
         final = pb_utils.InferenceResponse(error=pb_utils.TritonError("tensorrt_llm_bls: internal error"))
         try:
-            self._run(entry.request, sender.send, entry)
+            self._run(entry.request, send, entry)
             final = None
         except Cancelled:
             code = getattr(pb_utils.TritonError, "CANCELLED", None)
@@ -360,18 +378,17 @@ class TritonPythonModel:
         except Exception as err:
             final = pb_utils.InferenceResponse(error=pb_utils.TritonError(str(err)))
         finally:
-            with entry.lock:
-                entry.closed = True
             with self.room:
                 self.in_flight.pop(id(entry), None)
-                self.room.notify()
-            try:
-                if final is None:
-                    sender.send(flags=FINAL)
-                else:
-                    sender.send(final, flags=FINAL)
-            except Exception as err:
-                pb_utils.Logger.log_error(f"tensorrt_llm_bls: could not send a final response: {err}")
+            with entry.lock:
+                entry.closed = True
+                try:
+                    if final is None:
+                        sender.send(flags=FINAL)
+                    else:
+                        sender.send(final, flags=FINAL)
+                except Exception as err:
+                    pb_utils.Logger.log_error(f"tensorrt_llm_bls: could not send a final response: {err}")
 
     def _watch(self):
         """Every 100 ms: stop the LLM request of a client that left (also while a non-streamed request waits
@@ -386,19 +403,17 @@ class TritonPythonModel:
                 entries = list(self.in_flight.values())
             for entry in entries:
                 with entry.lock:
-                    if entry.closed or entry.cancelled:
+                    if entry.closed or entry.cancelled or not entry.llm_id:
                         continue
                     try:
-                        entry.cancelled = bool(entry.request.is_cancelled())
+                        entry.cancelled = bool(entry.sender.is_cancelled())
                     except Exception:  # a request whose client is gone can fail to answer
                         entry.cancelled = True
                 if entry.cancelled and entry.llm_id:
                     self._stop_llm(entry.llm_id)
 
     def finalize(self):
-        with self.room:
-            self.stopping = True
-            self.room.notify_all()
+        self.stopping = True
         self.pool.shutdown(wait=False, cancel_futures=True)
 
 
