@@ -376,9 +376,10 @@ class TritonPythonModel:
                     self._send_tokens(gen, chunk_start, 0)
 
     def _send_tokens(self, gen, start, flags):
-        """Send the completion tokens from `start` (streaming) or all of them, and count them as sent."""
-        gen.sender.send(response_for(gen, start), flags=flags)
+        """Send the completion tokens from `start` (streaming) or all of them, and count them as sent. Counted
+        first: a client that scrapes the counter right after its last response must find them there."""
         self.m_output_tokens.increment(len(gen.tokens) - start if gen.streaming else len(gen.tokens))
+        gen.sender.send(response_for(gen, start), flags=flags)
 
     def _finish(self, gen, *, error=None, cancelled=False):
         """End a request exactly once: the first caller wins, later ones return."""
