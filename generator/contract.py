@@ -166,10 +166,13 @@ POSTPROCESSING_OUTPUTS = _table("""
 OUTPUT STRING -1
 """)
 
+# text_input and max_tokens are optional here although every request needs them: tritonserver 2.51 does not check
+# an ensemble's required inputs when enough others are present, and its scheduler then never runs a step whose
+# input is missing, answering an empty response. Optional, the step runs and tensorrt_llm_bls names what is missing.
 ENSEMBLE_INPUTS = _table("""
-text_input STRING 1
+text_input STRING 1 opt
 decoder_text_input STRING 1 opt
-max_tokens INT32 1
+max_tokens INT32 1 opt
 num_return_sequences INT32 1 opt
 bad_words STRING -1 opt
 stop_words STRING -1 opt

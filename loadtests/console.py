@@ -18,7 +18,7 @@ def _stat(stats: dict | None, key: str) -> float | None:
     return None if stats is None else stats[key]
 
 
-SWEEP_COLUMNS = ("level", "verdict", "requests", "errors", "cancelled", "in_flight_at_end", "req_per_s",
+SWEEP_COLUMNS = ("level", "verdict", "requests", "errors", "refused", "cancelled", "in_flight_at_end", "req_per_s",
                  "output_tok_per_s", "goodput_req_per_s", "ttft_p50_ms", "ttft_p95_ms", "itl_p50_ms", "itl_p95_ms",
                  "e2e_p50_ms", "e2e_p99_ms", "client_output_tokens", "server_output_tokens")
 
@@ -26,7 +26,7 @@ SWEEP_COLUMNS = ("level", "verdict", "requests", "errors", "cancelled", "in_flig
 def _row(level: dict) -> list:
     m, t = level["metrics"], level["tokens"]
     return [level["level"], "PASS" if level["slo"]["passed"] else "FAIL", m["request_count"], m["error_count"],
-            m["cancelled_count"], m["in_flight_at_window_end"], m["request_throughput"], m["output_token_throughput"],
+            m.get("refused_count", 0), m["cancelled_count"], m["in_flight_at_window_end"], m["request_throughput"], m["output_token_throughput"],
             m["goodput"], _stat(m["ttft_ms"], "p50"), _stat(m["ttft_ms"], "p95"), _stat(m["itl_ms"], "p50"),
             _stat(m["itl_ms"], "p95"), _stat(m["e2e_ms"], "p50"), _stat(m["e2e_ms"], "p99"),
             t["client_output_tokens"], t["server_output_tokens"]]
@@ -39,7 +39,8 @@ def print_report(summary: dict, out: Path, html_path: Path, json_path: Path) -> 
         m, tokens = level["metrics"], level["tokens"]
         head = f"[{unit} {level['level']:g}] " if len(levels) > 1 else ""
         say(f"{head}window [{m['window_start_s']:.1f}, {m['window_end_s']:.1f}] s: {m['request_count']} requests "
-            f"({m['error_count']} failed, {m['cancelled_count']} cancelled, {m['in_flight_at_window_end']} in flight "
+            f"({m['error_count']} failed, {m.get('refused_count', 0)} refused, {m['cancelled_count']} cancelled, "
+            f"{m['in_flight_at_window_end']} in flight "
             f"at its end); {_fmt(m['request_throughput'], 2)} req/s, {_fmt(m['output_token_throughput'])} output "
             f"tok/s, goodput {_fmt(m['goodput'], 2)} req/s")
         say(f"{head}latency ms: TTFT p50 {_fmt(_stat(m['ttft_ms'], 'p50'))} p95 {_fmt(_stat(m['ttft_ms'], 'p95'))} | "

@@ -134,6 +134,10 @@ class Metrics:
     request_count: int
     """Requests sent inside the window, failed ones included, cancelled ones not."""
     error_count: int
+    """Failed requests other than refusals."""
+    refused_count: int
+    """Requests the deployment refused for overload (full queue, 429): counted apart from errors, since they
+    are the deployment protecting itself; error_rate includes them (they were not served)."""
     cancelled_count: int
     """Requests sent inside the window that the client cancelled on purpose."""
     error_rate: float | None
@@ -242,7 +246,8 @@ def compute_metrics(samples: Sequence[Sample], limits: GoodputLimits | None = No
     lags = [s.scheduled_lag_s * 1e3 for s in measured if s.scheduled_lag_s is not None]
     return Metrics(
         request_count=len(measured),
-        error_count=len(failed),
+        error_count=len(failed) - sum(1 for s in failed if s.refused),
+        refused_count=sum(1 for s in failed if s.refused),
         cancelled_count=sum(1 for s in sent_in if s.cancelled),
         error_rate=len(failed) / len(measured) if measured else None,
         good_count=len(good),

@@ -49,9 +49,10 @@ documented under `levels[].server`.
 - `levels[].level` (float): users (closed loop) or requests/s (open loop).
 - `levels[].metrics` (object): the level's metrics over its measurement window.
 - `levels[].metrics.request_count` (int): requests sent inside the window, failed ones included, cancelled not.
-- `levels[].metrics.error_count` (int): failed requests among them.
+- `levels[].metrics.error_count` (int): failed requests among them, refusals for overload not included.
+- `levels[].metrics.refused_count` (int): requests among them refused for overload (full queue, HTTP 429).
 - `levels[].metrics.cancelled_count` (int): requests sent inside the window that the client cancelled on purpose.
-- `levels[].metrics.error_rate` (float|null): error_count / request_count.
+- `levels[].metrics.error_rate` (float|null): (error_count + refused_count) / request_count.
 - `levels[].metrics.good_count` (int): successful requests completed inside the window within every goodput limit.
 - `levels[].metrics.completed_count` (int): successful requests completed inside the window.
 - `levels[].metrics.in_flight_at_window_end` (int): requests sent before the window's end, finished after it.

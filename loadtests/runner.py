@@ -120,12 +120,14 @@ def settings_from_args(args: argparse.Namespace, plan) -> RunSettings:
         return default if value is None else value
 
     # An explicit load on the command line (-u or --request-rate) is one level, unless --sweep is given too.
-    explicit = getattr(args, "users", None) is not None or getattr(args, "request_rate", None) is not None
+    # A trace on the command line is the load itself: the spec's sweep and processes do not apply to it.
+    traced = getattr(args, "trace", None) is not None
+    explicit = getattr(args, "users", None) is not None or getattr(args, "request_rate", None) is not None or traced
     sweep = parse_sweep(getattr(args, "sweep", None)) or (() if explicit else tuple(float(x) for x in load.sweep))
     settings = RunSettings(
         protocol=pick("protocol", load.protocol), users=pick("users", load.users),
         spawn_rate=pick("spawn_rate", load.spawn_rate), duration_s=pick("duration", load.duration_s),
-        processes=pick("processes", load.processes), sweep=sweep, warmup_s=pick("warmup", load.warmup_s),
+        processes=pick("processes", 1 if traced else load.processes), sweep=sweep, warmup_s=pick("warmup", load.warmup_s),
         request_rate=pick("request_rate", load.request_rate), arrival=pick("arrival", load.arrival),
         burstiness=pick("burstiness", load.burstiness), max_concurrency=pick("max_concurrency", load.max_concurrency),
         trace_file=_resolve(plan, pick("trace", load.trace_file), "--trace / validation.load.trace_file"),
@@ -352,7 +354,11 @@ def run_loadtest(plan, endpoint: Endpoint, settings: RunSettings, out: Path, *, 
         levels = (round(len(rows) / span, 3) if span > 0 else float(len(rows)),)
         settings = RunSettings(**{**asdict(settings), "duration_s": max(settings.duration_s, span + 1)})
 
-    runs = [_run_level(plan, endpoint, settings, out, level, url, distribution) for level in levels]
+    runs = []
+    for i, level in enumerate(levels, 1):
+        if len(levels) > 1:
+            say(f"level {i}/{len(levels)}: {level:g} {'users' if settings.mode == 'closed' else 'requests/s'}")
+        runs.append(_run_level(plan, endpoint, settings, out, level, url, distribution))
 
     files = [f for run in runs for f in sample_files(run.samples_dir)]
     samples = read_samples(files)

@@ -45,6 +45,10 @@ from pathlib import Path
 NON_STREAMING_PROTOCOLS = frozenset({"http"})
 
 
+# How a refusal for overload reads in an error message, whichever client saw it.
+_REFUSALS = ("exceeds maximum queue size", "resource exhausted", "resource_exhausted", "rate_limit_error",
+             "too many requests", "http 429", "status 429")
+
 @dataclass
 class Sample:
     """One request as the client saw it."""
@@ -106,6 +110,12 @@ class Sample:
     @property
     def failed(self) -> bool:
         return not self.ok and not self.cancelled
+
+    @property
+    def refused(self) -> bool:
+        """Failed because the deployment refused it for overload (a full queue: Triton's queue policy, gRPC
+        RESOURCE_EXHAUSTED, HTTP 429): the deployment protecting itself, not a broken request."""
+        return self.failed and self.error is not None and any(m in self.error.lower() for m in _REFUSALS)
 
     def token_arrivals(self) -> list[tuple[float, int]]:
         """(seconds after send, tokens that arrived with that response) for each response that carried tokens."""

@@ -236,3 +236,14 @@ def test_torn_last_line_is_skipped_but_corruption_elsewhere_raises(tmp_path):
     unknown.write_text(json.dumps({"request_id": "x"}) + "\n")
     with pytest.raises(ValueError, match=r"unknown.jsonl:1"):
         read_samples([unknown])
+
+
+def test_refusals_for_overload_are_counted_apart_from_errors():
+    samples = set_a() + [
+        make(101.6, [], 0, rid="q1", error="[request id: <id_unknown>] Exceeds maximum queue size"),
+        make(101.7, [], 0, rid="q2", protocol="openai", error='OpenAI chat: 429 {"error": {"type": "rate_limit_error"}}'),
+        make(101.8, [], 0, rid="q3", error="StatusCode.RESOURCE_EXHAUSTED: too many"),
+    ]
+    m = compute_metrics(samples)
+    assert (m.request_count, m.error_count, m.refused_count) == (8, 1, 3)
+    assert m.error_rate == pytest.approx(4 / 8)  # refused requests were not served either

@@ -108,3 +108,17 @@ def test_cancelled_streams_free_the_server(synthetic_spec, synthetic_server, tmp
     requests = next(m["request_success"] for m in level["server_run"]["models"] if m["model"] == "tensorrt_llm_bls")
     assert 0 < level["tokens"]["server_output_tokens"] <= 200 * requests - 100 * m["cancelled_count"], level["tokens"]
     assert level["tokens"]["equal"] is None  # not comparable with cancellations
+
+
+def test_synthetic_rejects_exclude_input_in_output_false_by_name(synthetic_server):
+    import numpy as np
+
+    from streaming_text import grpc_responses
+
+    inputs = {"input_ids": np.array([[5, 6, 7]], np.int32), "input_lengths": np.array([[3]], np.int32),
+              "request_output_len": np.array([[2]], np.int32)}
+    assert len(grpc_responses(synthetic_server.grpc_url, "tensorrt_llm",
+                              {**inputs, "exclude_input_in_output": np.array([[True]])})) == 1
+    with pytest.raises(RuntimeError, match="exclude_input_in_output: false is not supported"):
+        grpc_responses(synthetic_server.grpc_url, "tensorrt_llm",
+                       {**inputs, "exclude_input_in_output": np.array([[False]])})

@@ -264,3 +264,36 @@ def test_loadtest_through_the_openai_frontend(frontend, triton, tiny_spec_path, 
     assert summary["requests_without_token_count"] == 0
     assert level["tokens"]["client_output_tokens"] > 0 and level["tokens"]["equal"] is True
     assert code == 0
+
+
+def test_unstreamed_client_disconnect_stops_generation_quietly(frontend, triton):
+    import logging
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logging.getLogger("uvicorn.error").addHandler(handler)
+    steps_before = _triton_metric(triton, "tritongen_llm_steps_total")
+    conn = http.client.HTTPConnection(frontend.host, frontend.port, timeout=60)
+    body = {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 1800, "min_tokens": 1800}
+    try:
+        conn.request("POST", "/v1/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
+        deadline = time.monotonic() + 60
+        while _triton_metric(triton, "tritongen_llm_active_requests") < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _triton_metric(triton, "tritongen_llm_active_requests") == 1
+        conn.sock.close()  # the client goes away before its only response
+        conn.close()
+        deadline = time.monotonic() + 30
+        while _triton_metric(triton, "tritongen_llm_active_requests") > 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _triton_metric(triton, "tritongen_llm_active_requests") == 0
+        # Stopped, not finished: fewer steps than the 1,800 tokens asked for.
+        assert _triton_metric(triton, "tritongen_llm_steps_total") - steps_before < 1800
+        deadline = time.monotonic() + 10
+        while _frontend_metrics(frontend)[f"tritongen_openai_active_requests[model={MODEL}]"] and \
+                time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [r for r in records if r.levelno >= logging.ERROR], [r.getMessage() for r in records]
+    finally:
+        logging.getLogger("uvicorn.error").removeHandler(handler)

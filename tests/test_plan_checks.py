@@ -31,12 +31,29 @@ def _ok_or_field_named(code: int, err: str, nvml_needed: bool = False) -> None:
     if code == 2:
         errors = [line for line in err.splitlines() if line.startswith("error: ")]
         assert errors and all(FIELD_NAMED.match(line) for line in errors), err
+        # A missing checkpoint stops before planning: the case would pass without testing what it names.
+        assert not any(line.startswith("error: model.checkpoint:") for line in errors), err
+
+
+def _with_checkpoint(example: Path, tiny_model: Path, tmp_path: Path) -> Path:
+    """The example as shipped, except that the tiny examples' ../build/tiny-llama is the session's tiny model, so
+    every case plans on a fresh checkout too (the 8B examples carry their config.json in the checkout)."""
+    data = yaml.safe_load(example.read_text())
+    if data["model"]["checkpoint"] != "../build/tiny-llama":
+        return example
+    data["model"]["checkpoint"] = str(tiny_model)
+    path = tmp_path / "examples" / example.name
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
 @pytest.mark.parametrize("inventory", [None, *INVENTORIES], ids=lambda p: p.name if p else "no-inventory")
-def test_every_example_plans_renders_and_deploys_or_names_the_field(example, inventory, tmp_path, capsys):
+def test_every_example_plans_renders_and_deploys_or_names_the_field(example, inventory, tmp_path, capsys,
+                                                                   tiny_model):
     inv = ["--inventory", str(inventory)] if inventory else []
+    example = _with_checkpoint(example, tiny_model, tmp_path)
     for argv in (["plan", str(example), *inv], ["plan", str(example), "--json", *inv],
                  ["render", str(example), "-o", str(tmp_path / "repo"), *inv]):
         _ok_or_field_named(main(argv), capsys.readouterr().err, nvml_needed=inventory is None)

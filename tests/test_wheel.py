@@ -4,6 +4,7 @@ the checkout."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -85,3 +86,8 @@ def test_tritongen_up_from_a_fresh_venv_outside_the_checkout(wheel, tmp_path):
     assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]  # 1: an SLO missed on a busy box
     assert "[4/7] verify" in proc.stdout and "verdict: " in proc.stdout
     assert (work / "out" / "loadtest.json").is_file() and (work / "out" / "model_repository" / "ensemble").is_dir()
+    # Exit 1 is accepted for a missed SLO only: every level must have served requests, none failing.
+    levels = json.loads((work / "out" / "loadtest.json").read_text())["levels"]
+    assert levels and all(lv["metrics"]["completed_count"] > 0 and lv["metrics"]["error_count"] == 0
+                          and lv["metrics"]["refused_count"] == 0 for lv in levels), \
+        [{k: lv["metrics"][k] for k in ("completed_count", "error_count", "refused_count", "errors")} for lv in levels]

@@ -102,3 +102,24 @@ def test_a_render_killed_with_sigkill_leaves_no_temporary_folder_after_the_next_
     write_repository({"a/x": b"newer"}, out, overwrite=True)
     assert [p.name for p in tmp_path.iterdir()] == ["repo"]
     assert (out / "a" / "x").read_bytes() == b"newer"
+
+
+def test_of_two_renders_into_one_new_folder_one_wins_and_the_other_says_so(tmp_path, monkeypatch):
+    from tritongen.errors import SpecError
+
+    out = tmp_path / "repo"
+    mkdtemp = writer.tempfile.mkdtemp
+    raced = []
+
+    def other_render_first(*args, **kwargs):
+        # The other render runs to completion between this one's check (folder missing) and its rename.
+        if not raced:
+            raced.append(True)
+            write_repository({"a.txt": b"other"}, out)
+        return mkdtemp(*args, **kwargs)
+
+    monkeypatch.setattr(writer.tempfile, "mkdtemp", other_render_first)
+    with pytest.raises(SpecError, match=r"--output: .* was written by another render while this one ran"):
+        write_repository({"a.txt": b"mine"}, out)
+    assert (out / "a.txt").read_bytes() == b"other"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["repo"]  # no temporary folder left

@@ -103,10 +103,16 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         return 1
     print(f"ok: {repo} parses and its ensemble wiring is consistent")
     if args.load:
+        # Loading every model takes a while (tokenizers, the LLM): say so rather than sit silent.
+        print("loading every model in the embedded tritonserver (up to 300 s) ...", flush=True)
         states = verify_load(repo)
         for name, state in sorted(states.items()):
             print(f"{state:>6}  {name}")
     return 0
+
+
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
@@ -114,23 +120,33 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     server = None
     grpc_url = args.triton_url
+    _check_repository(Path(args.repo))
+    if args.openai is None and args.triton_url is None and _openai_enabled(Path(args.repo)):
+        args.openai = -1  # the repository's frontend.openai.enabled: start it on its configured port
     if grpc_url is None:
         server = TritonServer(Path(args.repo), http_port=args.http_port, grpc_port=args.grpc_port,
                               metrics_port=args.metrics_port)
-        print("starting tritonserver ...", flush=True)
-        server.start(timeout=args.timeout)
-        grpc_url = server.grpc_url
-        print(f"ready  http {server.http_url}  grpc {server.grpc_url}  metrics {server.metrics_url}", flush=True)
-        print(f"log    {server.log_path}   (Ctrl-C stops)", flush=True)
     elif args.openai is None:
         raise SpecError("--triton-url: given without --openai; add --openai [PORT] to front that Triton")
     frontend = None
-    stop = {"now": False}
-    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+    # SIGTERM ends serve as Ctrl-C does, also while the server is still starting: one path stops everything.
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
+        if server is not None:
+            print("starting tritonserver ...", flush=True)
+            server.start(timeout=args.timeout)
+            grpc_url = server.grpc_url
+            print(f"ready  http {server.http_url}  grpc {server.grpc_url}  metrics {server.metrics_url}", flush=True)
+            print(f"log    {server.log_path}   (Ctrl-C stops)", flush=True)
         if args.openai is not None:
             frontend = _start_openai(args, grpc_url)
-        while not stop["now"]:
+        if server is not None:
+            from tritongen.serve.state import write_state
+
+            path = write_state(grpc=server.grpc_url, http=server.http_url, metrics=server.metrics_url,
+                               openai=frontend.url if frontend is not None else None)
+            print(f"state  {path}   (generate and loadtest find this server there)", flush=True)
+        while True:
             if server is not None and (server.failure or server.process.poll() is not None):
                 # A dead stub or a server that stopped on its own: exit non-zero so an orchestrator restarts us.
                 reason = server.failure or f"tritonserver exited with code {server.process.returncode}"
@@ -140,12 +156,37 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        # A second Ctrl-C (a terminal sends SIGINT to the whole group) must not cut the cleanup short.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        from tritongen.serve.state import clear_state
+
+        clear_state()
         if frontend is not None:
             frontend.stop()
-        if server is not None:
+        if server is not None and server.process is not None:
             print("stopping tritonserver ...", flush=True)
-            server.stop()
+            # Requests in flight get a few seconds; then the server, its stubs and their /dev/shm regions go.
+            server.stop(grace=5)
     return 0
+
+
+def _check_repository(repo: Path) -> None:
+    """Say exactly why a path cannot be served, before tritonserver fails on it with a log tail."""
+    fix = "render one first (`tritongen render SPEC -o DIR`, then `tritongen serve DIR`), or run `tritongen up SPEC`"
+    if repo.is_file():
+        raise SpecError(problem("REPO", f"{repo} is a file (a spec or a plan?), not a model repository", fix))
+    if not repo.is_dir():
+        raise SpecError(problem("REPO", f"{repo} does not exist", fix))
+    if not any(repo.glob("*/config.pbtxt")):
+        raise SpecError(problem("REPO", f"{repo} holds no model (no */config.pbtxt)", fix))
+
+
+def _openai_enabled(repo: Path) -> bool:
+    """The rendered repository asks for the OpenAI frontend (spec frontend.openai.enabled)."""
+    from tritongen.plan.frontend import CONFIG_FILE, FrontendPlan
+
+    return (repo / CONFIG_FILE).is_file() and FrontendPlan.read(repo).enabled
 
 
 def _start_openai(args: argparse.Namespace, grpc_url: str):
@@ -166,12 +207,20 @@ def _start_openai(args: argparse.Namespace, grpc_url: str):
     return frontend
 
 
+def _served_url(protocol: str) -> str | None:
+    """The local `tritongen serve`'s endpoint for `protocol`, from its state file (None when none runs)."""
+    from tritongen.serve.state import read_state
+
+    state = read_state()
+    return None if state is None else state.get(protocol)
+
+
 def _cmd_generate(args: argparse.Namespace) -> int:
     from tritongen import client
 
     params = {"min_tokens": args.min_tokens, "temperature": args.temperature, "top_k": args.top_k,
               "top_p": args.top_p}
-    url = args.url or ("127.0.0.1:8001" if args.protocol == "grpc" else "127.0.0.1:8000")
+    url = args.url or _served_url(args.protocol) or ("127.0.0.1:8001" if args.protocol == "grpc" else "127.0.0.1:8000")
     client.require_server(url, args.protocol)
     if args.path == "ids":
         if args.protocol != "grpc":
@@ -199,7 +248,7 @@ def _cmd_demo_model(args: argparse.Namespace) -> int:
     from tritongen.demo.model import make_demo_model
 
     path = make_demo_model(args.dir, seed=args.seed, force=args.force, tokenizer=args.tokenizer)
-    print(f"tiny Llama checkpoint + tokenizer: {path}")
+    print(f"tiny Llama checkpoint + tokenizer: {path} (random weights: its text is noise by design)")
     return 0
 
 
@@ -306,7 +355,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--temperature", type=float)
     s.add_argument("--top-k", type=int)
     s.add_argument("--top-p", type=float)
-    s.add_argument("--model", default="ensemble", help="the Triton model of the text path")
+    s.add_argument("--model", default="tensorrt_llm_bls",
+                   help="Triton model to call: tensorrt_llm_bls (default: the ensemble's only step, same inputs; "
+                        "Ctrl-C cancels it, while Triton's ensemble scheduler does not pass a cancellation on) or "
+                        "ensemble")
     s.add_argument("--path", choices=["text", "ids"], default="text",
                    help="text: send text to --model, which tokenizes and detokenizes in tritonserver; ids: send "
                    "token ids to tensorrt_llm and detokenize here (same text, no Python model per response)")

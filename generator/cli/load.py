@@ -12,11 +12,23 @@ from tritongen.loadtests.runner import PROTOCOLS, Endpoint, run_loadtest, settin
 
 
 def _endpoint_from_args(args: argparse.Namespace, protocol: str) -> Endpoint:
+    import sys
+
+    from tritongen.serve.state import read_state
+
     default_port = {"grpc": 8001, "openai": 9000}.get(protocol, 8000)
-    url = args.url or f"127.0.0.1:{default_port}"
+    # Without --url: the local `tritongen serve` (its state file), else the usual ports.
+    state = {} if args.url else (read_state() or {})
+    key = "http" if protocol in ("http", "http_stream") else protocol
+    url = args.url or state.get(key) or f"127.0.0.1:{default_port}"
     if ":" not in url or not url.rpartition(":")[2].isdigit():
         raise SpecError(problem("--url", f"{url!r} is not host:port", "pass e.g. --url 127.0.0.1:8001"))
-    metrics = None if args.no_metrics else (args.metrics_url or f"http://{url.rpartition(':')[0]}:8002/metrics")
+    metrics = None if args.no_metrics else (args.metrics_url or state.get("metrics")
+                                            or f"http://{url.rpartition(':')[0]}:8002/metrics")
+    if args.url and not args.metrics_url and not args.no_metrics:
+        print(f"loadtest: --url without --metrics-url: Triton's metrics are read from {metrics}; if nothing answers "
+              "there, the check that client token totals equal the server's is skipped (pass --metrics-url)",
+              file=sys.stderr, flush=True)
     return Endpoint(grpc_url=url if protocol == "grpc" else None,
                     http_url=url if protocol in ("http", "http_stream") else None, metrics_url=metrics,
                     openai_url=url if protocol == "openai" else None)

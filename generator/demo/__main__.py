@@ -19,6 +19,8 @@ ROOT = Path.cwd()
 def main() -> int:
     model = make_demo_model(ROOT / "build" / "tiny-llama")
     print(f"[demo] tiny Llama checkpoint + tokenizer: {model}", flush=True)
+    print("[demo] its weights are random: the generated text is noise by design; the demo proves the serving path "
+          "(rendering, tritonserver, streaming, load test), not a model", flush=True)
     return tritongen(["up", str(ROOT / "examples" / "tiny-cpu.yaml"), "--out", str(ROOT / "demo-output")])
 
 

@@ -48,7 +48,7 @@ class EngineError(Exception):
 _OVERLOAD = ("exceeds maximum queue size", "queue is full", "resource exhausted", "too many requests")
 _UNAVAILABLE = ("not ready", "unavailable", "is not found", "unknown model", "failed to connect", "shutting down")
 _BAD_INPUT = ("not supported", "must be", "unexpected shape", "invalid argument", "expected", "exceeds the",
-              "too long", "out of range",
+              "exceed the", "too long", "out of range", ": required",
               # the hf runtime's request checks (model_repository_templates/tensorrt_llm/1/hf_requests.py)
               "leave it unset", "is negative", "is outside", "is not a finite number", "wrong data type",
               "is less than 1", "decodes greedily", "log probs are off")

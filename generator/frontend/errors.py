@@ -8,9 +8,15 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
+from starlette.responses import Response
 
 from tritongen.frontend.engine import EngineError
 from tritongen.frontend.schemas import ErrorBody, ErrorResponse
+
+
+class ClientGone(Exception):
+    """The HTTP client disconnected before the answer was ready."""
+
 
 _TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 404: "invalid_request_error",
           429: "rate_limit_error"}
@@ -65,6 +71,12 @@ def install(app: FastAPI) -> None:
         headers = {"Retry-After": "1"} if err.status in (429, 503) else None
         return _reply(err.status, error_body(err.status, err.message, err.kind, request_param(request, err.param),
                                              err.code), headers)
+
+    @app.exception_handler(ClientGone)
+    async def _client_gone(_: Request, __: ClientGone):
+        # The Triton request is cancelled already; nobody reads this reply (499: nginx's "client closed request"),
+        # but answering keeps an expected event out of the server's error log.
+        return Response(status_code=499)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, err: RequestValidationError):

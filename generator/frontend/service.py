@@ -22,10 +22,9 @@ from tritongen.frontend.metrics import FrontendMetrics
 from tritongen.frontend.schemas import Usage
 from tritongen.frontend.text import ChatTemplate, StopMatcher
 from tritongen.runtimes.llmapi.dialect import RevisedText, TokenCounter, WholeText
+from tritongen.frontend.errors import ClientGone
 
 
-class ClientGone(Exception):
-    """The HTTP client disconnected before the answer was ready."""
 
 
 @dataclass

@@ -89,6 +89,15 @@ def _renderer(plan: Plan) -> Renderer:
                     header=HEADER.format(name=plan.name))
 
 
+def max_input_tokens(plan: Plan) -> str:
+    """An upper bound on the prompt tokens the LLM accepts ("" when unknown): the text models turn it into a byte
+    cap, so an oversized text_input is refused before it is tokenized (the LLM still checks the exact limit)."""
+    build = getattr(plan.runtime_settings, "build", None)  # an engine's settings bound its input length
+    if isinstance(build, dict) and "max_input_len" in build:
+        return str(build["max_input_len"])
+    return str(plan.kv_tokens_per_instance) if plan.kv_tokens_per_instance else ""
+
+
 def render_repository(plan: Plan, where: Locations | None = None) -> dict[str, bytes]:
     """Render the whole model repository for `plan` as {posix relative path: content}.
 
@@ -106,7 +115,8 @@ def render_repository(plan: Plan, where: Locations | None = None) -> dict[str, b
     pre_in, pre_out = _tensors("preprocessing", plan)
     files["preprocessing/config.pbtxt"] = _render(
         "preprocessing/config.pbtxt.j2", plan, inputs=pre_in, outputs=pre_out,
-        params={"tokenizer_dir": where.tokenizer, "add_special_tokens": plan.tokenizer.add_special_tokens},
+        params={"tokenizer_dir": where.tokenizer, "add_special_tokens": plan.tokenizer.add_special_tokens,
+                "max_input_tokens": max_input_tokens(plan)},
         group=InstanceGroup(kind="KIND_CPU", count=plan.preprocessing_instances))
     post_in, post_out = _tensors("postprocessing", plan)
     files["postprocessing/config.pbtxt"] = _render(
@@ -133,7 +143,8 @@ def render_repository(plan: Plan, where: Locations | None = None) -> dict[str, b
         "tensorrt_llm_bls/config.pbtxt.j2", plan, inputs=bls_in, outputs=bls_out,
         backend="tritongen_bls" if plan.bls_backend == "native" else "python",
         params={**plan.bls_parameters, "tokenizer_dir": where.tokenizer,
-                "skip_special_tokens": plan.tokenizer.skip_special_tokens},
+                "skip_special_tokens": plan.tokenizer.skip_special_tokens, "max_input_tokens": max_input_tokens(plan),
+                "max_in_flight": str(plan.triton_max_batch_size)},
         group=InstanceGroup(kind="KIND_CPU", count=plan.bls_instances))
     files["tensorrt_llm_bls/1/model.py"] = (TEMPLATES / "tensorrt_llm_bls" / "1" / "model.py").read_bytes()
     # One detokenizer for the BLS and for the ids path's clients (tritongen.token_ids): the module is copied in.

@@ -126,6 +126,19 @@ def _replace_in_place(new: Path, out_dir: Path) -> None:
             shutil.rmtree(old) if old.is_dir() and not old.is_symlink() else old.unlink()
 
 
+def _publish_new(tmp: Path, out_dir: Path, flag: str) -> None:
+    """Rename the render into a destination that was missing or empty when checked. A plain rename fails when
+    another writer filled it meanwhile (rename never replaces a non-empty folder), so of two concurrent renders
+    into one new folder exactly one wins; the other says so instead of replacing it or failing with a traceback."""
+    try:
+        tmp.rename(out_dir)
+    except OSError as err:
+        if err.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+            raise
+        raise SpecError(problem(flag, f"{out_dir} was written by another render while this one ran",
+                                "run one render at a time per folder; pass --force to replace it")) from None
+
+
 def write_repository(files: dict[str, bytes], out_dir: Path, *, overwrite: bool = False,
                      flag: str = "--output") -> None:
     """Write `files` into `out_dir` in one step (see the module docstring); `overwrite` replaces a folder
@@ -133,7 +146,8 @@ def write_repository(files: dict[str, bytes], out_dir: Path, *, overwrite: bool 
     _check_paths(files)
     out_dir = check_output_dir(out_dir, flag)
     clean_stale(out_dir)
-    if out_dir.exists() and any(out_dir.iterdir()):
+    existed = out_dir.exists() and any(out_dir.iterdir())
+    if existed:
         if not (out_dir / MARKER).is_file():
             raise SpecError(problem(flag, f"{out_dir} is not empty and was not written by tritongen (no {MARKER})",
                                     "choose another folder; tritongen replaces only folders it wrote"))
@@ -152,8 +166,8 @@ def write_repository(files: dict[str, bytes], out_dir: Path, *, overwrite: bool 
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
         tmp.chmod(0o755)
-        if not out_dir.exists():
-            tmp.rename(out_dir)
+        if not existed:
+            _publish_new(tmp, out_dir, flag)
         elif _exchange(tmp, out_dir):
             pass  # tmp now holds the previous tree; removed below
         else:

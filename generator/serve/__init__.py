@@ -39,12 +39,24 @@ def _die_with_parent() -> None:
 
 # Seconds tritonserver waits for requests in flight when asked to stop (Triton's default is 30).
 EXIT_TIMEOUT_S = 15
+# How the python backend names a stub's shared-memory region (an argument of the stub's command line).
+SHM_PREFIX = "triton_python_backend_shm_region_"
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(n: int) -> list[int]:
+    """`n` distinct free ports: the sockets stay bound until all are chosen, so the kernel cannot hand out one
+    port twice (it did: tritonserver then failed to bind its metrics port to its own HTTP port)."""
+    with contextlib.ExitStack() as stack:
+        ports = []
+        for _ in range(n):
+            s = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+        return ports
 
 
 def _pytriton_root() -> Path:
@@ -135,8 +147,12 @@ def server_env(base: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def port_in_use(port: int) -> bool:
-    """True when something already listens on `port` (tritonserver binds every interface)."""
+    """True when something already listens on `port` (tritonserver binds every interface).
+
+    SO_REUSEADDR, as tritonserver binds: without it, connections of a stopped server left in TIME_WAIT made a
+    restart on the same ports fail for up to a minute while nothing listened."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("0.0.0.0", port))
         except OSError:
@@ -164,13 +180,17 @@ class TritonServer:
     process: subprocess.Popen | None = None
     failure: str | None = None
     stubs: dict[int, str] = field(default_factory=dict)
+    shm_regions: set[str] = field(default_factory=set)
+    """The python backend's /dev/shm regions of this server's stubs: a server that dies without its own shutdown
+    leaves them behind, so `stop` removes what is left."""
 
     def __post_init__(self) -> None:
         self._explicit_ports = [(name, port) for name, port in (("http", self.http_port), ("grpc", self.grpc_port),
                                                                  ("metrics", self.metrics_port)) if port]
-        self.http_port = self.http_port or free_port()
-        self.grpc_port = self.grpc_port or free_port()
-        self.metrics_port = self.metrics_port or free_port()
+        spare = iter(free_ports(3))
+        self.http_port = self.http_port or next(spare)
+        self.grpc_port = self.grpc_port or next(spare)
+        self.metrics_port = self.metrics_port or next(spare)
         self._stopping = threading.Event()
         self._watcher: threading.Thread | None = None
 
@@ -285,6 +305,7 @@ class TritonServer:
                     cmd = child.cmdline()
                     if cmd and cmd[0].endswith("triton_python_backend_stub"):
                         out[child.pid] = _instance_name(cmd)
+                        self.shm_regions.update(a for a in cmd[1:] if a.startswith(SHM_PREFIX))
         except psutil.NoSuchProcess:
             pass
         return out
@@ -299,6 +320,7 @@ class TritonServer:
                 stub = f"; the python stub of {dead[0][1]} (pid {dead[0][0]}) had died" if dead else ""
                 self.failure = f"tritonserver exited on its own with code {code}{stub}"
                 self._kill_stubs()
+                self._remove_shm()
                 return
             if dead and not self._stopping.is_set():
                 pid, name = dead[0]
@@ -337,6 +359,8 @@ class TritonServer:
         p = self.process
         if p is None:
             return
+        with contextlib.suppress(psutil.Error):
+            self._stub_processes()  # stubs of models loaded since start: their regions too
         try:
             stubs = psutil.Process(p.pid).children(recursive=True)
         except psutil.NoSuchProcess:
@@ -356,8 +380,15 @@ class TritonServer:
             with contextlib.suppress(psutil.NoSuchProcess):
                 stub.kill()
         psutil.wait_procs(alive, timeout=5)
+        self._remove_shm()
         if self._watcher is not None and self._watcher is not threading.current_thread():
             self._watcher.join(timeout=5)
+
+    def _remove_shm(self) -> None:
+        """Unlink the stubs' shared-memory regions that a server killed before its own cleanup left behind."""
+        for name in self.shm_regions:
+            with contextlib.suppress(OSError):
+                (Path("/dev/shm") / name).unlink()
 
     def _kill_stubs(self) -> None:
         import psutil

@@ -9,10 +9,10 @@ ordinary ids (never the end or pad id), so postprocessing detokenises real text.
 
 Decoupled: streamed requests get one response per `stream_interval` tokens (the last one the rest), others one
 response with all tokens. Honoured per
-request: request_output_len, streaming, exclude_input_in_output, return_num_input_tokens,
-return_num_output_tokens, stop (the backend's input: a request carrying stop=true ends the request in flight with
+request: request_output_len, streaming, return_num_input_tokens, return_num_output_tokens, stop (the backend's input: a request carrying stop=true ends the request in flight with
 the same request id, as tensorrt_llm_bls sends it when its own client cancels); a cancelled request stops at its
-next token. Emission times are scheduled from the
+next token. Outputs carry the generated tokens only: exclude_input_in_output true (or unset) is what it does, and
+false is rejected with an error naming it rather than silently ignored. Emission times are scheduled from the
 arrival (due = arrival + ttft + i * itl), so a serving path that cannot keep up shows as growing lateness, not as
 a slower clock.
 
@@ -22,6 +22,7 @@ Metrics: tritongen_llm_output_tokens_total (tokens sent in responses) and triton
 import heapq
 import itertools
 import json
+import os
 import threading
 import time
 
@@ -53,8 +54,17 @@ class _Request:
         self.sent = 0  # tokens already sent (streaming)
 
 
+def _exit_with_server():
+    """Exit when tritonserver is gone (its stubs are re-parented): an orphaned stub would live on for hours."""
+    parent = os.getppid()
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
+
+
 class TritonPythonModel:
     def initialize(self, args):
+        threading.Thread(target=_exit_with_server, name="tritongen-watch", daemon=True).start()
         config = json.loads(args["model_config"])
         self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
         self.ttft_s = float(_param(config, "ttft_ms", "50")) / 1e3
@@ -96,6 +106,9 @@ class TritonPythonModel:
                 n_out = _scalar(request, "request_output_len", None, int)
                 if n_out is None or n_out < 1:
                     raise ValueError("request_output_len must be >= 1")
+                if not _scalar(request, "exclude_input_in_output", True, bool):
+                    raise ValueError("exclude_input_in_output: false is not supported by the synthetic runtime (its "
+                                     "outputs carry the generated tokens only); send true or leave it unset")
                 for name, neutral in (("beam_width", 1), ("num_return_sequences", 1)):
                     if _scalar(request, name, neutral, int) != neutral:
                         raise ValueError(f"{name} > 1 is not supported by the synthetic runtime")

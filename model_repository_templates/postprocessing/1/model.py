@@ -8,6 +8,9 @@ call it directly. Each call is decoded on its own: it cannot know the tokens of 
 """
 
 import json
+import os
+import threading
+import time
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -19,8 +22,17 @@ def _param(config, key, default=None):
     return default if value in ("", None) or value.startswith("${") else value
 
 
+def _exit_with_server():
+    """Exit when tritonserver is gone (its stubs are re-parented): an orphaned stub would live on for hours."""
+    parent = os.getppid()
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
+
+
 class TritonPythonModel:
     def initialize(self, args):
+        threading.Thread(target=_exit_with_server, name="tritongen-watch", daemon=True).start()
         config = json.loads(args["model_config"])
         # The arguments NVIDIA's postprocessing loads tokenizers with.
         self.tokenizer = AutoTokenizer.from_pretrained(_param(config, "tokenizer_dir"), legacy=False,

@@ -7,6 +7,9 @@ with 0 and -1.
 """
 
 import json
+import os
+import threading
+import time
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -31,6 +34,14 @@ def _array(request, name):
     return None if tensor is None else tensor.as_numpy()
 
 
+def _exit_with_server():
+    """Exit when tritonserver is gone (its stubs are re-parented): an orphaned stub would live on for hours."""
+    parent = os.getppid()
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
+
+
 class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
@@ -42,6 +53,24 @@ class TritonPythonModel:
         self.end_id = self.tokenizer.eos_token_id
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.end_id
         self.tables = {}  # skip_special_tokens -> detokenisation table
+        # Oversized text is refused before it is tokenized (tens of MB take a minute and GBs): no prompt of at most
+        # max_input_tokens tokens is longer than that many of the longest vocabulary entry, doubled for
+        # normalisers that shorten text (NFKC). The LLM checks the exact token limit.
+        tokens = _param(config, "max_input_tokens")
+        longest = max((len(t.encode("utf-8")) for t in self.tokenizer.get_vocab()), default=1)
+        self.input_cap = (int(tokens) * max(1, longest) * 2, int(tokens), longest) if tokens else None
+        threading.Thread(target=_exit_with_server, name="preprocessing-watch", daemon=True).start()
+
+    def _check_size(self, name, request):
+        tensor = pb_utils.get_input_tensor_by_name(request, name)
+        if tensor is None or self.input_cap is None:
+            return
+        limit, tokens, longest = self.input_cap
+        for value in tensor.as_numpy().reshape(-1):
+            size = len(value) if isinstance(value, bytes) else len(str(value).encode("utf-8"))
+            if size > limit:
+                raise ValueError(f"{name}: {size} bytes exceed the limit of {limit} bytes (at most {tokens} prompt "
+                                 f"tokens of at most {longest} bytes each); shorten the prompt")
 
     def _word_list(self, rows, batch):
         """Encode per-request word lists into TensorRT-LLM's [batch, 2, N] layout."""
@@ -101,6 +130,8 @@ class TritonPythonModel:
         table_request = _array(request, "DETOKENIZER_TABLE_REQUEST")
         if table_request is not None:
             return self._table(int(table_request.reshape(-1)[0]))
+        self._check_size("QUERY", request)
+        self._check_size("DECODER_QUERY", request)
         queries = _strings(request, "QUERY")
         batch = len(queries)
         input_ids, input_lengths = self._ids(queries)

@@ -293,6 +293,8 @@ class TritonPythonModel:
             self.next_id += 1
             gen.rid = rid
             self.active[rid] = gen  # before add_request: the first output may arrive before it returns
+            # The gauge too: a client holding the first token must see this request counted.
+            self.m_active.set(len(self.active))
         try:
             accepted = self.manager.add_request(gen.prompt, request_id=rid, max_new_tokens=gen.max_new,
                                                 streaming=True, eos_token_id=gen.stop_id, **gen.kwargs)
@@ -305,8 +307,8 @@ class TritonPythonModel:
             with self.room:
                 self.active.pop(rid, None)
                 self.room.notify()
+            self.m_active.set(len(self.active))
             raise RequestError(f"not accepted by continuous batching: {reason}")
-        self.m_active.set(len(self.active))
 
     def _send_error(self, sender, message):
         try:
@@ -390,10 +392,11 @@ class TritonPythonModel:
                     self._send_tokens(gen, chunk_start, 0)
 
     def _send_tokens(self, gen, start, flags):
-        """Send the completion tokens from `start` (streaming) or all of them, and count them as sent."""
+        """Send the completion tokens from `start` (streaming) or all of them, and count them as sent. Counted
+        first: a client that scrapes the counter right after its last response must find them there."""
+        self.m_output_tokens.increment(len(gen.tokens) - start if gen.streaming else len(gen.tokens))
         gen.sender.send(response_for(gen, start), flags=flags)
         gen.sent_at = time.monotonic()
-        self.m_output_tokens.increment(len(gen.tokens) - start if gen.streaming else len(gen.tokens))
 
     def _finish(self, gen, *, error=None, cancelled=False):
         """End a request exactly once: the first caller wins, later ones return."""
@@ -416,7 +419,9 @@ class TritonPythonModel:
                 elif cancelled:
                     gen.sender.send(flags=FINAL)
                 elif gen.streaming:
-                    if len(gen.tokens) > gen.sent:
+                    # A stream that sent nothing yet (the first token was the end token) still gets one response
+                    # with its (empty) tokens and counts, so clients learn the prompt's size and a usage total.
+                    if len(gen.tokens) > gen.sent or gen.sent == 0:
                         start, gen.sent = gen.sent, len(gen.tokens)
                         self._send_tokens(gen, start, FINAL)
                     else:

@@ -14,6 +14,9 @@ Inputs that need a model tritongen does not render (a draft model) are rejected 
 """
 
 import json
+import os
+import threading
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
@@ -69,6 +72,19 @@ class Cancelled(Exception):
 
 class RequestError(Exception):
     """A request this model refuses; the message names the input."""
+
+
+class _InFlight:
+    """One request between admission and its FINAL response, as the cancellation watcher sees it. Its lock
+    serialises every use of the response sender (sends, the watcher's is_cancelled), as the hf tensorrt_llm model
+    does: the python backend's sender is not safe to use from two threads at once."""
+
+    def __init__(self, request, sender):
+        self.request, self.sender = request, sender
+        self.llm_id = ""  # the request id of its tensorrt_llm request, once sent by a non-streamed request
+        self.cancelled = False
+        self.closed = False  # FINAL sent: Triton may free the request, so it is not asked anything any more
+        self.lock = threading.Lock()
 
 
 def _param(config, key, default=None):
@@ -129,9 +145,24 @@ class TritonPythonModel:
         self.tokenizer = AutoTokenizer.from_pretrained(_param(config, "tokenizer_dir"), legacy=False,
                                                        padding_side="left", trust_remote_code=True)
         self.held = held_ids(self.tokenizer, self.skip_special_tokens)
+        self.input_cap = input_byte_cap(self.tokenizer, _param(config, "max_input_tokens"))
         # Requests wait on the LLM, not on this model's CPU: a few times the LLM's batch keeps it busy.
         self.pool = ThreadPoolExecutor(max_workers=max(16, 4 * int(config.get("max_batch_size", 1))),
                                        thread_name_prefix="tensorrt_llm_bls")
+        # This model accepts requests onto threads, so Triton's queue never fills and cannot refuse: the model
+        # enforces the deployment's limit itself, per instance its share of the LLM's batch (max_in_flight) plus its
+        # share of max_queue_size, and refuses the excess at once with Triton's own wording (`execute` returns at
+        # once: the worker threads make BLS calls, and this model's stub was seen crashing under load while
+        # `execute` was kept waiting for room).
+        instances = sum(int(g.get("count", 1)) for g in config.get("instance_group", [])) or 1
+        limit = int(_param(config, "max_in_flight", 0) or 0)
+        queue = int(config.get("dynamic_batching", {}).get("default_queue_policy", {}).get("max_queue_size", 0) or 0)
+        self.capacity = (-(-limit // instances) + -(-queue // instances)) if limit > 0 else None
+        self.in_flight = {}  # id -> _InFlight
+        self.room = threading.Lock()
+        self.stopping = False
+        self.watcher = threading.Thread(target=self._watch, name="tensorrt_llm_bls-watch", daemon=True)
+        self.watcher.start()
 
     # ------------------------------------------------------------------ requests to the composing models
     def _call(self, model, inputs, outputs, request_id=""):
@@ -193,23 +224,34 @@ class TritonPythonModel:
                     if t.name() in PASSED]
         return pb_utils.InferenceResponse(output_tensors=tensors)
 
-    def _run(self, request, send):
+    def _run(self, request, send, entry=None):
         text_input = _input(request, "text_input")
         if text_input is None or text_input.size == 0:
             raise RequestError("text_input: required")
+        if _input(request, "max_tokens") is None:
+            raise RequestError("max_tokens: required (the most tokens to generate)")
+        check_input_size(text_input, self.input_cap)
         batch = text_input.shape[0]
         stream = bool(_first(_input(request, "stream"), False))
         self._validate(request, stream)
         stop_words = _input(request, "stop_words")
         llm_inputs, prompt_ids, prompt_lengths = self._llm_inputs(request, batch)
         request_id = uuid.uuid4().hex
+        if entry is not None and not stream:
+            # A streamed request is checked at each LLM response on its own thread; a non-streamed one waits for
+            # its only response, so the watcher checks it meanwhile.
+            entry.llm_id = request_id
+            if entry.cancelled:
+                raise Cancelled()
         llm = pb_utils.InferenceRequest(model_name=self.llm_name, inputs=llm_inputs, request_id=request_id,
                                         requested_output_names=["output_ids", "sequence_length", *PASSED_OUTPUTS])
         responses = llm.exec(decoupled=True) if self.decoupled else [llm.exec()]
         if stream:
-            self._stream(request, responses, batch, stop_words, request_id, send)
+            self._stream(request, responses, batch, stop_words, request_id, send, entry)
         else:
             self._whole(responses, prompt_ids, prompt_lengths, stop_words, send)
+        if entry is not None and entry.cancelled:
+            raise Cancelled()
 
     def _output_ids(self, response):
         """The LLM response's output_ids; None for the empty final response of a decoupled model. Its error, raised."""
@@ -224,8 +266,10 @@ class TritonPythonModel:
             if ids is None:
                 continue
             lengths = pb_utils.get_output_tensor_by_name(response, "sequence_length").as_numpy()
-            ids = ids.reshape(ids.shape[0], -1, ids.shape[-1])
-            lengths = lengths.reshape(ids.shape[0], -1)
+            # Explicit sizes: an empty generation (the first token was the end token) has 0 tokens, and numpy
+            # cannot infer a -1 dimension next to a 0.
+            ids = ids.reshape(ids.shape[0], int(np.prod(ids.shape[1:-1])), ids.shape[-1])
+            lengths = lengths.reshape(ids.shape[0], ids.shape[1])
             texts = []
             for b in range(ids.shape[0]):
                 row = b if ids.shape[0] == len(prompt_lengths) else 0
@@ -238,7 +282,7 @@ class TritonPythonModel:
                     texts.append(stops.cut(self._decode(tokens), start)[0])
             send(self._response(response, texts))
 
-    def _stream(self, request, responses, batch, stop_words, request_id, send):
+    def _stream(self, request, responses, batch, stop_words, request_id, send, entry):
         sequences = {}  # (batch index, sequence index) -> [_Sequence per beam]
         wanted = batch * max(1, int(_first(_input(request, "num_return_sequences"), 1)))
         max_tokens = int(_first(_input(request, "max_tokens"), 0))
@@ -249,7 +293,7 @@ class TritonPythonModel:
             ids = self._output_ids(response)
             if ids is None:
                 continue
-            ids = ids.reshape(-1, ids.shape[-1])  # [beams, tokens] of one batch entry and sequence
+            ids = ids.reshape(int(np.prod(ids.shape[:-1])), ids.shape[-1])  # [beams, tokens] of one entry and sequence
             lengths = pb_utils.get_output_tensor_by_name(response, "sequence_length").as_numpy().reshape(-1)
             key = (int(_first(_output(response, "batch_index"), 0)),
                    int(_first(_output(response, "sequence_index"), 0)))
@@ -302,23 +346,97 @@ class TritonPythonModel:
             return responses
         # Decoupled: each request runs on a worker thread, so one instance serves many requests at once.
         for request in requests:
-            self.pool.submit(self._serve, request, request.get_response_sender())
+            entry = _InFlight(request, request.get_response_sender())
+            with self.room:
+                full = self.capacity is not None and len(self.in_flight) >= self.capacity
+                if not full:
+                    self.in_flight[id(entry)] = entry
+            if full:
+                entry.sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(
+                    f"Exceeds maximum queue size: tensorrt_llm_bls holds {self.capacity} requests per instance "
+                    "(its share of max_batch_size in flight plus max_queue_size waiting); retry later")), flags=FINAL)
+                continue
+            self.pool.submit(self._serve, entry)
         return None
 
-    def _serve(self, request, sender):
+    def _serve(self, entry):
+        sender = entry.sender
+
+        def send(response):
+            with entry.lock:
+                sender.send(response)
+
+        final = pb_utils.InferenceResponse(error=pb_utils.TritonError("tensorrt_llm_bls: internal error"))
         try:
-            self._run(request, sender.send)
-            sender.send(flags=FINAL)
+            self._run(entry.request, send, entry)
+            final = None
         except Cancelled:
             code = getattr(pb_utils.TritonError, "CANCELLED", None)
             error = pb_utils.TritonError("request cancelled", code) if code is not None else \
                 pb_utils.TritonError("request cancelled")
-            sender.send(pb_utils.InferenceResponse(error=error), flags=FINAL)
+            final = pb_utils.InferenceResponse(error=error)
         except Exception as err:
-            sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(err))), flags=FINAL)
+            final = pb_utils.InferenceResponse(error=pb_utils.TritonError(str(err)))
+        finally:
+            with self.room:
+                self.in_flight.pop(id(entry), None)
+            with entry.lock:
+                entry.closed = True
+                try:
+                    if final is None:
+                        sender.send(flags=FINAL)
+                    else:
+                        sender.send(final, flags=FINAL)
+                except Exception as err:
+                    pb_utils.Logger.log_error(f"tensorrt_llm_bls: could not send a final response: {err}")
+
+    def _watch(self):
+        """Every 100 ms: stop the LLM request of a client that left (also while a non-streamed request waits
+        for its only response, when no per-response check can run), and exit when tritonserver is gone, so an
+        orphaned stub never lives on."""
+        parent = os.getppid()
+        while not self.stopping:
+            time.sleep(0.1)
+            if os.getppid() != parent:
+                os._exit(1)
+            with self.room:
+                entries = list(self.in_flight.values())
+            for entry in entries:
+                with entry.lock:
+                    if entry.closed or entry.cancelled or not entry.llm_id:
+                        continue
+                    try:
+                        entry.cancelled = bool(entry.sender.is_cancelled())
+                    except Exception:  # a request whose client is gone can fail to answer
+                        entry.cancelled = True
+                if entry.cancelled and entry.llm_id:
+                    self._stop_llm(entry.llm_id)
 
     def finalize(self):
+        self.stopping = True
         self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def input_byte_cap(tokenizer, max_input_tokens):
+    """The most text_input bytes a prompt of at most `max_input_tokens` tokens can have: no token stands for more
+    bytes than the longest vocabulary entry (byte-level and SentencePiece entries are at least as long as the text
+    they cover), doubled for normalisers that shorten text (NFKC). None when the limit is unknown."""
+    if not max_input_tokens:
+        return None
+    longest = max((len(t.encode("utf-8")) for t in tokenizer.get_vocab()), default=1)
+    return int(max_input_tokens) * max(1, longest) * 2, int(max_input_tokens), longest
+
+
+def check_input_size(text_input, cap):
+    """Refuse an oversized prompt before it is tokenized: tokenizing tens of MB takes a minute and GBs."""
+    if cap is None:
+        return
+    limit, tokens, longest = cap
+    for value in text_input.reshape(-1):
+        size = len(value) if isinstance(value, bytes) else len(str(value).encode("utf-8"))
+        if size > limit:
+            raise RequestError(f"text_input: {size} bytes exceed the limit of {limit} bytes (at most {tokens} prompt "
+                               f"tokens of at most {longest} bytes each); shorten the prompt")
 
 
 def _output(response, name):
