@@ -74,7 +74,9 @@ inline int64_t ConfigInteger(const std::string& json, const std::string& key, in
   const std::string marker = "\"" + key + "\":";
   size_t at = json.find(marker);
   if (at == std::string::npos) return fallback;
-  return std::strtoll(json.c_str() + at + marker.size(), nullptr, 10);
+  size_t from = at + marker.size();
+  if (from < json.size() && json[from] == '"') ++from;  // protobuf's JSON writes 64-bit integers as strings
+  return std::strtoll(json.c_str() + from, nullptr, 10);
 }
 
 // One input tensor of a request, its bytes gathered into one buffer (inputs may arrive in several buffers).

@@ -163,6 +163,7 @@ struct Stream : std::enable_shared_from_this<Stream> {
   TRITONBACKEND_ResponseFactory* factory = nullptr;
   // Held until the final response: a frontend cancels through its request, which must still be live then.
   TRITONBACKEND_Request* request = nullptr;
+  std::atomic<int64_t>* model_in_flight = nullptr;
   std::string id;
   std::map<std::string, Tensor> inputs;       // the client's inputs, by name
   std::set<std::string> wanted;               // outputs the client asked for (empty: all)
@@ -178,6 +179,7 @@ struct Stream : std::enable_shared_from_this<Stream> {
   std::string llm_id;                            // the LLM request's id, unique per request (for `stop`)
   bool llm_started = false;
   bool finished = false;                         // the client has its final response
+  bool counted = false;                          // holds a place in the model's in_flight count
   bool cancel_sent = false;
   std::map<std::pair<int64_t, int64_t>, std::vector<std::unique_ptr<Sequence>>> sequences;
   std::unique_ptr<TRITONBACKEND_Response, void (*)(TRITONBACKEND_Response*)> whole{nullptr, nullptr};
@@ -188,6 +190,10 @@ struct Stream : std::enable_shared_from_this<Stream> {
     return it == inputs.end() ? nullptr : &it->second;
   }
   void ReleaseRequest() {
+    if (counted) {
+      counted = false;
+      model_in_flight->fetch_sub(1);
+    }
     if (request != nullptr)
       LogIfError(TRITONBACKEND_RequestRelease(request, TRITONSERVER_REQUEST_RELEASE_ALL), "tensorrt_llm_bls: release");
     request = nullptr;
@@ -206,6 +212,9 @@ struct ModelState {
   bool accumulate = false;
   bool skip_special_tokens = true;
   bool decoupled = false;
+  int64_t max_input_tokens = 0;  // 0: unknown (no byte cap)
+  int64_t capacity = 0;          // requests held at once: max_in_flight + max_queue_size (0: no limit)
+  std::atomic<int64_t> in_flight{0};
 
   std::mutex table_mu;
   std::shared_ptr<const DetokTable> table;
@@ -783,6 +792,23 @@ TRITONSERVER_Error* Validate(ModelState* m, Stream* s) {
   if (text == nullptr || text->elements() == 0) return InvalidArg("text_input: required");
   if (s->Input("max_tokens") == nullptr) return InvalidArg("max_tokens: required");
   s->batch = static_cast<size_t>(text->shape.empty() ? 1 : text->shape[0]);
+  if (m->max_input_tokens > 0) {
+    // Refused before any work: no prompt of at most max_input_tokens tokens is longer than that many of the
+    // longest vocabulary entry, doubled for normalisers that shorten text (as the python BLS and preprocessing).
+    size_t longest = 1;
+    {
+      std::lock_guard<std::mutex> lk(m->table_mu);
+      if (m->table)
+        for (const auto& b : m->table->bytes) longest = std::max(longest, b.size());
+    }
+    int64_t limit = m->max_input_tokens * static_cast<int64_t>(longest) * 2;
+    for (const std::string& item : BytesElements(text->data)) {
+      if (static_cast<int64_t>(item.size()) > limit)
+        return InvalidArg("text_input: " + std::to_string(item.size()) + " bytes exceed the limit of " +
+                          std::to_string(limit) + " bytes (at most " + std::to_string(m->max_input_tokens) +
+                          " prompt tokens of at most " + std::to_string(longest) + " bytes each); shorten the prompt");
+    }
+  }
   int64_t v = 0;
   const Tensor* draft = s->Input("num_draft_tokens");
   if (draft != nullptr && FirstInteger(*draft, &v) && v > 0)
@@ -835,6 +861,17 @@ void Serve(ModelState* m, TRITONBACKEND_Request* request, TRITONSERVER_Error* ta
   s->request = request;
   if (err == nullptr && table_error != nullptr)
     err = Err(TRITONSERVER_ErrorCode(table_error), TRITONSERVER_ErrorMessage(table_error));
+  s->model_in_flight = &m->in_flight;
+  if (err == nullptr && m->capacity > 0) {
+    if (m->in_flight.fetch_add(1) >= m->capacity) {
+      m->in_flight.fetch_sub(1);
+      err = Err(TRITONSERVER_ERROR_UNAVAILABLE,
+                "Exceeds maximum queue size: tensorrt_llm_bls holds " + std::to_string(m->capacity) +
+                " requests (max_batch_size in flight plus max_queue_size waiting); retry later");
+    } else {
+      s->counted = true;
+    }
+  }
   if (err == nullptr) err = Validate(m, s.get());
   if (err != nullptr) {
     std::lock_guard<std::mutex> lk(s->mu);
@@ -870,6 +907,10 @@ __attribute__((visibility("default"))) TRITONSERVER_Error* TRITONBACKEND_ModelIn
   m->accumulate = truthy(ConfigParameter(json, "accumulate_tokens", "false"));
   m->skip_special_tokens = truthy(ConfigParameter(json, "skip_special_tokens", "true"));
   m->decoupled = json.find("\"decoupled\":true") != std::string::npos;
+  m->max_input_tokens = std::atoll(ConfigParameter(json, "max_input_tokens", "0").c_str());
+  int64_t in_flight = std::atoll(ConfigParameter(json, "max_in_flight", "0").c_str());
+  int64_t queue = ConfigInteger(json, "max_queue_size", 0);
+  m->capacity = in_flight > 0 ? in_flight + queue : 0;
   TG_RETURN_IF_ERROR(TRITONSERVER_ResponseAllocatorNew(&m->allocator, Alloc, Release, nullptr));
   m->watcher = std::thread(Watch, m.get());
   TG_RETURN_IF_ERROR(TRITONBACKEND_ModelSetState(model, m.release()));
