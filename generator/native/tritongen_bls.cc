@@ -402,12 +402,14 @@ bool CheckCancelled(Stream* s) {
   return true;
 }
 
+// The detokenisation table (loaded before any request reaches the LLM; it never changes afterwards).
+const DetokTable* CurrentTable(ModelState* m) {
+  std::lock_guard<std::mutex> lk(m->table_mu);
+  return m->table.get();
+}
+
 void OnStreamed(Stream* s, const Outputs& out, const Tensor& ids_t, const Tensor& lengths_t) {
-  const DetokTable* table = nullptr;
-  {
-    std::lock_guard<std::mutex> lk(s->model->table_mu);
-    table = s->model->table.get();
-  }
+  const DetokTable* table = CurrentTable(s->model);
   std::vector<int32_t> ids = AsInt32(ids_t), lengths = AsInt32(lengths_t);
   size_t width = ids_t.shape.empty() ? 0 : static_cast<size_t>(ids_t.shape.back());
   size_t rows = width == 0 ? lengths.size() : ids.size() / width;
@@ -461,11 +463,7 @@ void OnStreamed(Stream* s, const Outputs& out, const Tensor& ids_t, const Tensor
 }
 
 void OnWhole(Stream* s, const Outputs& out, const Tensor& ids_t, const Tensor& lengths_t) {
-  const DetokTable* table = nullptr;
-  {
-    std::lock_guard<std::mutex> lk(s->model->table_mu);
-    table = s->model->table.get();
-  }
+  const DetokTable* table = CurrentTable(s->model);
   std::vector<int32_t> ids = AsInt32(ids_t), lengths = AsInt32(lengths_t);
   size_t width = ids_t.shape.empty() ? 0 : static_cast<size_t>(ids_t.shape.back());
   size_t entries = ids_t.shape.empty() ? 1 : static_cast<size_t>(ids_t.shape[0]);
