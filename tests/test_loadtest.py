@@ -138,7 +138,7 @@ def test_down_server_exits_3_naming_the_url_before_any_load(tiny_spec_path, tmp_
     for protocol in ("grpc", "http"):
         start = time.monotonic()
         proc = tritongen("loadtest", str(tiny_spec_path), "--url", url, "--protocol", protocol, "-t", "600",
-                         "--out", str(tmp_path / protocol))
+                         "--metrics-url", f"http://{url}/metrics", "--out", str(tmp_path / protocol))
         assert proc.returncode == 3, proc.stdout + proc.stderr
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and url in lines[0] and "start the deployment" in lines[0], proc.stderr

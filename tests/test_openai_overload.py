@@ -133,6 +133,9 @@ def test_full_queue_is_429_and_the_rest_still_succeed(overloaded):
     assert _settles_to_zero(lambda: _metric(frontend_metrics, "tritongen_openai_active_requests", model=MODEL)) == 0
     assert _settles_to_zero(lambda: _metric(triton.metrics_url, "tritongen_llm_active_requests")) == 0
     # And the deployment serves normally again.
+    # The holder's cancellation also sends tensorrt_llm a `stop` request, which takes the one queue slot until
+    # the model reads it: serving normally again means once the queue is empty.
+    assert _settles_to_zero(lambda: _pending(triton, "tensorrt_llm")) == 0
     after = client.completions.create(model=MODEL, prompt="The quick brown fox", max_tokens=4,
                                       extra_body={"min_tokens": 4})
     assert after.choices[0].finish_reason == "length" and after.usage.completion_tokens == 4

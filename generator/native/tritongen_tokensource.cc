@@ -208,6 +208,11 @@ TRITONSERVER_Error* ModelState::Accept(TRITONBACKEND_Request* request, std::uniq
   TG_RETURN_IF_ERROR(OptionalScalar(request, "request_output_len", &s->n_out, &present));
   if (!present) return InvalidArg("request_output_len: required (the number of tokens to generate, >= 1)");
   if (s->n_out < 1) return InvalidArg("request_output_len: must be >= 1 (got " + std::to_string(s->n_out) + ")");
+  int64_t exclude_input = 1;
+  TG_RETURN_IF_ERROR(ScalarOr(request, "exclude_input_in_output", 1, &exclude_input));
+  if (exclude_input == 0)
+    return InvalidArg("exclude_input_in_output: false is not supported by the synthetic runtime (its outputs carry "
+                      "the generated tokens only); send true or leave it unset");
   for (const char* name : {"beam_width", "num_return_sequences"}) {
     int64_t value = 1;
     TG_RETURN_IF_ERROR(ScalarOr(request, name, 1, &value));
