@@ -236,6 +236,8 @@ def test_frontend_client_disconnect_cancels_the_request(served, frontend):
     import http.client
     import json
 
+    # Requests of earlier tests (ended early on the client, their generation being stopped) settle first.
+    assert _active_requests(served, timeout=30) == 0
     conn = http.client.HTTPConnection(frontend.host, frontend.port, timeout=60)
     body = {"model": frontend.model, "prompt": PROMPTS[0], "max_tokens": 1500, "min_tokens": 1500, "stream": True}
     conn.request("POST", "/v1/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
