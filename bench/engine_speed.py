@@ -54,6 +54,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import streamclient  # noqa: E402
+from serving_path import _process_name  # noqa: E402  (server processes named by model, one definition)
 
 RESULTS = ROOT / "bench" / "results"
 LAYOUTS = {"tensorrt_llm": "source alone / ids path (tensorrt_llm direct)", "tensorrt_llm_bls": "BLS direct",
@@ -66,16 +67,6 @@ ALL_LAYOUTS = {**LAYOUTS, **OPENAI_LAYOUTS}
 
 def layout_of(r: dict) -> str:
     return r.get("layout") or r["config"]["target"]
-
-
-def _process_name(proc: psutil.Process) -> str:
-    cmd = proc.cmdline()
-    if cmd and cmd[0].endswith("tritonserver"):
-        return "tritonserver"
-    for part in cmd:
-        if part.endswith("/1/model.py"):
-            return Path(part).parent.parent.name
-    return proc.name()
 
 
 def server_cpu(root_pid: int) -> dict[str, float]:
