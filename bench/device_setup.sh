@@ -2,7 +2,7 @@
 # On the GPU machine: a virtual environment at /tmp/venv whose own site-packages (searched first) hold the
 # carried wheels (numpy 1.26 for the python backend, nvidia-pytriton, tritonclient, pydantic, ...) and which then
 # sees the machine's torch/transformers through a .pth file. tritonserver's python stub uses the `python3` first
-# on PATH and that interpreter's venv (generator/serve.py server_env puts sys.executable's folder first).
+# on PATH and that interpreter's venv (generator/tritongen/serve.py server_env puts sys.executable's folder first).
 # Usage: bash bench/device_setup.sh WHEEL...   (idempotent; later calls add wheels)
 set -u
 BASE=$(python3 -c 'import os,sys; print(os.path.realpath(getattr(sys, "_base_executable", sys.executable)))')

@@ -5,7 +5,7 @@ request at once with `--tokens` streamed responses (one text piece each, the las
 triton_final_response), exactly the wire format tritonserver sends. A real deployment would measure the model:
 the tiny CPU deployment tops out at its own decode-step rate long before Locust does, so it cannot show where the
 Locust process saturates. The users, the tokenizer counting and the sample writing are the real ones
-(loadtests/users.py, GrpcStreamUser), so the figures are what a load test pays per request.
+(generator/tritongen/loadtests/users.py, GrpcStreamUser), so the figures are what a load test pays per request.
 
 Per concurrency level, the Locust process's own CPU time between test start and test stop (a listener added
 with a second `-f` file records getrusage) is divided by the requests it completed. The highest rate is the best

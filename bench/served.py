@@ -1,7 +1,7 @@
 """Served throughput: the same model behind tritongen's rendered ensemble on the real tritonserver.
 
 Steps: build the Llama-3.2-1B-shaped random model (bench/benchlib.py, the same seed as bench/inprocess_cb.py),
-save it with save_pretrained plus a locally trained BPE tokenizer (generator/demo_model.py's), write a tritongen
+save it with save_pretrained plus a locally trained BPE tokenizer (generator/tritongen/demo_model.py's), write a tritongen
 spec (runtime hf, placement.device gpu -> KIND_GPU), render it with tritongen.plan.plan_from_file +
 tritongen.pipeline.render_for + tritongen.render.write_repository, start it with tritongen.serve.TritonServer,
 and drive the `ensemble` model (preprocessing -> tensorrt_llm -> postprocessing) with a closed-loop driver:

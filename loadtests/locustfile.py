@@ -1,45 +1,12 @@
-"""The Locust entry point of `tritongen loadtest`: one user class, chosen by the run's protocol.
+"""Locust entry point for running tritongen's load test by hand from a checkout.
 
-Configuration: the environment variable TRITONGEN_LOADTEST_CONFIG names a JSON file with the keys of
-`tritongen.loadtests.workload.LoadConfig` (url, protocol, samples_dir, tokenizer_dir, level, and optionally
-model, input_tokens, output_tokens, prompts_file, request_rate, arrival, trace_file, cancel_rate, ...).
-`tritongen loadtest` writes it next to the report. To run Locust by hand:
+The load-test code is the package `tritongen.loadtests` (generator/tritongen/loadtests/); `tritongen loadtest`
+runs that package's own locustfile. This file only binds the same user class, so that
 
     TRITONGEN_LOADTEST_CONFIG=out/locust_config.json python -m locust -f loadtests/locustfile.py \
         --headless -u 4 -r 4 -t 20s --stop-timeout 120
 
-Only the chosen class is bound at module level, because Locust runs every concrete User class it finds here.
-Each process also records its own CPU time over the test, for the report's load-generator warning.
+runs exactly what `tritongen loadtest` runs (the config JSON is the one it writes next to its report).
 """
 
-from __future__ import annotations
-
-import gevent
-from locust import events
-
-from tritongen.loadtests import distributed, openai_user, users
-from tritongen.loadtests.metadata import ProcessCPU
-
-_config = users.preload()
-TritonUser = (users.IDS_USER_CLASSES if _config.path == "ids" else
-              {**users.USER_CLASSES, "openai": openai_user.OpenAIChatUser})[_config.protocol]
-_cpu = ProcessCPU(_config.samples_dir)
-
-
-@events.test_start.add_listener
-def _cpu_start(environment, **_kwargs) -> None:
-    _cpu.start()
-
-
-@events.test_stop.add_listener
-def _cpu_stop(environment, **_kwargs) -> None:
-    from locust.runners import MasterRunner
-
-    _cpu.stop("master" if isinstance(environment.runner, MasterRunner) else "worker")
-
-
-# Loading the tokenizer blocked the gevent hub for seconds, and libev timers count from the loop's cached
-# clock: without a refresh Locust's `-t` timer, scheduled next, would fire that much too early.
-gevent.get_hub().loop.update_now()
-# Master/worker mode (`tritongen loadtest --workers/--master/--worker`): samples travel to the master.
-events.init.add_listener(distributed.on_init)
+from tritongen.loadtests.locustfile import TritonUser  # noqa: F401  (Locust runs the User classes found here)

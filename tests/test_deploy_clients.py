@@ -104,7 +104,7 @@ def test_dockerfile_build_context_has_every_copy_source_and_a_working_wheel(work
         assert "tritongen = tritongen.cli:main" in zf.read(f"{info}/entry_points.txt").decode()
         assert f"Version: {importlib.metadata.version('tritongen')}" in zf.read(f"{info}/METADATA").decode()
     assert {"tritongen/cli/__init__.py", "tritongen/loadtests/runner.py", "tritongen/frontend/server.py",
-            "tritongen/deploy_templates/Dockerfile.tritongen.j2"} <= names
+            "tritongen/data/deploy_templates/Dockerfile.tritongen.j2"} <= names
     # Installed on its own, it is importable and finds its templates (not this checkout's).
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],

@@ -8,7 +8,6 @@ edges too, unless the importer lives inside them (a package is always initialise
 from __future__ import annotations
 
 import ast
-import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -16,18 +15,12 @@ ONE_WAY = ("tritongen.pipeline", "tritongen.cli")
 
 
 def package_modules() -> dict[str, Path]:
-    """Every module of the installed layout: import name -> file, from pyproject's package-dir."""
-    dirs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    """Every module of the package: import name -> file (the import path is the file path under generator/)."""
+    base = ROOT / "generator"
     modules: dict[str, Path] = {}
-    for package, folder in dirs.items():
-        for path in (ROOT / folder).rglob("*.py"):
-            rel = path.relative_to(ROOT / folder).with_suffix("")
-            parts = [p for p in rel.parts if p != "__init__"]
-            name = ".".join([package, *parts])
-            # A nested package-dir entry (tritongen.loadtests) wins over the parent's folder walk.
-            if not any(other != package and other.startswith(package + ".") and (ROOT / f).resolve()
-                       in path.resolve().parents for other, f in dirs.items()):
-                modules[name] = path
+    for path in (base / "tritongen").rglob("*.py"):  # rglob does not enter the links to the data folders
+        parts = [p for p in path.relative_to(base).with_suffix("").parts if p != "__init__"]
+        modules[".".join(parts)] = path
     return modules
 
 

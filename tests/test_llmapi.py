@@ -220,7 +220,7 @@ def test_golden_repositories(tmp_path, tiny_model, case):
     shipped = [rel for rel in files if rel.endswith(".py") and "/1/" in rel]
     for rel in shipped:
         # the detokenizer is one module shared with the ids path's clients (tritongen.detokenizer)
-        source = ROOT / "generator" / "detokenizer.py" if rel.endswith("/detokenizer.py") else templates / rel
+        source = ROOT / "generator" / "tritongen" / "detokenizer.py" if rel.endswith("/detokenizer.py") else templates / rel
         assert files.pop(rel) == source.read_text(), f"{rel} differs from its source"
     assert_golden({rel: text.encode() for rel, text in files.items()}, GOLDEN / case)
 

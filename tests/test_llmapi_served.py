@@ -291,7 +291,7 @@ def test_sweep_load_test_counts_tokens_on_the_client_and_says_so(served, tmp_pat
     everything = read_samples(summary["files"]["samples"])
     samples = [s for s in everything if s.ok]
     assert len(samples) >= 4
-    # The HPA signal of this runtime (generator/deploy/signals.py): Triton's pending count stays flat under load,
+    # The HPA signal of this runtime (generator/tritongen/deploy/signals.py): Triton's pending count stays flat under load,
     # its success counter counts every request that arrived.
     after = _triton_metrics(served)
     assert after["nv_inference_pending_request_count"] == 0

@@ -1,4 +1,4 @@
-"""The native BLS's detokeniser (generator/native/detok.h) against the tokenizer's own decode.
+"""The native BLS's detokeniser (generator/tritongen/native/detok.h) against the tokenizer's own decode.
 
 A small driver compiled from tests/native/detok_cli.cc streams random id sequences through detok.h in random
 chunk sizes; the concatenated stream and the whole decode must both equal `tokenizer.decode` byte for byte, for

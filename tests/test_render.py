@@ -35,7 +35,7 @@ def test_golden_repository(rendered, tiny_model):
     files = _normalised({k: v for k, v in rendered[2].items() if not k.endswith(".py")}, tiny_model)
     for rel in (k for k in rendered[2] if k.endswith(".py")):
         # the detokenizer is one module shared with the ids path's clients (tritongen.detokenizer)
-        source = ROOT / "generator" / "detokenizer.py" if rel.endswith("/detokenizer.py") else \
+        source = ROOT / "generator" / "tritongen" / "detokenizer.py" if rel.endswith("/detokenizer.py") else \
             ROOT / "model_repository_templates" / rel
         assert rendered[2][rel] == source.read_bytes()
     assert_golden(files, GOLDEN)

@@ -29,7 +29,7 @@ N = 9  # max_tokens of the integration requests, forced with min_tokens
 
 
 def _count_params() -> dict:
-    """loadtests/users.py's COUNT_PARAMS, read from the source: importing that module imports locust, which
+    """generator/tritongen/loadtests/users.py's COUNT_PARAMS, read from the source: importing that module imports locust, which
     monkey-patches this whole test process for gevent."""
     import tritongen.loadtests as loadtests
 
@@ -37,7 +37,7 @@ def _count_params() -> dict:
     for node in tree.body:
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "COUNT_PARAMS":
             return ast.literal_eval(node.value)
-    raise AssertionError("COUNT_PARAMS not found in loadtests/users.py")
+    raise AssertionError("COUNT_PARAMS not found in generator/tritongen/loadtests/users.py")
 
 
 def test_the_recorded_convention_is_per_response_and_summed():

@@ -18,7 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 # What a build needs from the checkout (copied, so the build's own build/ folder never lands in the checkout).
-_SOURCES = ("pyproject.toml", "README.md", "generator", "loadtests", "model_repository_templates", "deploy")
+_SOURCES = ("pyproject.toml", "README.md", "generator", "model_repository_templates", "deploy")
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +27,7 @@ def wheel(tmp_path_factory) -> Path:
     for name in _SOURCES:
         path = ROOT / name
         if path.is_dir():
-            shutil.copytree(path, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+            shutil.copytree(path, src / name, symlinks=True, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
         else:
             shutil.copy(path, src / name)
     out = tmp_path_factory.mktemp("wheel")
@@ -39,11 +39,10 @@ def wheel(tmp_path_factory) -> Path:
 
 def test_the_wheel_holds_every_package_and_template(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
-    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    for package in setuptools["packages"]:
-        assert f"{package.replace('.', '/')}/__init__.py" in names, package
-    mapped = {"model_repository_templates": "tritongen/model_repository_templates",
-              "deploy/templates": "tritongen/deploy_templates", "loadtests": "tritongen/loadtests"}
+    for init in (ROOT / "generator").rglob("__init__.py"):
+        assert init.relative_to(ROOT / "generator").as_posix() in names, init
+    mapped = {"model_repository_templates": "tritongen/data/model_repository_templates",
+              "deploy/templates": "tritongen/data/deploy_templates"}
     for folder, installed in mapped.items():
         for f in (ROOT / folder).rglob("*"):
             if f.is_file() and f.suffix in (".j2", ".py") and "__pycache__" not in f.parts:

@@ -1,4 +1,4 @@
-// Test driver for generator/native/detok.h: reads a detokenizer table file, then lines of
+// Test driver for generator/tritongen/native/detok.h: reads a detokenizer table file, then lines of
 // "<chunk sizes...> | <ids...>" on stdin; for each line prints the streamed pieces' concatenation and the whole
 // decode, hex-encoded, so the Python test compares both with the tokenizer's own decode.
 #include <fstream>

@@ -26,9 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from tritongen.resources import data_dir
 
-LOCUSTFILE = data_dir("loadtests") / "locustfile.py"
+LOCUSTFILE = Path(__file__).resolve().parent / "locustfile.py"
 # Seconds a user may take to finish its request after the run time ends; past it Locust kills the user and
 # the request goes unrecorded (while the server still counts it). Master and workers both need it.
 STOP_TIMEOUT_S = 120

@@ -26,7 +26,7 @@ class SyntheticPlan(RuntimeSettings):
 
 
 NATIVE_BACKEND = "tritongen_tokensource"
-"""The C++ token source (generator/native/tritongen_tokensource.cc), behaviour equal to the python model."""
+"""The C++ token source (generator/tritongen/native/tritongen_tokensource.cc), behaviour equal to the python model."""
 
 
 def synthetic_backend(plan: Plan) -> str:

@@ -47,7 +47,7 @@ STARTUP_MINUTES = 30
 """How long a server pod may take to become ready (model load, engine build waits) before Kubernetes restarts it."""
 
 # The image a runtime builds from a generated Dockerfile (the hf runtime's: Triton's python image plus torch and
-# transformers, runtimes/hf.py) is written under this name.
+# transformers, runtimes/hf/__init__.py) is written under this name.
 HF_DOCKERFILE = "Dockerfile.hf"
 
 

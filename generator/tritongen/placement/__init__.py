@@ -7,7 +7,7 @@ Pure: an `Inventory` and a `MemoryModel` in, a frozen `Placement` out. The rules
 * Tensor/pipeline parallel engines (tp x pp > 1) need tp x pp full GPUs per server group: MIG instances have no
   P2P or NCCL between them, so such engines never run on MIG.
 * Otherwise one server group per full GPU.
-* KV budgets are absolute (max_tokens_in_paged_kv_cache) per instance; see generator/placement/memory.py for the formula.
+* KV budgets are absolute (max_tokens_in_paged_kv_cache) per instance; see generator/tritongen/placement/memory.py for the formula.
   A device "fits" when every instance's budget holds at least one sequence of max_seq_len tokens.
 
 Refusals are SpecErrors (exit 2), whether the layout can never work (tp/pp > 1 on MIG, a TP group mixing MIG and

@@ -10,7 +10,7 @@ prompt).
 
 Token counts come from the server only: `num_input_tokens` once, `num_output_tokens` with each response, counting
 the tokens of that response (TensorRT-LLM's C++ backend: the ids in its output_ids; tritongen's runtimes count
-alike; see loadtests/samples.py): the completion's count is their sum, as Triton's own frontend computes it.
+alike; see generator/tritongen/loadtests/samples.py): the completion's count is their sum, as Triton's own frontend computes it.
 exclude_input_in_output true keeps the prompt out of a non-streamed response's count.
 
 A route of dialect `llmapi` (runtime trtllm) calls NVIDIA's llmapi model with its own inputs instead

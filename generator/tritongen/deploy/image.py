@@ -55,7 +55,7 @@ def _checkout() -> Path | None:
     """The source checkout this tritongen is imported from (an editable install), if any."""
     import tritongen
 
-    root = Path(tritongen.__file__).resolve().parent.parent
+    root = Path(tritongen.__file__).resolve().parents[2]  # generator/tritongen/__init__.py
     pyproject = root / "pyproject.toml"
     if pyproject.is_file() and 'name = "tritongen"' in pyproject.read_text():
         return root
@@ -69,7 +69,7 @@ _SKIP = {".git", ".venv", "tests", "build", "bench", "examples", "__pycache__", 
 def _wheel_from_checkout(root: Path) -> bytes:
     with tempfile.TemporaryDirectory(prefix="tritongen-wheel-") as tmp:
         src = Path(tmp) / "src"
-        shutil.copytree(root, src, ignore=lambda _d, names: [n for n in names if n in _SKIP
+        shutil.copytree(root, src, symlinks=True, ignore=lambda _d, names: [n for n in names if n in _SKIP
                                                             or n.endswith(".egg-info") or n.startswith("up-")])
         env = {**os.environ, "SOURCE_DATE_EPOCH": REPRODUCIBLE_EPOCH}
         # First with this environment's setuptools (offline); a venv's bundled setuptools may be too old for

@@ -1,8 +1,8 @@
 """TensorRT-LLM for one pinned release: engine build commands, tensorrt_llm model parameters, launch argv.
 
 Everything here is pure (spec in, argv / strings out) so it can be golden-tested without TensorRT-LLM.
-Running the build and caching engines is in generator/runtimes/tensorrtllm/build.py; engine-vs-spec checks are in
-generator/runtimes/tensorrtllm/checks.py.
+Running the build and caching engines is in generator/tritongen/runtimes/tensorrtllm/build.py; engine-vs-spec checks are in
+generator/tritongen/runtimes/tensorrtllm/checks.py.
 """
 
 from __future__ import annotations

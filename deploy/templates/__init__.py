@@ -1,1 +1,0 @@
-"""Jinja2 templates of the deployment files (package data of tritongen)."""

@@ -1,1 +1,0 @@
-"""Jinja2 templates of the model repository (package data of tritongen)."""
