@@ -40,3 +40,15 @@ def test_the_load_test_runs_the_packaged_locustfile():
 
     assert LOCUSTFILE == PACKAGE / "loadtests" / "locustfile.py"
     assert LOCUSTFILE.is_file() and (ROOT / "loadtests" / "locustfile.py").is_file()
+
+
+def test_tests_mirror_the_packages():
+    """tests/<package>/ holds the tests of tritongen.<package>; tests/ itself those of the top-level modules and of
+    the package as a whole. A folder of tests with no package of that name fails here."""
+    tests = ROOT / "tests"
+    packages = {p.parent.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("__init__.py")}
+    folders = {p.parent.relative_to(tests).as_posix() for p in tests.rglob("test_*.py")} - {"."}
+    assert folders, "tests are expected in per-package folders"
+    assert folders <= packages, f"test folders without a package of that name: {sorted(folders - packages)}"
+    names = [p.name for p in tests.rglob("test_*.py")]
+    assert len(names) == len(set(names)), "test file basenames must be unique across tests/ (pytest rootdir imports)"

@@ -3,7 +3,7 @@
 Inside the NGC container it runs in-process with the `tritonserver` bindings and serves the repository itself,
 with KServe HTTP/gRPC kept on for Triton's usual clients. Flags are those of openai_frontend/main.py on the
 r26.07 branch. It calls the ensemble/BLS with its TensorRT-LLM converter, whose tensor names the rendered
-repository accepts (tests/test_frontend_units.py checks them). Unlike tritongen's frontend it lists every ready
+repository accepts (tests/frontend/test_frontend_units.py checks them). Unlike tritongen's frontend it lists every ready
 model (preprocessing too) and cannot front a remote server.
 """
 

@@ -8,7 +8,7 @@ tokens once `stream_interval` tokens are waiting and `stream_flush_ms` has passe
 by default every step, and never more than one per request per step) and not decoupled (one response, then FINAL);
 `execute` only admits requests and returns at once.
 
-Serving rules (tests/test_faults.py holds the model to them): every request is checked before it enters the batch and a bad one
+Serving rules (tests/runtimes/test_faults.py holds the model to them): every request is checked before it enters the batch and a bad one
 gets one error naming the input and the limit; every request ends with exactly one FINAL response; at most
 `max_batch_size` requests are in flight, further ones wait in Triton's queue, whose `max_queue_size` rejects the
 excess; a cancelled request is dropped within `cancellation_check_period_ms` plus one step; if the generation loop

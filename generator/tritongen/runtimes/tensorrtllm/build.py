@@ -37,7 +37,7 @@ MANIFEST = "tritongen-manifest.json"
 
 # Spec fields that change the engine (they reach build_settings); serving.max_batch_size only while
 # engine.max_batch_size is unset. Adding a spec field means adding it here or to CACHE_KEY_IGNORED
-# (tests/test_trtllm.py fails otherwise).
+# (tests/runtimes/test_trtllm.py fails otherwise).
 CACHE_KEY_FIELDS = (
     "engine.tp_size", "engine.pp_size", "engine.dtype", "engine.quantization", "engine.kv_cache_dtype",
     "engine.max_batch_size", "serving.max_batch_size", "engine.max_input_len", "engine.max_seq_len",

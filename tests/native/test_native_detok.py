@@ -27,7 +27,7 @@ def driver(tmp_path_factory):
     if cxx is None:
         pytest.skip("no C++ compiler")
     out = tmp_path_factory.mktemp("detok") / "detok_cli"
-    subprocess.run([cxx, "-std=c++17", "-O1", f"-I{SOURCES}", str(HERE / "native" / "detok_cli.cc"), "-o", str(out)],
+    subprocess.run([cxx, "-std=c++17", "-O1", f"-I{SOURCES}", str(HERE / "detok_cli.cc"), "-o", str(out)],
                    check=True)
     return out
 

@@ -17,7 +17,7 @@ import yaml
 from specs import apply_overrides, render_spec
 from streaming_text import grpc_responses, grpc_tensor, start_server
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 N = 12
 
 

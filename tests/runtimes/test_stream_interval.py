@@ -21,7 +21,7 @@ from streaming_text import grpc_responses, start_server
 from tritongen.errors import SpecError
 from tritongen.spec import parse_spec
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 INTERVAL = 4
 N = 10  # max_tokens, forced with min_tokens: responses of 4, 4 and 2 tokens
 

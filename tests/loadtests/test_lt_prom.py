@@ -13,7 +13,7 @@ import pytest
 from tritongen.errors import CheckFailed
 from tritongen.loadtests.prom import MetricsParseError, PromPoller, parse_metrics, scrape, server_view
 
-FIXTURES = Path(__file__).parent / "fixtures" / "metrics"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "metrics"
 BEFORE = (FIXTURES / "triton_2.51_before.txt").read_text()
 AFTER = (FIXTURES / "triton_2.51_after.txt").read_text()
 GPU = {"gpu_uuid": "GPU-7a3c2f10-52d4-9b1e-0c8a-3f6e1d2b4a90"}

@@ -23,7 +23,7 @@ from tritongen import client
 from tritongen.frontend.engine import Counts, Delta
 from tritongen.loadtests.samples import Sample
 
-FACTS = json.loads((Path(__file__).parent / "fixtures" / "nvidia" / "trtllm-1.2.1.json").read_text())
+FACTS = json.loads((Path(__file__).parents[1] / "fixtures" / "nvidia" / "trtllm-1.2.1.json").read_text())
 COUNTS = FACTS["num_output_tokens"]
 N = 9  # max_tokens of the integration requests, forced with min_tokens
 

@@ -15,8 +15,8 @@ from tritongen.plan import plan_from_file
 from tritongen.render import render_repository, write_repository
 from tritongen.verify import parse_config, verify_repository
 
-GOLDEN = Path(__file__).parent / "golden" / "tiny-cpu"
-ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = Path(__file__).parents[1] / "golden" / "tiny-cpu"
+ROOT = Path(__file__).resolve().parents[2]
 MODEL_PLACEHOLDER = "${TINY_MODEL}"
 
 

@@ -18,7 +18,7 @@ from tritongen.loadtests.report import (SCHEMA_VERSION, LevelServer, LoadInfo, R
                                         write_report)
 from tritongen.spec import SLOSection
 
-DOC = Path(__file__).parents[1] / "docs" / "loadtest-report.md"
+DOC = Path(__file__).parents[2] / "docs" / "loadtest-report.md"
 # Objects documented as a whole: free-form maps, and the second server view (same keys as levels[].server).
 LEAVES = ("labels", "metadata.workload", "levels[].server_run")
 

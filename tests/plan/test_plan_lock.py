@@ -15,8 +15,8 @@ import yaml
 from tritongen.cli import main
 from tritongen.verify import parse_config
 
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = Path(__file__).parent / "fixtures"
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 INVENTORIES = FIXTURES / "inventories"
 BALANCED = str(INVENTORIES / "h200-all-balanced.yaml")
 

@@ -14,8 +14,8 @@ import yaml
 from specs import apply_overrides
 from tritongen.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
-INVENTORIES = sorted((Path(__file__).parent / "fixtures" / "inventories").iterdir())
+ROOT = Path(__file__).resolve().parents[2]
+INVENTORIES = sorted((Path(__file__).parents[1] / "fixtures" / "inventories").iterdir())
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 EIGHT_B = ROOT / "examples" / "checkpoints" / "llama-3.1-8b"
 # `error: <dotted spec field or --flag>: ...`
@@ -65,7 +65,7 @@ def test_every_example_plans_renders_and_deploys_or_names_the_field(example, inv
 
 def test_the_shipped_gpu_example_plans_renders_and_deploys_as_shipped(tmp_path, capsys):
     example = str(ROOT / "examples" / "llama3-8b-trtllm.yaml")
-    balanced = str(Path(__file__).parent / "fixtures" / "inventories" / "h200-all-balanced.yaml")
+    balanced = str(Path(__file__).parents[1] / "fixtures" / "inventories" / "h200-all-balanced.yaml")
     assert main(["plan", example, "--inventory", balanced]) == 0
     assert "note: model.tokenizer: no tokenizer files in " in capsys.readouterr().err
     assert main(["render", example, "-o", str(tmp_path / "repo"), "--inventory", balanced]) == 0
@@ -116,10 +116,10 @@ def test_an_architecture_without_a_converter_is_refused_at_plan(tmp_path, capsys
 @pytest.mark.parametrize("field", ["engine.quantization", "engine.kv_cache_dtype"])
 def test_fp8_on_a100_is_refused_when_the_inventory_is_known(tmp_path, capsys, field):
     spec = _eight_b(tmp_path, **{field: "fp8"})
-    a100 = str(Path(__file__).parent / "fixtures" / "inventories" / "a100-80gb-x8.yaml")
+    a100 = str(Path(__file__).parents[1] / "fixtures" / "inventories" / "a100-80gb-x8.yaml")
     err = _plan_error(capsys, spec, "--inventory", a100)
     assert err.startswith(f"error: {field}: fp8 needs FP8 tensor cores (Ada, Hopper or newer), which GPU 0 (")
-    h200 = str(Path(__file__).parent / "fixtures" / "inventories" / "h200-all-balanced.yaml")
+    h200 = str(Path(__file__).parents[1] / "fixtures" / "inventories" / "h200-all-balanced.yaml")
     assert main(["plan", str(spec), "--inventory", h200]) == 0
 
 
@@ -157,7 +157,7 @@ def test_validate_runs_the_plan_checks_without_a_gpu(tmp_path, capsys):
 
     assert validate_error(_eight_b(tmp_path / "a", **{"engine.tp_size": 3, "placement.gpu_ids": [0, 1, 2]})) \
         .startswith("error: engine.tp_size: 3 does not divide the model's 32 attention heads;")
-    a100 = str(Path(__file__).parent / "fixtures" / "inventories" / "a100-80gb-x8.yaml")
+    a100 = str(Path(__file__).parents[1] / "fixtures" / "inventories" / "a100-80gb-x8.yaml")
     assert validate_error(_eight_b(tmp_path / "b", **{"engine.quantization": "fp8"}), "--inventory", a100) \
         .startswith("error: engine.quantization: fp8 needs FP8 tensor cores")
     spec = _eight_b(tmp_path / "c", **{"engine.gpu_arch": None})

@@ -16,9 +16,9 @@ from tritongen.cli import main
 from tritongen.runtimes.tensorrtllm import tensorrt_llm_parameters
 from tritongen.verify import parse_config
 
-ROOT = Path(__file__).resolve().parent.parent
-ENGINES = Path(__file__).parent / "fixtures" / "engines"
-INVENTORIES = Path(__file__).parent / "fixtures" / "inventories"
+ROOT = Path(__file__).resolve().parents[2]
+ENGINES = Path(__file__).parents[1] / "fixtures" / "engines"
+INVENTORIES = Path(__file__).parents[1] / "fixtures" / "inventories"
 
 
 def _spec(tmp_path: Path, tiny_model: Path, **overrides) -> Path:

@@ -14,7 +14,7 @@ from tritongen.placement.inventory import CATALOGUE, inventory_from_mapping, loa
 from tritongen.placement.memory import QUANT_WEIGHT_BYTES, MemoryModel, ModelShape, load_memory_model, memory_from_hf_config
 from tritongen.placement import place
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 ENGINE_8B = FIXTURES / "models" / "llama-3.1-8b-bf16-tp1-engine"
 ENGINE_70B = FIXTURES / "models" / "llama-3.1-70b-fp8-tp4-engine"
 

@@ -19,8 +19,8 @@ from tritongen.runtimes import vllm
 from tritongen.runtimes.tensorrtllm.release import TRTLLM
 from tritongen.verify import parse_config, verify_repository
 
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = Path(__file__).parent / "fixtures"
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 FACTS = json.loads((FIXTURES / "nvidia" / "vllm_backend-r26.01.json").read_text())
 BACKEND = FACTS["vllm_backend"]["model_py"]
 

@@ -17,8 +17,8 @@ from tritongen.errors import SpecError
 from specs import assert_golden
 from validators import compose_config
 
-FIXTURES = Path(__file__).parent / "fixtures"
-GOLDEN = Path(__file__).parent / "golden" / "deploy"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+GOLDEN = Path(__file__).parents[1] / "golden" / "deploy"
 MIG_UUIDS = {"3g.71gb": "MIG-5a9c1e3b-7d2f-5e8a-9c4b-1f6d3a8e2c70", "2g.35gb": "MIG-8e2d4f6a-1c3b-5a7e-9d8c-4b2f6e1a3d95"}
 CASES = {  # spec, inventory, engine
     "llama3-8b-mig": ("llama3-8b-mig", "h200-all-balanced.yaml", "llama3-8b-bf16-tp1"),
@@ -26,7 +26,7 @@ CASES = {  # spec, inventory, engine
     "tiny-hf-gpu": ("tiny-hf-gpu", "mixed-h200-node.yaml", None),
     "tiny-cpu": ("tiny-cpu", None, None),  # the CPU profile: examples/tiny-cpu.yaml, no inventory
 }
-EXAMPLES = Path(__file__).parent.parent / "examples"
+EXAMPLES = Path(__file__).parents[2] / "examples"
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import yaml
 from specs import render_spec
 from streaming_text import start_server
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
 
 

@@ -16,8 +16,8 @@ from tritongen.runtimes.tensorrtllm.build import build_engine, cache_key, detect
 from tritongen.spec import parse_spec
 from tritongen.verify import parse_config
 
-ROOT = Path(__file__).resolve().parent.parent
-ENGINES = Path(__file__).parent / "fixtures" / "engines"
+ROOT = Path(__file__).resolve().parents[2]
+ENGINES = Path(__file__).parents[1] / "fixtures" / "engines"
 
 
 def make_spec(**engine):

@@ -13,8 +13,8 @@ import yaml
 from tritongen import cli
 from tritongen.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
-INVENTORIES = Path(__file__).parent / "fixtures" / "inventories"
+ROOT = Path(__file__).resolve().parents[2]
+INVENTORIES = Path(__file__).parents[1] / "fixtures" / "inventories"
 TOKEN = "hf_" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv"
 
 

@@ -26,7 +26,7 @@ from tritongen import client
 from tritongen.errors import SpecError
 from tritongen.spec import parse_spec
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FLUSH_MS = 400
 N = 16
 

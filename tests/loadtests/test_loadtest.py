@@ -16,7 +16,7 @@ import yaml
 
 from tritongen.errors import SpecError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 def tritongen(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "tritongen.cli", *args], cwd=ROOT, capture_output=True, text=True,

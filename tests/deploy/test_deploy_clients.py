@@ -1,7 +1,7 @@
 """The tritongen image and its containers next to the servers: Dockerfile.tritongen and the wheel in its build
 context, the load test (compose profile `loadtest`, Kubernetes component k8s/loadtest) and tritongen's OpenAI
 frontend (compose service, Deployment + Service). Validated by docker-compose config (v1), kubectl kustomize and
-kubernetes-validate --strict, like the server manifests (tests/test_deploy.py, tests/test_deploy_k8s.py)."""
+kubernetes-validate --strict, like the server manifests (tests/deploy/test_deploy.py, tests/deploy/test_deploy_k8s.py)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from tritongen.errors import SpecError
 from tritongen.plan import plan_from_json, plan_from_file
 from validators import compose_config, kustomize
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 INVENTORIES = FIXTURES / "inventories"
 ENGINE_8B = FIXTURES / "engines" / "llama3-8b-bf16-tp1"
 

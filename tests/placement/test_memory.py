@@ -13,7 +13,7 @@ from tritongen.errors import SpecError
 from tritongen.placement.memory import (CUDA_CONTEXT_BYTES, GIB, NCCL_BYTES, load_memory_model, memory_from_engine_config,
                               memory_from_hf_config, with_mapping)
 
-MODELS = Path(__file__).parent / "fixtures" / "models"
+MODELS = Path(__file__).parents[1] / "fixtures" / "models"
 HF_8B = MODELS / "llama-3.1-8b-hf"
 ENGINE_8B = MODELS / "llama-3.1-8b-bf16-tp1-engine"
 ENGINE_70B = MODELS / "llama-3.1-70b-fp8-tp4-engine"

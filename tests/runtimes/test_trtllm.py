@@ -22,7 +22,7 @@ from tritongen.runtimes.tensorrtllm.build import (CACHE_KEY_FIELDS, CACHE_KEY_IG
 from tritongen.plan import make_plan
 from tritongen.runtimes.tensorrtllm.checks import check_engine, load_engine_config
 
-FIXTURES = Path(__file__).parent / "fixtures" / "engines"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "engines"
 DIGEST = "0" * 64
 
 

@@ -18,9 +18,9 @@ from tritongen.runtimes.llmapi import contract
 from tritongen.runtimes.llmapi.sizing import cuda_graph_batch_sizes, finetune
 from tritongen.verify import parse_config, verify_repository
 
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = Path(__file__).parent / "fixtures"
-GOLDEN = Path(__file__).parent / "golden"
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+GOLDEN = Path(__file__).parents[1] / "golden"
 FACTS = json.loads((FIXTURES / "nvidia" / "trtllm-1.2.1.json").read_text())
 
 

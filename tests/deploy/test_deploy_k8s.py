@@ -17,7 +17,7 @@ from tritongen.deploy import render_deployment
 from tritongen.deploy.common import prepare
 from tritongen.errors import SpecError
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 INVENTORIES = sorted(p.name for p in (FIXTURES / "inventories").iterdir())
 ENGINE_8B = FIXTURES / "engines" / "llama3-8b-bf16-tp1"
 ENGINE_70B = FIXTURES / "engines" / "llama3-70b-fp8-tp4"

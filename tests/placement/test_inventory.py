@@ -14,7 +14,7 @@ from tritongen.errors import EnvironmentMissing, SpecError
 from tritongen.placement.inventory import (CATALOGUE, GIB, discover_nvml, inventory_from_mapping, load_inventory,
                                  parse_nvidia_smi_list, product_for)
 
-FIXTURES = Path(__file__).parent / "fixtures" / "inventories"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "inventories"
 
 
 @pytest.mark.parametrize(("name", "key"), [

@@ -20,8 +20,8 @@ from tritongen.deploy import render_deployment
 from tritongen.deploy.common import prepare
 from tritongen.errors import SpecError
 
-FIXTURES = Path(__file__).parent / "fixtures"
-EXAMPLES = Path(__file__).parent.parent / "examples"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+EXAMPLES = Path(__file__).parents[2] / "examples"
 INVENTORIES = FIXTURES / "inventories"
 ENGINES = FIXTURES / "engines"
 
