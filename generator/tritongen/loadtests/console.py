@@ -85,8 +85,8 @@ def write_sweep(summary: dict, out: Path) -> None:
                           for row in rows])
     say(f"{unit:>10} {'verdict':>7} {'req/s':>8} {'tok/s':>9} {'TTFT p95':>9} {'ITL p95':>8} {'e2e p99':>9}")
     for row in rows:
-        say(f"{row[0]:>10g} {row[1]:>7} {_fmt(row[6], 2):>8} {_fmt(row[7]):>9} {_fmt(row[10]):>9} "
-            f"{_fmt(row[12]):>8} {_fmt(row[14]):>9}")
+        say(f"{row[0]:>10g} {row[1]:>7} {_fmt(row[7], 2):>8} {_fmt(row[8]):>9} {_fmt(row[11]):>9} "
+            f"{_fmt(row[13]):>8} {_fmt(row[15]):>9}")
     fig = plots.sweep(summary["levels"], unit, summary["capacity"]["level"])
     (out / "sweep.png").write_bytes(plots.png(fig))
     say(f"sweep: {out / 'sweep.csv'}, {out / 'sweep.png'}")
