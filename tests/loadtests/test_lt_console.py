@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from test_lt_report import sweep_samples
+from test_lt_report import SLO, sweep_samples
 
 from tritongen.loadtests.console import write_sweep
 from tritongen.loadtests.report import build_summary
-from tritongen.spec import SLOSection
 
 
 def test_sweep_table_shows_each_value_under_its_header(tmp_path, capsys):
-    summary = build_summary(sweep_samples(), SLOSection(max_error_rate=None))
+    summary = build_summary(sweep_samples(), SLO(max_error_rate=None))
     write_sweep(summary, tmp_path)
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "     users verdict    req/s     tok/s  TTFT p95  ITL p95   e2e p99"

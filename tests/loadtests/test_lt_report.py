@@ -12,19 +12,28 @@ from test_lt_metrics import make, set_a
 from test_lt_prom import AFTER, BEFORE
 
 import tritongen.loadtests.report
-from tritongen.loadtests.metrics import STATS_KEYS
+from tritongen.loadtests.registry import METRICS, STATS_KEYS
 from tritongen.loadtests.prom import parse_metrics, server_view
 from tritongen.loadtests.report import (SCHEMA_VERSION, LevelServer, LoadInfo, RunInputs, build_summary,
                                         write_report)
+from tritongen.plan.slo import resolve_slo
 from tritongen.spec import SLOSection
+
+
+def SLO(**fields):
+    """The Plan's SLO of a spec's `validation.slo` with these fields."""
+    return resolve_slo(SLOSection(**fields))
+
 
 DOC = Path(__file__).parents[2] / "docs" / "loadtest-report.md"
 # Objects documented as a whole: free-form maps, and the second server view (same keys as levels[].server).
 LEAVES = ("labels", "metadata.workload", "levels[].server_run")
 
 
-def documented_in_docstring() -> set[str]:
-    return set(re.findall(r"^- `([^`]+)` \(", tritongen.loadtests.report.__doc__, re.M))
+def documented_in_code() -> set[str]:
+    """The keys report.py's docstring lists, and the metric keys the registry documents."""
+    return (set(re.findall(r"^- `([^`]+)` \(", tritongen.loadtests.report.__doc__, re.M))
+            | {f"levels[].metrics.{m.name}" for m in METRICS})
 
 
 def documented_in_docs() -> set[str]:
@@ -63,16 +72,16 @@ CPU = {"processes": [{"pid": 1, "role": "worker", "wall_s": 10.0, "cpu_s": 9.0, 
 
 def full_report(tmp_path, slo=None):
     view = server_view(parse_metrics(BEFORE, taken_at=0), parse_metrics(AFTER, taken_at=10))
-    slo = slo or SLOSection(ttft_p95_ms=300, itl_p95_ms=500, e2e_p99_ms=1000, min_output_tokens_per_s=1,
-                            max_error_rate=0.1)
+    slo = slo or SLO(ttft_p95_ms=300, itl_p95_ms=500, e2e_p99_ms=1000, min_output_tokens_per_s=1,
+                     max_error_rate=0.1)
     run = RunInputs(load=LoadInfo(), deployment="tiny-cpu", metadata=METADATA,
                     servers={2: LevelServer(window=view, run=view, active_after=0)}, load_generator={8: CPU},
                     sample_files=[tmp_path / "samples-h-1.jsonl"], locust_csv=[tmp_path / "locust_stats.csv"])
     return write_report(tmp_path, sweep_samples(), slo, run)
 
 
-def test_docs_and_docstring_list_the_same_keys():
-    assert documented_in_docstring() == documented_in_docs()
+def test_docs_and_code_list_the_same_keys():
+    assert documented_in_code() == documented_in_docs()
 
 
 def test_json_has_exactly_the_documented_keys(tmp_path):
@@ -112,11 +121,11 @@ def test_json_values(tmp_path):
 
 def test_capacity_line_of_a_sweep(tmp_path):
     # Without an error-rate objective level 2 passes and level 8 (one failed stream of nine) too.
-    summary = full_report(tmp_path, SLOSection(ttft_p95_ms=300, max_error_rate=None, min_capacity=8)).summary
+    summary = full_report(tmp_path, SLO(ttft_p95_ms=300, max_error_rate=None, min_capacity=8)).summary
     assert [row["slo"]["passed"] for row in summary["levels"]] == [False, True]  # level 2: TTFT p95 385 > 300
     cap = summary["capacity"]
     assert (cap["level"], cap["passing_above"], cap["rule"], cap["passed"]) == (None, [8], "min_capacity", False)
-    summary = full_report(tmp_path, SLOSection(ttft_p95_ms=400, max_error_rate=None, min_capacity=8)).summary
+    summary = full_report(tmp_path, SLO(ttft_p95_ms=400, max_error_rate=None, min_capacity=8)).summary
     assert (summary["capacity"]["level"], summary["slo"]["exit_code"]) == (8, 0)
     assert summary["capacity"]["line"] == ("capacity: 8 users (highest level at which every SLO holds); "
                                            "required >= 8 users -> PASS")
@@ -128,7 +137,7 @@ def test_token_totals_are_compared_only_when_every_request_ended_normally(tmp_pa
     view = server_view(parse_metrics(BEFORE, taken_at=0), parse_metrics(after, taken_at=10))
     ok = [make(1.0 + i, [0.1, 0.2], 4, concurrency=1) for i in range(8)]
     run = RunInputs(servers={1: LevelServer(window=view, run=view), 2: LevelServer(window=view, run=view)})
-    rows = build_summary(ok + set_a(), SLOSection(), run)["levels"]
+    rows = build_summary(ok + set_a(), SLO(), run)["levels"]
     assert rows[0]["tokens"] == {"client_output_tokens": 32, "server_output_tokens": 32, "counted_by": "server",
                                  "equal": True}
     assert rows[1]["tokens"]["equal"] is None  # set_a has a failed request
@@ -141,7 +150,7 @@ def test_a_token_mismatch_fails_the_level(tmp_path):
                     'tritongen_llm_output_tokens_total{model="tensorrt_llm",version="1"} 20\n'
     view = server_view(parse_metrics(BEFORE, taken_at=0), parse_metrics(after, taken_at=10))
     ok = [make(1.0 + i, [0.1, 0.2], 4, concurrency=1) for i in range(8)]
-    summary = build_summary(ok, SLOSection(), RunInputs(servers={1: LevelServer(window=view, run=view)}))
+    summary = build_summary(ok, SLO(), RunInputs(servers={1: LevelServer(window=view, run=view)}))
     level = summary["levels"][0]
     assert level["tokens"]["equal"] is False and level["slo"]["passed"] is False
     check = level["slo"]["results"][-1]
@@ -150,7 +159,7 @@ def test_a_token_mismatch_fails_the_level(tmp_path):
 
 
 def test_minimal_summary_uses_only_documented_keys():
-    summary = build_summary([make(1.0, [0.1, 0.2], 2)], SLOSection())
+    summary = build_summary([make(1.0, [0.1, 0.2], 2)], SLO())
     assert key_paths(summary) <= documented_in_docs()
     assert summary["levels"][0]["server"] is None and summary["slo"]["exit_code"] == 0
 
@@ -176,7 +185,7 @@ def test_html_embeds_all_plots_for_a_sweep(tmp_path):
 
 
 def test_html_single_level_has_no_sweep_plot(tmp_path):
-    report = write_report(tmp_path, set_a(), SLOSection(max_error_rate=None))
+    report = write_report(tmp_path, set_a(), SLO(max_error_rate=None))
     assert set(embedded_pngs(report.html_path.read_text())) == {
         "TTFT distribution", "ITL distribution", "Throughput over time"}
     assert report.exit_code == 0
@@ -184,7 +193,7 @@ def test_html_single_level_has_no_sweep_plot(tmp_path):
 
 def test_html_escapes_error_text(tmp_path):
     samples = [make(1.0, [0.1, 0.2], 2), make(1.1, [], 0, error="<script>alert(1)</script>")]
-    page = write_report(tmp_path, samples, SLOSection()).html_path.read_text()
+    page = write_report(tmp_path, samples, SLO()).html_path.read_text()
     assert "<script>" not in page and "&lt;script&gt;" in page
 
 

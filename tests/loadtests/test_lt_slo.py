@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
-from tritongen.spec import SLOSection
 from tritongen.loadtests.metrics import GoodputLimits, compute_metrics
 from tritongen.loadtests.slo import evaluate, goodput_limits, verdict_lines
+from tritongen.plan.slo import resolve_slo
+from tritongen.spec import SLOSection
 from test_lt_metrics import make, set_a
+
+
+def SLO(**fields):
+    """The Plan's SLO of a spec's `validation.slo` with these fields."""
+    return resolve_slo(SLOSection(**fields))
 
 # set_a measures: TTFT p95 385 ms, ITL p95 370 ms, e2e p99 1194 ms, 7.5 output tok/s, error rate 0.2.
 
 
 def test_every_objective_reported_with_measured_value_and_limit():
-    slo = SLOSection(ttft_p95_ms=300, itl_p95_ms=500, e2e_p99_ms=1000, min_output_tokens_per_s=10,
+    slo = SLO(ttft_p95_ms=300, itl_p95_ms=500, e2e_p99_ms=1000, min_output_tokens_per_s=10,
                      max_error_rate=0.1)
     results = evaluate(slo, compute_metrics(set_a()))
     assert verdict_lines(results) == [
@@ -28,7 +34,7 @@ def test_every_objective_reported_with_measured_value_and_limit():
 
 
 def test_all_hold_exit_0():
-    slo = SLOSection(ttft_p95_ms=400, itl_p95_ms=400, e2e_p99_ms=1200, min_output_tokens_per_s=7,
+    slo = SLO(ttft_p95_ms=400, itl_p95_ms=400, e2e_p99_ms=1200, min_output_tokens_per_s=7,
                      max_error_rate=0.25)
     results = evaluate(slo, compute_metrics(set_a()))
     assert all(r.passed for r in results)
@@ -37,25 +43,25 @@ def test_all_hold_exit_0():
 
 def test_a_measured_value_equal_to_the_limit_holds():
     # 1 failure in 5 requests is exactly 0.2.
-    (result,) = evaluate(SLOSection(max_error_rate=0.2), compute_metrics(set_a()))
+    (result,) = evaluate(SLO(max_error_rate=0.2), compute_metrics(set_a()))
     assert result.passed
     assert result.line == "PASS max_error_rate: measured 0.2000 <= limit 0.2"
 
 
 def test_default_slo_gates_on_errors_only():
-    results = evaluate(SLOSection(), compute_metrics(set_a()))
+    results = evaluate(SLO(), compute_metrics(set_a()))
     assert verdict_lines(results) == ["FAIL max_error_rate: measured 0.2000 > limit 0"]
     assert not all(r.passed for r in results)
 
 
 def test_no_objectives_pass():
-    results = evaluate(SLOSection(max_error_rate=None), compute_metrics(set_a()))
+    results = evaluate(SLO(max_error_rate=None), compute_metrics(set_a()))
     assert results == []
 
 
 def test_unmeasurable_objective_fails_and_says_why():
     plain_http = [make(1.0, [0.5], 4, protocol="http")]
-    results = evaluate(SLOSection(ttft_p95_ms=500, max_error_rate=None), compute_metrics(plain_http))
+    results = evaluate(SLO(ttft_p95_ms=500, max_error_rate=None), compute_metrics(plain_http))
     assert verdict_lines(results) == [
         "FAIL ttft_p95_ms: not measured (no successful streamed request (plain `http` has no first token; "
         "use grpc or http_stream)); limit 500 ms"]
@@ -63,10 +69,10 @@ def test_unmeasurable_objective_fails_and_says_why():
 
 
 def test_no_requests_fail_the_error_gate():
-    results = evaluate(SLOSection(), compute_metrics([]))
+    results = evaluate(SLO(), compute_metrics([]))
     assert verdict_lines(results) == ["FAIL max_error_rate: not measured (no request was sent); limit 0"]
 
 
 def test_goodput_limits_come_from_latency_objectives():
-    slo = SLOSection(ttft_p95_ms=250, itl_p95_ms=150, min_output_tokens_per_s=1)
+    slo = SLO(ttft_p95_ms=250, itl_p95_ms=150, min_output_tokens_per_s=1)
     assert goodput_limits(slo) == GoodputLimits(ttft_ms=250, itl_ms=150, e2e_ms=None)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from tritongen.loadtests import registry
+
 
 def say(line: str) -> None:
     print(line, flush=True)
@@ -18,18 +20,34 @@ def _stat(stats: dict | None, key: str) -> float | None:
     return None if stats is None else stats[key]
 
 
-SWEEP_COLUMNS = ("level", "verdict", "requests", "errors", "refused", "cancelled", "in_flight_at_end", "req_per_s",
-                 "output_tok_per_s", "goodput_req_per_s", "ttft_p50_ms", "ttft_p95_ms", "itl_p50_ms", "itl_p95_ms",
-                 "e2e_p50_ms", "e2e_p99_ms", "client_output_tokens", "server_output_tokens")
+def _value(m: dict, name: str, stat: str | None) -> object:
+    """A metric's value in a level's `metrics` object, or one statistic of it."""
+    return m[name] if stat is None else _stat(m[name], stat)
+
+
+def _sweep_columns() -> tuple[str, ...]:
+    return ("level", "verdict", *(name for name, _, _ in registry.csv_columns()), "client_output_tokens",
+            "server_output_tokens")
 
 
 def _row(level: dict) -> list:
     m, t = level["metrics"], level["tokens"]
-    return [level["level"], "PASS" if level["slo"]["passed"] else "FAIL", m["request_count"], m["error_count"],
-            m.get("refused_count", 0), m["cancelled_count"], m["in_flight_at_window_end"], m["request_throughput"], m["output_token_throughput"],
-            m["goodput"], _stat(m["ttft_ms"], "p50"), _stat(m["ttft_ms"], "p95"), _stat(m["itl_ms"], "p50"),
-            _stat(m["itl_ms"], "p95"), _stat(m["e2e_ms"], "p50"), _stat(m["e2e_ms"], "p99"),
+    return [level["level"], "PASS" if level["slo"]["passed"] else "FAIL",
+            *(_value(m, metric.name, stat) for _, metric, stat in registry.csv_columns()),
             t["client_output_tokens"], t["server_output_tokens"]]
+
+
+def _level_lines(m: dict) -> tuple[str, str]:
+    """The level's requests and rates, and its latency percentiles, as the registry's metrics say them."""
+    counts = [metric.phrase.format(m[metric.name]) for metric in registry.METRICS
+              if metric.phrase and metric.kind == "count"]
+    rates = [metric.phrase.format(_fmt(m[metric.name], metric.digits)) for metric in registry.METRICS
+             if metric.phrase and metric.kind == "rate"]
+    requests = f"{counts[0]} ({', '.join(counts[1:])}); {', '.join(rates)}"
+    latency = " | ".join(f"{metric.label} " + " ".join(f"{p} {_fmt(_stat(m[metric.name], p), metric.digits)}"
+                                                      for p in metric.percentiles)
+                         for metric in registry.latencies())
+    return requests, latency
 
 
 def print_report(summary: dict, out: Path, html_path: Path, json_path: Path) -> None:
@@ -38,14 +56,9 @@ def print_report(summary: dict, out: Path, html_path: Path, json_path: Path) -> 
     for level in levels:
         m, tokens = level["metrics"], level["tokens"]
         head = f"[{unit} {level['level']:g}] " if len(levels) > 1 else ""
-        say(f"{head}window [{m['window_start_s']:.1f}, {m['window_end_s']:.1f}] s: {m['request_count']} requests "
-            f"({m['error_count']} failed, {m.get('refused_count', 0)} refused, {m['cancelled_count']} cancelled, "
-            f"{m['in_flight_at_window_end']} in flight "
-            f"at its end); {_fmt(m['request_throughput'], 2)} req/s, {_fmt(m['output_token_throughput'])} output "
-            f"tok/s, goodput {_fmt(m['goodput'], 2)} req/s")
-        say(f"{head}latency ms: TTFT p50 {_fmt(_stat(m['ttft_ms'], 'p50'))} p95 {_fmt(_stat(m['ttft_ms'], 'p95'))} | "
-            f"ITL p50 {_fmt(_stat(m['itl_ms'], 'p50'))} p95 {_fmt(_stat(m['itl_ms'], 'p95'))} | "
-            f"e2e p50 {_fmt(_stat(m['e2e_ms'], 'p50'))} p99 {_fmt(_stat(m['e2e_ms'], 'p99'))}")
+        requests, latency = _level_lines(m)
+        say(f"{head}window [{m['window_start_s']:.1f}, {m['window_end_s']:.1f}] s: {requests}")
+        say(f"{head}latency ms: {latency}")
         out_tokens = m["output_tokens"]
         counted = tokens["server_output_tokens"]
         source = ("client-counted: the model returns no counts; the deployment's tokenizer counted the text"
@@ -80,13 +93,16 @@ def write_sweep(summary: dict, out: Path) -> None:
     rows = [_row(level) for level in summary["levels"]]
     with open(out / "sweep.csv", "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(SWEEP_COLUMNS)
+        writer.writerow(_sweep_columns())
         writer.writerows([["" if v is None else (f"{v:.3f}" if isinstance(v, float) else v) for v in row]
                           for row in rows])
-    say(f"{unit:>10} {'verdict':>7} {'req/s':>8} {'tok/s':>9} {'TTFT p95':>9} {'ITL p95':>8} {'e2e p99':>9}")
-    for row in rows:
-        say(f"{row[0]:>10g} {row[1]:>7} {_fmt(row[7], 2):>8} {_fmt(row[8]):>9} {_fmt(row[11]):>9} "
-            f"{_fmt(row[13]):>8} {_fmt(row[15]):>9}")
+    columns = registry.SWEEP_TABLE_COLUMNS
+    say(f"{unit:>10} {'verdict':>7} " + " ".join(f"{c.header_of(with_unit=False):>{c.width}}" for c in columns))
+    for level in summary["levels"]:
+        m = level["metrics"]
+        say(f"{level['level']:>10g} {'PASS' if level['slo']['passed'] else 'FAIL':>7} "
+            + " ".join(f"{_fmt(_value(m, c.metric, c.stat), c.decimals):>{c.width}}"
+                       for c in columns))
     fig = plots.sweep(summary["levels"], unit, summary["capacity"]["level"])
     (out / "sweep.png").write_bytes(plots.png(fig))
     say(f"sweep: {out / 'sweep.csv'}, {out / 'sweep.png'}")

@@ -6,8 +6,9 @@ import base64
 import html
 from collections.abc import Sequence
 
-from tritongen.loadtests import plots
+from tritongen.loadtests import plots, registry
 from tritongen.loadtests.metrics import group_by_level, request_latency
+from tritongen.loadtests.registry import STATS_KEYS, Column
 from tritongen.loadtests.samples import Sample
 
 _CSS = """
@@ -41,28 +42,28 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
+def _cell(m: dict, column: Column) -> str:
+    if column.text:
+        return column.text.format(**m)
+    if column.stat is not None:
+        return _num(_stat(m[column.metric], column.stat), column.decimals)
+    if registry.BY_NAME[column.metric].kind in ("count", "total"):
+        return str(m[column.metric])
+    return _num(m[column.metric], column.decimals)
+
+
 def _levels_table(levels: list[dict], unit: str) -> str:
-    rows = []
-    for row in levels:
-        m = row["metrics"]
-        rows.append([f"{row['level']:g}", "PASS" if row["slo"]["passed"] else "FAIL",
-                     _num(m["request_throughput"], 2), _num(m["output_token_throughput"]), _num(m["goodput"], 2),
-                     _num(_stat(m["ttft_ms"], "p50")), _num(_stat(m["ttft_ms"], "p95")),
-                     _num(_stat(m["itl_ms"], "p50"), 2), _num(_stat(m["itl_ms"], "p95"), 2),
-                     _num(_stat(m["e2e_ms"], "p99")), f"{m['error_count']} / {m['request_count']}",
-                     str(m["in_flight_at_window_end"]), f"{m['window_start_s']:.1f}-{m['window_end_s']:.1f}"])
-    return _table([unit, "verdict", "req/s", "output tok/s", "goodput req/s", "TTFT p50 ms", "TTFT p95 ms",
-                   "ITL p50 ms", "ITL p95 ms", "e2e p99 ms", "errors", "in flight at end", "window s"], rows)
+    rows = [[f"{row['level']:g}", "PASS" if row["slo"]["passed"] else "FAIL",
+             *(_cell(row["metrics"], c) for c in registry.HTML_LEVEL_COLUMNS)] for row in levels]
+    return _table([unit, "verdict", *(c.header_of() for c in registry.HTML_LEVEL_COLUMNS)], rows)
 
 
 def _latency_table(metrics: dict) -> str:
-    rows = []
-    for key, label in (("ttft_ms", "TTFT ms"), ("itl_ms", "ITL ms"), ("e2e_ms", "e2e ms"),
-                       ("input_tokens", "input tokens"), ("output_tokens", "output tokens")):
-        s = metrics[key]
-        rows.append([label] + [_num(_stat(s, k), 2) for k in ("avg", "min", "max", "std", "p50", "p90", "p95",
-                                                                 "p99")])
-    return _table(["", "avg", "min", "max", "std", "p50", "p90", "p95", "p99"], rows)
+    """Every statistic but the count of each shown stats metric (latencies and token lengths)."""
+    keys = [k for k in STATS_KEYS if k != "count"]
+    rows = [[f"{m.label} {m.unit}"] + [_num(_stat(metrics[m.name], k), 2) for k in keys]
+            for m in registry.shown_stats()]
+    return _table(["", *keys], rows)
 
 
 def _server_table(server: dict) -> str:

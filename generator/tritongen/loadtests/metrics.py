@@ -33,10 +33,10 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from tritongen.loadtests import registry
+from tritongen.loadtests.registry import PERCENTILES
 from tritongen.loadtests.samples import Sample
 
-PERCENTILES = (50, 90, 95, 99)
-STATS_KEYS = ("count", "avg", "min", "max", "std", "p50", "p90", "p95", "p99")
 # Error messages can embed whole server responses; the report groups by a bounded prefix.
 _ERROR_KEY_CHARS = 200
 
@@ -131,6 +131,9 @@ class TimelinePoint:
 
 @dataclass(frozen=True)
 class Metrics:
+    """One level's metrics; every field but `errors` and `timeline` is a metric of tritongen.loadtests.registry,
+    in the registry's order (the report's key order)."""
+
     request_count: int
     """Requests sent inside the window, failed ones included, cancelled ones not."""
     error_count: int
@@ -176,10 +179,15 @@ class Metrics:
     timeline: tuple[TimelinePoint, ...]
 
     def to_dict(self) -> dict:
-        data = asdict(self)
+        """The report's `levels[].metrics` object: the registry's metrics in its order, then errors, timeline."""
+        data = {m.name: _plain(getattr(self, m.name)) for m in registry.METRICS}
         data["errors"] = [{"message": m, "count": c} for m, c in self.errors]
         data["timeline"] = [asdict(p) for p in self.timeline]
         return data
+
+
+def _plain(value: object) -> object:
+    return asdict(value) if isinstance(value, Stats) else value
 
 
 def _timeline(samples: Sequence[Sample], start: float, run_s: float, window: Window,

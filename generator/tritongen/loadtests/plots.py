@@ -11,6 +11,8 @@ from collections.abc import Sequence
 
 from matplotlib.figure import Figure
 
+from tritongen.loadtests import registry
+
 
 def png(fig: Figure) -> bytes:
     buf = io.BytesIO()
@@ -54,15 +56,16 @@ def timeline(metrics: dict, title: str) -> Figure:
 
 
 def sweep(levels: list[dict], unit: str, capacity: float | None) -> Figure:
-    """Latency (TTFT p95, ITL p95, e2e p95) and output token throughput against the load level, with the
-    capacity line and each level's verdict."""
+    """Latency (registry.PLOT_PERCENTILE of each latency: TTFT, ITL, e2e) and output token throughput against the
+    load level, with the capacity line and each level's verdict."""
     xs = [row["level"] for row in levels]
     fig = Figure(figsize=(11, 4))
     lat, thr = fig.subplots(1, 2)
-    for key, label in (("ttft_ms", "TTFT p95"), ("itl_ms", "ITL p95"), ("e2e_ms", "e2e p95")):
-        ys = [_stat(row["metrics"][key], "p95") for row in levels]
+    p = registry.PLOT_PERCENTILE
+    for metric in registry.latencies():
+        ys = [_stat(row["metrics"][metric.name], p) for row in levels]
         if any(y is not None for y in ys):
-            lat.plot(xs, [float("nan") if y is None else y for y in ys], marker="o", label=label)
+            lat.plot(xs, [float("nan") if y is None else y for y in ys], marker="o", label=f"{metric.label} {p}")
     lat.set(title="Latency vs load", xlabel=unit, ylabel="ms", yscale="log")
     thr.plot(xs, [row["metrics"]["output_token_throughput"] or 0 for row in levels], marker="o", color="#4c72b0",
              label="output tok/s (window)")

@@ -48,31 +48,8 @@ documented under `levels[].server`.
 - `levels` (list): one entry per load level, ascending (one entry without a sweep).
 - `levels[].level` (float): users (closed loop) or requests/s (open loop).
 - `levels[].metrics` (object): the level's metrics over its measurement window.
-- `levels[].metrics.request_count` (int): requests sent inside the window, failed ones included, cancelled not.
-- `levels[].metrics.error_count` (int): failed requests among them, refusals for overload not included.
-- `levels[].metrics.refused_count` (int): requests among them refused for overload (full queue, HTTP 429).
-- `levels[].metrics.cancelled_count` (int): requests sent inside the window that the client cancelled on purpose.
-- `levels[].metrics.error_rate` (float|null): (error_count + refused_count) / request_count.
-- `levels[].metrics.good_count` (int): successful requests completed inside the window within every goodput limit.
-- `levels[].metrics.completed_count` (int): successful requests completed inside the window.
-- `levels[].metrics.in_flight_at_window_end` (int): requests sent before the window's end, finished after it.
-- `levels[].metrics.warmup_s` (float): the unmeasured start.
-- `levels[].metrics.window_start_s` (float): start of the measurement window.
-- `levels[].metrics.window_end_s` (float): end of the measurement window (end of the load).
-- `levels[].metrics.window_s` (float): window length, the denominator of every rate.
-- `levels[].metrics.run_s` (float): first request to last response (warm-up, window and drain).
-- `levels[].metrics.request_throughput` (float|null): successful requests completed inside the window per second.
-- `levels[].metrics.output_token_throughput` (float|null): output tokens that arrived inside the window per second.
-- `levels[].metrics.goodput` (float|null): good requests completed inside the window per second.
-- `levels[].metrics.ttft_ms` (<stats>): time to first token, requests sent inside the window (streaming).
-- `levels[].metrics.itl_ms` (<stats>): inter-token latency, such requests with more than one output token.
-- `levels[].metrics.e2e_ms` (<stats>): end-to-end request latency, requests sent inside the window.
-- `levels[].metrics.input_tokens` (<stats>): prompt lengths (server's num_input_tokens) of those requests.
-- `levels[].metrics.output_tokens` (<stats>): output lengths (server's num_output_tokens) of those requests.
-- `levels[].metrics.output_tokens_total` (int): server-counted output tokens of every request of the level.
-- `levels[].metrics.input_tokens_total` (int): prompt tokens of every request of the level.
-- `levels[].metrics.requests_without_token_count` (int): successful requests the server reported no count for.
-- `levels[].metrics.schedule_lag_ms` (<stats>): open loop: send time - scheduled arrival.
+- `levels[].metrics.<name>`: one key per metric of tritongen.loadtests.registry.METRICS, in its order, with
+  the type and description given there.
 - `levels[].metrics.errors` (list): failed requests grouped by message, most frequent first.
 - `levels[].metrics.errors[].message` (str): the error message (first 200 characters).
 - `levels[].metrics.errors[].count` (int): how many requests failed with it.
@@ -161,16 +138,19 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tritongen.loadtests.html_report import render_html
 from tritongen.loadtests.metrics import compute_sweep
 from tritongen.loadtests.prom import ServerView
 from tritongen.loadtests.samples import Sample
 from tritongen.loadtests.slo import LevelVerdict, capacity, evaluate, goodput_limits, token_check
-from tritongen.spec import SLOSection
+
+if TYPE_CHECKING:
+    from tritongen.plan.slo import SLOPlan
 
 SCHEMA_VERSION = 2
 OUTPUT_TOKEN_COUNTER = "tritongen_llm_output_tokens_total"
@@ -213,7 +193,7 @@ def server_output_tokens(view: ServerView | None) -> float | None:
     return sum(s.delta or 0 for s in series) if series else None
 
 
-def build_summary(samples: Sequence[Sample], slo: SLOSection, run: RunInputs | None = None,
+def build_summary(samples: Sequence[Sample], slo: SLOPlan, run: RunInputs | None = None,
                   html_path: str | Path | None = None) -> dict:
     """The JSON summary (schema above) of one load test."""
     run = run or RunInputs()
@@ -258,7 +238,7 @@ def build_summary(samples: Sequence[Sample], slo: SLOSection, run: RunInputs | N
         "levels": levels,
         "capacity": cap.to_dict(),
         "slo": {"passed": cap.passed, "exit_code": 0 if cap.passed else 1,
-                "goodput_limits": {"ttft_ms": limits.ttft_ms, "itl_ms": limits.itl_ms, "e2e_ms": limits.e2e_ms}},
+                "goodput_limits": asdict(limits)},
     })  # type: ignore[return-value]
 
 
@@ -284,7 +264,7 @@ class Report:
         return self.summary["slo"]["exit_code"]
 
 
-def write_report(out_dir: str | Path, samples: Sequence[Sample], slo: SLOSection, run: RunInputs | None = None,
+def write_report(out_dir: str | Path, samples: Sequence[Sample], slo: SLOPlan, run: RunInputs | None = None,
                  *, stem: str = "loadtest") -> Report:
     """Write `<stem>.json` and `<stem>.html` into `out_dir`; the caller exits with `report.exit_code`."""
     out = Path(out_dir)

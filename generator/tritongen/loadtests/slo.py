@@ -1,5 +1,5 @@
-"""The SLO gate: the spec's `validation.slo` against measured metrics, one verdict per load level, and the
-capacity line of a sweep.
+"""The SLO gate: the Plan's objectives (the spec's `validation.slo`, the gates of tritongen.loadtests.registry)
+against measured metrics, one verdict per load level, and the capacity line of a sweep.
 
 An objective that cannot be measured (no successful request, a TTFT objective over plain `http`) fails: a gate
 that passes on missing data would exit 0 on a broken deployment.
@@ -13,27 +13,13 @@ every objective holds at every level. A single run is a sweep of one level.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from tritongen.spec import SLOSection
 from tritongen.loadtests.metrics import GoodputLimits, Metrics
+from tritongen.loadtests.registry import BY_NAME, GATES, Gate
 
-# name -> (where in Metrics, unit, measured must be "<=" or ">=" the limit)
-_OBJECTIVES: dict[str, tuple[str, str, Literal["<=", ">="]]] = {
-    "ttft_p95_ms": ("ttft_ms.p95", "ms", "<="),
-    "itl_p95_ms": ("itl_ms.p95", "ms", "<="),
-    "e2e_p99_ms": ("e2e_ms.p99", "ms", "<="),
-    "min_output_tokens_per_s": ("output_token_throughput", "tok/s", ">="),
-    "max_error_rate": ("error_rate", "", "<="),
-}
-
-_UNMEASURED_WHY = {
-    "ttft_ms": "no successful streamed request (plain `http` has no first token; use grpc or http_stream)",
-    "itl_ms": "no successful streamed request with more than one output token",
-    "e2e_ms": "no successful request",
-    "output_token_throughput": "no response arrived",
-    "error_rate": "no request was sent",
-}
+if TYPE_CHECKING:
+    from tritongen.plan.slo import SLOPlan
 
 
 @dataclass(frozen=True)
@@ -69,28 +55,27 @@ class SLOResult:
         return {**asdict(self), "line": self.line}
 
 
-def _lookup(metrics: Metrics, where: str) -> float | None:
-    value: object = metrics
-    for part in where.split("."):
-        value = getattr(value, part)
-        if value is None:
-            return None
-    return float(value)  # type: ignore[arg-type]
+def _measured(metrics: Metrics, gate: Gate) -> float | None:
+    value = getattr(metrics, gate.metric)
+    if value is not None and gate.stat is not None:
+        value = getattr(value, gate.stat)
+    return None if value is None else float(value)
 
 
-def evaluate(slo: SLOSection, metrics: Metrics) -> list[SLOResult]:
-    """One result per objective set in `slo` (fields left None are not objectives), in spec field order."""
+def evaluate(slo: SLOPlan, metrics: Metrics) -> list[SLOResult]:
+    """One result per objective of `slo`, in the registry's gate order."""
     results = []
-    for name, (where, unit, comparison) in _OBJECTIVES.items():
-        limit = getattr(slo, name)
+    for gate in GATES:
+        limit = slo.objectives.get(gate.name)
         if limit is None:
             continue
-        measured = _lookup(metrics, where)
+        measured = _measured(metrics, gate)
         if measured is None:
-            results.append(SLOResult(name, None, limit, unit, comparison, False, _UNMEASURED_WHY[where.split(".")[0]]))
+            results.append(SLOResult(gate.name, None, limit, gate.unit, gate.comparison, False,
+                                     BY_NAME[gate.metric].unmeasured))
             continue
-        passed = measured <= limit if comparison == "<=" else measured >= limit
-        results.append(SLOResult(name, measured, limit, unit, comparison, passed))
+        passed = measured <= limit if gate.comparison == "<=" else measured >= limit
+        results.append(SLOResult(gate.name, measured, limit, gate.unit, gate.comparison, passed))
     return results
 
 
@@ -174,7 +159,7 @@ def verdict_lines(results: list[SLOResult]) -> list[str]:
     return [r.line for r in results]
 
 
-def goodput_limits(slo: SLOSection) -> GoodputLimits:
-    """The latency objectives as per-request goodput limits: a request is good when its own TTFT, ITL and e2e
+def goodput_limits(slo: SLOPlan) -> GoodputLimits:
+    """The per-request gates (latencies) as goodput limits: a request is good when its own TTFT, ITL and e2e
     are within the numbers the percentile objectives use."""
-    return GoodputLimits(ttft_ms=slo.ttft_p95_ms, itl_ms=slo.itl_p95_ms, e2e_ms=slo.e2e_p99_ms)
+    return GoodputLimits(**{g.metric: slo.objectives.get(g.name) for g in GATES if g.per_request})

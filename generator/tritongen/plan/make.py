@@ -13,6 +13,7 @@ from tritongen.errors import SpecError, clip, problem
 from tritongen.plan.checks import missing_tokenizer_files, read_config
 from tritongen.plan.frontend import make_frontend_plan
 from tritongen.plan.model import InstanceGroup, PathsPlan, PlacementPlan, Plan, ServerGroupPlan, TokenizerPlan
+from tritongen.plan.slo import resolve_slo
 from tritongen.runtimes import names, runtime
 from tritongen.runtimes.base import PlanContext, Runtime, RuntimeSettings
 from tritongen.spec import Spec
@@ -198,7 +199,8 @@ def _plan(rt: Runtime, ctx: PlanContext, spec_dir: Path, load, prepared: Runtime
         max_queue_delay_us=s.dynamic_batching.max_queue_delay_us, max_queue_size=s.dynamic_batching.max_queue_size,
         logits_datatype=rt.logits_datatype(settings), llm_instance_group=_llm_instance_group(spec, placed),
         runtime_settings=settings, bls_instances=s.bls_instances or _bls_instances(s),
-        bls_parameters=bls_parameters(s.bls_accumulate_tokens), load=load, slo=spec.validation.slo, deploy=spec.deploy,
+        bls_parameters=bls_parameters(s.bls_accumulate_tokens), load=load, deploy=spec.deploy,
+        slo=resolve_slo(spec.validation.slo),
         kv_tokens_per_instance=ctx.kv_tokens, **_bls_backend(spec, tokenizer), **placement,
         frontend=_frontend(rt, spec, spec_dir, Path(tokenizer.dir)),
     )

@@ -14,11 +14,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from tritongen.plan.frontend import FrontendPlan
+from tritongen.plan.slo import SLOPlan
 from tritongen.runtimes import RuntimeName, RuntimeSettingsUnion
-from tritongen.spec import DeploySection, LoadSection, SLOSection
+from tritongen.spec import DeploySection, LoadSection
 
 # A plan JSON of another format is refused with a hint to re-plan (plan_from_json).
-PLAN_FORMAT = "tritongen-plan/2"
+PLAN_FORMAT = "tritongen-plan/3"
 
 
 class _Frozen(BaseModel):
@@ -102,7 +103,7 @@ class PlacementPlan(_Frozen):
 
 
 class Plan(_Frozen):
-    format: Literal["tritongen-plan/2"] = PLAN_FORMAT
+    format: Literal["tritongen-plan/3"] = PLAN_FORMAT
     name: str
     runtime: RuntimeName
     spec_dir: str
@@ -130,7 +131,8 @@ class Plan(_Frozen):
     bls_backend_reason: str = ""
     """Why `serving.bls: auto` chose the python BLS (the tokenizer's decoder is not table-decodable), else empty."""
     load: LoadSection
-    slo: SLOSection
+    slo: SLOPlan
+    """The SLO gate of the load test: the spec's objectives resolved against the metric registry."""
     deploy: DeploySection = DeploySection()
     """Settings of the generated deployment files (spec `deploy`)."""
     kv_tokens_per_instance: int | None = None
