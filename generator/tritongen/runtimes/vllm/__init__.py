@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from tritongen.errors import SpecError, problem
-from tritongen.runtimes.base import LoadTarget, PlanContext, Renderer, Runtime, RuntimeSettings
+from tritongen.runtimes.base import Dialect, PlanContext, Renderer, Runtime, RuntimeSettings
 from tritongen.runtimes.tensorrtllm.release import TRTLLM
+from tritongen.runtimes.vllm.dialect import DIALECT, MODEL
 
 if TYPE_CHECKING:
     from tritongen.plan.model import Plan
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
 
 IMAGE = f"nvcr.io/nvidia/tritonserver:{TRTLLM.release}-vllm-python-py3"
 TRITONSERVER = "/opt/tritonserver/bin/tritonserver"
-MODEL = "tensorrt_llm"
 
 # (name, data type, dims, optional) as the backend's auto_complete_config declares them. Left out on purpose, as
 # for the llmapi model: `image` (multimodal) and `embedding_request` (not a text-generation request).
@@ -184,10 +184,8 @@ class VllmRuntime(Runtime):
     def not_embedded(self) -> str:
         return f"vllm serves Triton's vLLM backend, which only {IMAGE} carries; the embedded tritonserver has no vLLM"
 
-    def load_target(self) -> LoadTarget:
-        raise SpecError(problem("runtime", "vllm: tritongen's load generator has no request dialect for the vLLM "
-                                "backend yet (text_input, stream, sampling_parameters as JSON)",
-                                "load-test it with Triton's perf_analyzer / GenAI-Perf against the deployed server"))
+    def dialect(self) -> Dialect:
+        return DIALECT
 
 
 RUNTIME = VllmRuntime()
