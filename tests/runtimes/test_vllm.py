@@ -151,9 +151,16 @@ def test_deploy_vllm_to_compose_and_k8s_with_its_image(tmp_path, tiny_model, inv
     from tritongen.deploy import render_deployment
     from tritongen.deploy.common import prepare
 
-    dep = prepare(_spec(tmp_path, tiny_model), inventory=str(FIXTURES / "inventories" / inventory))
+    dep = prepare(_spec(tmp_path, tiny_model, **{"frontend.openai.enabled": True}),
+                  inventory=str(FIXTURES / "inventories" / inventory))
     assert dep.image == vllm.IMAGE and not dep.builds_hf_image
     assert json.loads(dep.repository["tensorrt_llm/1/model.json"])["model"] == "/models/checkpoint"
+    # The frontend and the load test are served as for the other runtimes: through the vLLM dialect.
+    assert json.loads(dep.repository["frontend.json"])["models"][0]["dialect"] == "vllm"
+    services = yaml.safe_load(render_deployment(dep, "compose")["docker-compose.yaml"])["services"]
+    assert services["openai"]["command"][:3] == ["serve", "/models/model_repository", "--openai"]
+    assert services["loadtest"]["command"][0] == "loadtest"
+    assert {"k8s/base/openai-deployment.yaml", "k8s/loadtest/loadtest.yaml"} <= set(render_deployment(dep, "k8s"))
     for target in ("compose", "k8s"):
         out = tmp_path / target
         for rel, data in render_deployment(dep, target).items():
@@ -177,7 +184,7 @@ def test_deploy_vllm_to_compose_and_k8s_with_its_image(tmp_path, tiny_model, inv
             for doc in docs:
                 if doc["kind"] != "PodMonitor":
                     assert kubernetes_validate.validate(doc, "1.30", strict=True) == "1.30", doc["kind"]
-            pods = [d for d in docs if d["kind"] == "Deployment"]
+            pods = [d for d in docs if d["kind"] == "Deployment" and "openai" not in d["metadata"]["name"]]
             assert sum(d["spec"]["replicas"] for d in pods) == groups
             images = {c["image"] for d in pods for c in d["spec"]["template"]["spec"]["containers"]}
             assert vllm.IMAGE in images
