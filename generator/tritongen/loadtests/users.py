@@ -117,8 +117,8 @@ class LLMUser(User):
     def on_start(self) -> None:
         state = _ProcessState.get()
         self.config, self.prompts, self.pacer, self.writer = state.config, state.prompts, state.pacer, state.writer
+        # A runtime's own model's request dialect; None: the ensemble's tensors.
         self.dialect = dialect_named(self.config.dialect)
-        """A runtime's own model's request dialect; None: the ensemble's tensors."""
 
     @task
     def generate(self) -> None:
