@@ -286,7 +286,7 @@ def test_load_test_requests_speak_the_llmapi_tensor_names():
     from tritongen.runtimes.llmapi import dialect
 
     recorded = {t["name"]: t for t in FACTS["llmapi_config_pbtxt"]["inputs"]}
-    inputs = dialect.grpc_inputs("Hello", 16, stream=True, stop=["\n\n", "END"], temperature=0.5, top_p=0.9,
+    inputs = dialect.DIALECT.grpc_inputs("Hello", 16, stream=True, stop=["\n\n", "END"], temperature=0.5, top_p=0.9,
                                  top_k=4, seed=7, presence_penalty=0.1, frequency_penalty=0.2)
     for tensor in inputs:
         fact = recorded[tensor.name()]
@@ -297,7 +297,7 @@ def test_load_test_requests_speak_the_llmapi_tensor_names():
     assert names[:5] == ["text_input", "streaming", "sampling_param_max_tokens",
                          "sampling_param_exclude_input_from_output", "return_finish_reason"]
     assert len(names) == 12
-    body = dialect.http_body("Hello", 16, stream=False, stop=["END"])
+    body = dialect.DIALECT.http_body("Hello", 16, stream=False, stop=["END"])
     assert set(body) <= set(recorded) and body["sampling_param_max_tokens"] == 16
     assert body["sampling_param_exclude_input_from_output"] is True and body["sampling_param_stop"] == ["END"]
     with pytest.raises(ValueError, match="no input for 'min_tokens'"):

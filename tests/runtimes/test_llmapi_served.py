@@ -119,7 +119,7 @@ def test_a_client_cancel_ends_the_request_in_the_model(served):
     client = grpcclient.InferenceServerClient(served.grpc_url)
     got: queue.Queue = queue.Queue()
     client.start_stream(callback=lambda result, error: got.put((result, error)))
-    client.async_stream_infer(MODEL, dialect.grpc_inputs("long", 200, stream=True), request_id="c1")
+    client.async_stream_infer(MODEL, dialect.DIALECT.grpc_inputs("long", 200, stream=True), request_id="c1")
     result, error = got.get(timeout=30)
     assert error is None and _in_model(served) == 1
     client.stop_stream(cancel_requests=True)
@@ -138,7 +138,7 @@ def test_a_stop_request_cancels_the_request_with_its_id(served):
     got: queue.Queue = queue.Queue()
     client.start_stream(callback=lambda result, error: got.put((result, error)))
     try:
-        client.async_stream_infer(MODEL, dialect.grpc_inputs("long", 200, stream=True), request_id="r-7")
+        client.async_stream_infer(MODEL, dialect.DIALECT.grpc_inputs("long", 200, stream=True), request_id="r-7")
         result, error = got.get(timeout=30)
         assert error is None
         stop = grpcclient.InferInput("stop", [1], "BOOL")

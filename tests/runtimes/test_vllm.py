@@ -66,7 +66,9 @@ def test_rendered_repository_parses_and_verifies(tmp_path, tiny_model):
     spec = _spec(tmp_path, tiny_model)
     assert main(["render", str(spec), "-o", str(out), "--inventory", str(FIXTURES / "inventories" / "h200-1x.yaml")]) == 0
     files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and p.name != ".tritongen-rendered")
-    assert files == ["tensorrt_llm/1/model.json", "tensorrt_llm/config.pbtxt"]
+    assert files == ["frontend.json", "tensorrt_llm/1/model.json", "tensorrt_llm/config.pbtxt"]
+    (route,) = json.loads((out / "frontend.json").read_text())["models"]
+    assert (route["triton_model"], route["dialect"]) == ("tensorrt_llm", "vllm")
     assert verify_repository(out) == []
     assert main(["verify", str(out)]) == 0
     config = parse_config(out / "tensorrt_llm" / "config.pbtxt")
@@ -94,10 +96,52 @@ def test_up_says_vllm_needs_its_container(tmp_path, tiny_model, capsys):
     assert "the embedded tritonserver has no vLLM" in capsys.readouterr().err
 
 
-def test_load_test_refuses_until_there_is_a_dialect(tmp_path, tiny_model, capsys):
-    spec = _spec(tmp_path, tiny_model)
-    assert main(["loadtest", str(spec), "--url", "localhost:1", "-t", "2"]) == 2
-    assert "no request dialect for the vLLM backend" in capsys.readouterr().err
+def test_the_dialect_speaks_the_backends_tensors():
+    from tritongen.runtimes import dialect
+    from tritongen.runtimes.vllm.dialect import DIALECT
+
+    assert runtime("vllm").dialect() is DIALECT is dialect("vllm") and dialect("ensemble") is None
+    contract = {name: (dtype, dims) for name, dtype, dims, _ in vllm.CONTRACT_INPUTS}
+    inputs = DIALECT.grpc_inputs("Hello", 16, stream=True, stop=["\n\n", "", "END"], temperature=0.5, top_p=0.9,
+                                 top_k=4, seed=7, presence_penalty=0.1, frequency_penalty=0.2, min_tokens=3)
+    for tensor in inputs:
+        dtype, dims = contract[tensor.name()]
+        assert "TYPE_" + tensor.datatype().replace("BYTES", "STRING") == dtype
+        assert tensor.shape() == list(dims)  # max_batch_size 0: the config dims are the whole shape
+    body = DIALECT.http_body("Hello", 16, stream=True, stop=["\n\n", "", "END"], temperature=0.5, top_p=0.9,
+                             top_k=4, seed=7, presence_penalty=0.1, frequency_penalty=0.2, min_tokens=3)
+    assert [t.name() for t in inputs] == list(body) == [
+        "text_input", "stream", "sampling_parameters", "exclude_input_in_output", "return_finish_reason",
+        "return_num_input_tokens", "return_num_output_tokens"]
+    assert body["text_input"] == "Hello" and body["stream"] is True and body["exclude_input_in_output"] is True
+    # One JSON string of vLLM SamplingParams fields; the empty stop string (which vLLM refuses) is left out.
+    assert json.loads(body["sampling_parameters"]) == {
+        "max_tokens": 16, "stop": ["\n\n", "END"], "temperature": 0.5, "top_p": 0.9, "top_k": 4, "seed": 7,
+        "presence_penalty": 0.1, "frequency_penalty": 0.2, "min_tokens": 3}
+    assert json.loads(DIALECT.http_body("Hi", 4, stream=False, temperature=None)["sampling_parameters"]) == {
+        "max_tokens": 4}
+    with pytest.raises(ValueError, match="takes no 'best_of'"):
+        DIALECT.request_inputs("Hello", 16, stream=True, best_of=2)
+    assert set(DIALECT.outputs) <= {n for n, *_ in vllm.CONTRACT_OUTPUTS}
+    assert DIALECT.count_source == "server" and DIALECT.unsupported == ()
+    # Streamed text_output is the delta since the previous response (tests/fixtures/nvidia, `request`).
+    assert FACTS["vllm_backend"]["request"]["streamed_text_output"] == "delta"
+    text = DIALECT.text()
+    assert [text.feed(p, i == 2) for i, p in enumerate(["Hel", "lo", " 🙂"])] == ["Hel", "lo", " 🙂"]
+    assert text.sent == "Hello 🙂" and text.end(" 🙂") == ""
+
+
+def test_the_openai_frontend_is_planned_for_the_vllm_backend(tmp_path, tiny_model, capsys):
+    out = tmp_path / "repo"
+    assert main(["render", str(_spec(tmp_path, tiny_model, **{"frontend.openai.enabled": True})), "-o", str(out)]) == 0
+    config = json.loads((out / "frontend.json").read_text())
+    assert config["enabled"] is True and config["models"][0]["dialect"] == "vllm"
+    spec = _spec(tmp_path, tiny_model, **{"frontend.openai.enabled": True, "frontend.openai.implementation": "triton"})
+    assert main(["render", str(spec), "-o", str(tmp_path / "repo2")]) == 2
+    assert capsys.readouterr().err.startswith(
+        "error: frontend.openai.implementation: triton cannot drive the vllm runtime's model (tritongen starts "
+        "Triton's frontend with its TensorRT-LLM converter, which sends stream, max_tokens and 2-D tensors; Triton's "
+        "vLLM backend takes stream, sampling_parameters as one JSON string and 1-D tensors)")
 
 
 @pytest.mark.parametrize("inventory,groups", [("h200-1x.yaml", 1), ("h200-2x3g.yaml", 2)])
@@ -107,9 +151,16 @@ def test_deploy_vllm_to_compose_and_k8s_with_its_image(tmp_path, tiny_model, inv
     from tritongen.deploy import render_deployment
     from tritongen.deploy.common import prepare
 
-    dep = prepare(_spec(tmp_path, tiny_model), inventory=str(FIXTURES / "inventories" / inventory))
+    dep = prepare(_spec(tmp_path, tiny_model, **{"frontend.openai.enabled": True}),
+                  inventory=str(FIXTURES / "inventories" / inventory))
     assert dep.image == vllm.IMAGE and not dep.builds_hf_image
     assert json.loads(dep.repository["tensorrt_llm/1/model.json"])["model"] == "/models/checkpoint"
+    # The frontend and the load test are served as for the other runtimes: through the vLLM dialect.
+    assert json.loads(dep.repository["frontend.json"])["models"][0]["dialect"] == "vllm"
+    services = yaml.safe_load(render_deployment(dep, "compose")["docker-compose.yaml"])["services"]
+    assert services["openai"]["command"][:3] == ["serve", "/models/model_repository", "--openai"]
+    assert services["loadtest"]["command"][0] == "loadtest"
+    assert {"k8s/base/openai-deployment.yaml", "k8s/loadtest/loadtest.yaml"} <= set(render_deployment(dep, "k8s"))
     for target in ("compose", "k8s"):
         out = tmp_path / target
         for rel, data in render_deployment(dep, target).items():
@@ -133,7 +184,7 @@ def test_deploy_vllm_to_compose_and_k8s_with_its_image(tmp_path, tiny_model, inv
             for doc in docs:
                 if doc["kind"] != "PodMonitor":
                     assert kubernetes_validate.validate(doc, "1.30", strict=True) == "1.30", doc["kind"]
-            pods = [d for d in docs if d["kind"] == "Deployment"]
+            pods = [d for d in docs if d["kind"] == "Deployment" and "openai" not in d["metadata"]["name"]]
             assert sum(d["spec"]["replicas"] for d in pods) == groups
             images = {c["image"] for d in pods for c in d["spec"]["template"]["spec"]["containers"]}
             assert vllm.IMAGE in images

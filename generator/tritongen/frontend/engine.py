@@ -13,8 +13,8 @@ the tokens of that response (TensorRT-LLM's C++ backend: the ids in its output_i
 alike; see generator/tritongen/loadtests/samples.py): the completion's count is their sum, as Triton's own frontend computes it.
 exclude_input_in_output true keeps the prompt out of a non-streamed response's count.
 
-A route of dialect `llmapi` (runtime trtllm) calls NVIDIA's llmapi model with its own inputs instead
-(tritongen.runtimes.llmapi.dialect): each response's text is then the whole text so far, and it carries no counts.
+A route of a runtime's own model (its `Dialect`, tritongen.runtimes.base) gets that model's inputs from the
+dialect instead (`build_dialect_request`); service.Run reads its text and counts the dialect's way.
 """
 
 from __future__ import annotations
@@ -24,9 +24,13 @@ import contextlib
 import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import grpc
 import numpy as np
+
+if TYPE_CHECKING:
+    from tritongen.runtimes.base import Dialect
 
 # Output tensors a response may carry; any other outputs of the model are not requested.
 OUTPUTS = ("text_output", "num_input_tokens", "num_output_tokens")
@@ -124,7 +128,7 @@ class Delta:
     input_tokens: int | None
     final: bool
     finish_reason: str | None = None
-    """The model's own finish reason (llmapi: `length` or `stop`), where it reports one."""
+    """The model's own finish reason (a dialect's model: `length` or `stop`), where it reports one."""
 
 
 @dataclass
@@ -160,25 +164,21 @@ def _scalar_tensor(name: str, value: object, datatype: str, dtype, pb2) -> tuple
     return tensor, np.array([[value]], dtype=dtype).tobytes()
 
 
-def build_llmapi_request(model: str, gen: Generation, request_id: str):
-    """The ModelInferRequest for NVIDIA's llmapi model: its 1-D inputs from the runtime's dialect."""
+def build_dialect_request(model: str, gen: Generation, request_id: str, dialect: Dialect):
+    """The ModelInferRequest for a runtime's own model: its inputs and outputs from the runtime's dialect."""
     from tritonclient.grpc import service_pb2 as pb2
     from tritonclient.utils import serialize_byte_tensor
 
-    from tritongen.runtimes.llmapi import dialect
-
-    # As for the C++ contract below: OpenAI samples at any temperature > 0 with top_p 1 unless told otherwise.
-    top_p = 1.0 if gen.top_p is None and gen.temperature is not None and gen.temperature > 0 else gen.top_p
-    inputs = dialect.request_inputs(gen.prompt, gen.max_tokens, stream=gen.stream, stop=gen.stop,
-                                    temperature=gen.temperature, top_p=top_p, seed=gen.seed,
-                                    presence_penalty=gen.presence_penalty, frequency_penalty=gen.frequency_penalty)
+    # service.generation refused the parameters the dialect cannot take; what is left goes under OpenAI's names.
+    params = {k: v for k, v in sampling(gen).items() if k not in dialect.unsupported}
+    inputs = dialect.request_inputs(gen.prompt, gen.max_tokens, stream=gen.stream, stop=gen.stop, **params)
     request = pb2.ModelInferRequest(model_name=model, id=request_id)
     for name, datatype, value in inputs:
         request.inputs.append(pb2.ModelInferRequest().InferInputTensor(name=name, datatype=datatype,
                                                                        shape=list(value.shape)))
         request.raw_input_contents.append(serialize_byte_tensor(value).item() if datatype == "BYTES"
                                           else value.tobytes())
-    for name in dialect.OUTPUTS:
+    for name in dialect.outputs:
         request.outputs.append(pb2.ModelInferRequest().InferRequestedOutputTensor(name=name))
     request.parameters["triton_enable_empty_final_response"].bool_param = True
     return request
@@ -289,11 +289,13 @@ class TritonEngine:
             return False
 
     async def generate(self, model: str, gen: Generation, request_id: str,
-                       dialect: str = "ensemble",
+                       dialect: Dialect | None = None,
                        on_sent: Callable[[], None] | None = None) -> AsyncIterator[Delta]:
         """Yield each response of one request until the final one; closing the iterator early cancels it.
-        `on_sent` is called once the request has been written to the channel."""
-        request = (build_llmapi_request if dialect == "llmapi" else build_request)(model, gen, request_id)
+        `dialect`: the tensors of a runtime's own model (None: the ensemble's). `on_sent` is called once the
+        request has been written to the channel."""
+        request = build_request(model, gen, request_id) if dialect is None else \
+            build_dialect_request(model, gen, request_id, dialect)
         # aclosing: closing this iterator closes the call's at once (cancelling the request), not at loop cleanup.
         async with contextlib.aclosing(self._stream(request, request_id, on_sent)) as messages:
             async for message in messages:

@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tritongen.frontend.engine import Delta, Generation, TritonEngine, count, sampling, _infer_request
+from tritongen.frontend.engine import Delta, EngineError, Generation, TritonEngine, count, sampling, _infer_request
 from tritongen.token_ids import LLM_MODEL, OUTPUTS, Codec, response_ids
+
+if TYPE_CHECKING:
+    from tritongen.runtimes.base import Dialect
 
 
 def _tensor(name: str, value: np.ndarray, pb2) -> tuple[object, bytes]:
@@ -45,12 +49,12 @@ class TritonIdsEngine(TritonEngine):
     async def ready(self, models: list[str]) -> bool:
         return await super().ready([LLM_MODEL])  # the text models are not on this path
 
-    async def generate(self, model: str, gen: Generation, request_id: str, dialect: str = "ensemble",
+    async def generate(self, model: str, gen: Generation, request_id: str, dialect: Dialect | None = None,
                        on_sent: Callable[[], None] | None = None) -> AsyncIterator[Delta]:
         from tritonclient.grpc import InferResult
 
-        if dialect != "ensemble":
-            raise EngineError(400, f"the ids path speaks the C++ TensorRT-LLM contract, not the {dialect} model's; "
+        if dialect is not None:
+            raise EngineError(400, f"the ids path speaks the C++ TensorRT-LLM contract, not {dialect.title}'s; "
                               "serve with --openai-path text", "invalid_request_error")
 
         codec = self.codecs[model]

@@ -21,7 +21,8 @@ from tritongen.frontend.engine import Counts, EngineError, Generation, TritonEng
 from tritongen.frontend.metrics import FrontendMetrics
 from tritongen.frontend.schemas import Usage
 from tritongen.frontend.text import ChatTemplate, StopMatcher
-from tritongen.runtimes.llmapi.dialect import RevisedText, TokenCounter, WholeText
+from tritongen.runtimes import dialect as dialect_named
+from tritongen.runtimes.base import RevisedText, TokenCounter
 from tritongen.frontend.errors import ClientGone
 
 
@@ -92,10 +93,12 @@ class Run:
         self.counts = Counts()
         self.matcher = StopMatcher(list(gen.stop))
         self.request_id = uuid.uuid4().hex
-        self._responses = state.engine.generate(route.triton_model, gen, self.request_id, dialect=route.dialect,
+        self.dialect = dialect_named(route.dialect)
+        self._responses = state.engine.generate(route.triton_model, gen, self.request_id, dialect=self.dialect,
                                                 on_sent=self._mark_sent)
-        # llmapi: whole-text responses become deltas here, and the counts are the tokenizer's (the model has none).
-        self.whole = WholeText() if route.dialect == "llmapi" else None
+        # A runtime's own model: its text_output values become exact deltas the dialect's way (a model that sends
+        # the whole text so far, say), and a model that returns no counts is counted with the tokenizer.
+        self.text = self.dialect.text() if self.dialect is not None else None
         self.model_reason: str | None = None
         self._first: list[str] | None = None
         self._last_chunk: float | None = None
@@ -128,12 +131,12 @@ class Run:
             return None
         self.counts.add(delta)
         text = delta.text
-        if self.whole is not None:
+        if self.text is not None:
             try:
-                text = self.whole.feed(delta.text, delta.final)
+                text = self.text.feed(delta.text, delta.final)
             except RevisedText as err:
                 raise EngineError(502, str(err)) from None
-            if delta.final:
+            if delta.final and self.dialect.count_source == "client":
                 self._count_on_client()
         self.model_reason = delta.finish_reason or self.model_reason
         piece = self.matcher.feed(text)
@@ -145,7 +148,7 @@ class Run:
         """Usage for a model that returns no counts: the deployment's tokenizer's count (README, OpenAI-compatible API)."""
         counter = TokenCounter(self.state.templates[self.route.name].tokenizer)
         self.counts.prompt_tokens = counter.prompt(self.gen.prompt)
-        self.counts.completion_tokens = counter.count(self.whole.sent)
+        self.counts.completion_tokens = counter.count(self.text.sent)
         self.counts.seen = True
 
     async def texts(self) -> AsyncIterator[str]:
@@ -256,11 +259,13 @@ async def sse_events(run: Run, chunk: Callable[[str | None, str | None], str], u
 
 def generation(route: ModelRoute, req, prompt: str) -> Generation:
     """The Triton-side request for a chat or text completion request."""
-    if route.dialect == "llmapi" and req.min_tokens is not None:
-        from tritongen.frontend.errors import APIError
+    dialect = dialect_named(route.dialect)
+    for param in dialect.unsupported if dialect is not None else ():
+        if getattr(req, param, None) is not None:
+            from tritongen.frontend.errors import APIError
 
-        raise APIError(400, "min_tokens is not supported by this deployment (NVIDIA's llmapi model has no input "
-                            "for it); leave it unset", param="min_tokens")
+            raise APIError(400, f"{param} is not supported by this deployment ({dialect.title} has no input for "
+                                "it); leave it unset", param=param)
     limit = req.token_limit()
     return Generation(prompt=prompt, max_tokens=limit if limit is not None else route.default_max_tokens,
                       stream=req.stream, stop=tuple(req.stop_list()), temperature=req.temperature, top_p=req.top_p,

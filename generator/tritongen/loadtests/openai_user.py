@@ -40,11 +40,11 @@ class OpenAIChatUser(_HttpUserBase):
         body = {"model": self.config.model, "messages": [{"role": "user", "content": prompt.text}],
                 "max_completion_tokens": prompt.max_tokens, "stream": True,
                 "stream_options": {"include_usage": True}}
-        if self.config.dialect == "llmapi":
-            # The llmapi model has no min_tokens input and returns no counts: usage is the frontend's
-            # tokenizer count, so the sample says so.
+        if self.dialect is not None and self.dialect.count_source == "client":
+            # The model behind the frontend returns no counts: usage is the frontend's tokenizer count, so the
+            # sample says so.
             sample.counted_by = "client"
-        elif prompt.min_tokens is not None:
+        if prompt.min_tokens is not None and (self.dialect is None or "min_tokens" not in self.dialect.unsupported):
             body["min_tokens"] = prompt.min_tokens
         timer = None
         sample.send_time, sample.send_wall_ns = time.perf_counter(), time.time_ns()

@@ -149,7 +149,7 @@ def settings_from_args(args: argparse.Namespace, plan) -> RunSettings:
     if settings.cancel_rate > 0 and settings.protocol not in STREAMING:
         raise SpecError(problem("--cancel-rate", f"needs a streaming protocol (got {settings.protocol})",
                                 "use --protocol grpc or http_stream"))
-    target = runtime_of(plan).load_target()
+    target = runtime_of(plan).dialect()
     if settings.model is not None and (settings.protocol == "openai" or target is not None):
         what = "the OpenAI protocol calls the frontend's public model" if settings.protocol == "openai" else \
             target.why
@@ -232,17 +232,17 @@ def locust_config(plan, settings: RunSettings, url: str, samples_dir: Path, leve
 
 def _target_model(plan, settings: RunSettings) -> dict:
     """The LoadConfig keys that name what the users call: the OpenAI frontend's public model name (and its API
-    key's variable), NVIDIA's llmapi model alone for the trtllm runtime (its own tensor names), else `--model`,
+    key's variable), a runtime's own model in its request dialect (its own tensor names), else `--model`,
     else the ensemble -- or, when streams are cancelled, tensorrt_llm_bls: the same tensors as the ensemble (its
     only step), and the one a cancellation reaches (Triton's ensemble scheduler checks cancellation only between
     steps, so a cancelled ensemble request keeps generating)."""
     if settings.protocol == "openai" and plan.frontend is not None:
-        # The frontend in front of the llmapi model counts usage with the tokenizer (the model returns none).
+        # The users read usage the way the route's dialect counts (the frontend counts for a model that has none).
         return {"model": plan.frontend.models[0].name, "api_key_env": plan.frontend.api_key_env,
                 "dialect": plan.frontend.models[0].dialect}
-    target = runtime_of(plan).load_target()
+    target = runtime_of(plan).dialect()
     if target is not None:
-        return {"dialect": target.dialect, "model": target.model}
+        return {"dialect": target.key, "model": target.model}
     if settings.path == "ids":
         from tritongen.token_ids import LLM_MODEL
 

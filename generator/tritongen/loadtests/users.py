@@ -31,6 +31,8 @@ from locust.exception import StopUser
 
 from tritongen.loadtests.samples import Sample, SampleWriter, per_process_path
 from tritongen.loadtests.workload import LoadConfig, Pacer, Prompt, PromptSource, load_tokenizer
+from tritongen.runtimes import dialect as dialect_named
+from tritongen.runtimes.base import Dialect, RevisedText, TokenCounter
 
 # gRPC under gevent: must run before any channel exists (here: before any user starts).
 grpc.experimental.gevent.init_gevent()
@@ -115,6 +117,8 @@ class LLMUser(User):
     def on_start(self) -> None:
         state = _ProcessState.get()
         self.config, self.prompts, self.pacer, self.writer = state.config, state.prompts, state.pacer, state.writer
+        # A runtime's own model's request dialect; None: the ensemble's tensors.
+        self.dialect = dialect_named(self.config.dialect)
 
     @task
     def generate(self) -> None:
@@ -157,9 +161,13 @@ class LLMUser(User):
             context={"request_id": sample.request_id},
         )
 
-    def llmapi_reader(self, sample: Sample) -> LlmapiReader:
-        sample.counted_by = "client"
-        return LlmapiReader(_ProcessState.tokenizer)
+    def dialect_reader(self, sample: Sample) -> DialectReader | None:
+        return None if self.dialect is None else DialectReader(self.dialect, _ProcessState.tokenizer, sample)
+
+    def dialect_params(self, prompt: Prompt) -> dict:
+        """The load's sampling parameters the dialect takes (min_tokens keeps output lengths equal to the load's)."""
+        take = prompt.min_tokens is not None and "min_tokens" not in self.dialect.unsupported
+        return {"min_tokens": prompt.min_tokens} if take else {}
 
     def params(self, prompt: Prompt) -> dict:
         params = dict(COUNT_PARAMS)
@@ -168,36 +176,43 @@ class LLMUser(User):
         return params
 
 
-class LlmapiReader:
-    """Reads one request's responses from NVIDIA's llmapi model (runtime trtllm): each carries the whole text so
-    far and no token count, so the text becomes exact deltas and the tokens are the deployment's tokenizer's count
-    of the text received so far (the sample is labelled client-counted)."""
+class DialectReader:
+    """Reads one request's responses from a runtime's own model in its request dialect: each text_output becomes an
+    exact delta the dialect's way (a model may send the whole text so far), and the tokens are the server's
+    per-response counts or, for a model that returns none, the deployment's tokenizer's count of the text received
+    so far (the sample is then labelled client-counted)."""
 
-    def __init__(self, tokenizer):
-        from tritongen.runtimes.llmapi.dialect import TokenCounter, WholeText
+    def __init__(self, dialect: Dialect, tokenizer, sample: Sample):
+        self.reader, self.counted = dialect.text(), 0
+        self.counter = TokenCounter(tokenizer) if dialect.count_source == "client" else None
+        if self.counter is not None:
+            sample.counted_by = "client"
 
-        self.whole, self.counter, self.counted = WholeText(), TokenCounter(tokenizer), 0
-
-    def feed(self, text: str, final: bool) -> int:
-        """Tokens new in this response, by the client's count."""
-        from tritongen.runtimes.llmapi.dialect import RevisedText
-
+    def feed(self, text: str, final: bool, server_tokens: int | None) -> int | None:
+        """Tokens new in this response: the server's count, or the client's where the model returns none."""
         try:
-            self.whole.feed(text, final)
+            self.reader.feed(text, final)
         except RevisedText as err:
             raise RequestFailed(str(err)) from None
-        total = self.counter.count(self.whole.sent)
+        return server_tokens if self.counter is None else self._recount()
+
+    def _recount(self) -> int:
+        total = self.counter.count(self.reader.sent)
         new, self.counted = total - self.counted, total
         return new
 
     @property
     def text(self) -> str:
-        return self.whole.sent
+        return self.reader.sent
 
     def close(self, sample: Sample, last_text: str) -> None:
-        """End of a stream whose last event was not marked final: release any held-back character and count it
+        """End of a stream whose last event was not marked final: release what the reader held back and count it
         with the last response."""
-        extra = self.feed(last_text, True)
+        try:
+            self.reader.end(last_text)
+        except RevisedText as err:
+            raise RequestFailed(str(err)) from None
+        extra = self._recount() if self.counter is not None else 0
         if extra and sample.response_tokens:
             sample.response_tokens[-1] = (sample.response_tokens[-1] or 0) + extra
             sample.output_tokens = (sample.output_tokens or 0) + extra
@@ -270,12 +285,11 @@ class GrpcStreamUser(LLMUser):
     def send(self, prompt: Prompt, sample: Sample) -> str:
         if self.client is None:
             self._open()
-        reader = None
-        if self.config.dialect == "llmapi":  # each text_output is the whole text so far, with no token count
-            from tritongen.runtimes.llmapi import dialect
-
-            reader = self.llmapi_reader(sample)
-            inputs, outputs, text = dialect.grpc_inputs(prompt.text, prompt.max_tokens, stream=True), None, None
+        reader = self.dialect_reader(sample)
+        if reader is not None:  # a runtime's own model: its inputs, its text and counts read its way
+            inputs = self.dialect.grpc_inputs(prompt.text, prompt.max_tokens, stream=True,
+                                              **self.dialect_params(prompt))
+            outputs, text = None, None
         else:
             inputs, outputs, text = self.request(prompt)
         sample.send_time, sample.send_wall_ns = time.perf_counter(), time.time_ns()
@@ -308,7 +322,7 @@ class GrpcStreamUser(LLMUser):
                 if carried:
                     value = out.reshape(-1)[0] if out.size else b""
                     tokens = reader.feed(value.decode("utf-8", errors="replace") if isinstance(value, bytes)
-                                         else str(value), is_final)
+                                         else str(value), is_final, tokens)
             else:
                 carried = text.add(result, is_final)
             if carried or tokens is not None or is_final:
@@ -401,11 +415,11 @@ class _HttpUserBase(LLMUser):
 
     def post(self, endpoint: str, prompt: Prompt, sample: Sample, *, stream: bool):
         from tritongen.client import request_body
-        from tritongen.runtimes.llmapi import dialect
 
-        body = json.dumps(dialect.http_body(prompt.text, prompt.max_tokens, stream=stream)
-                          if self.config.dialect == "llmapi" else
-                          request_body(prompt.text, prompt.max_tokens, stream=stream, **self.params(prompt)))
+        body = json.dumps(request_body(prompt.text, prompt.max_tokens, stream=stream, **self.params(prompt))
+                          if self.dialect is None else
+                          self.dialect.http_body(prompt.text, prompt.max_tokens, stream=stream,
+                                                 **self.dialect_params(prompt)))
         sample.send_time, sample.send_wall_ns = time.perf_counter(), time.time_ns()
         try:
             response = self.http.post(f"/v2/models/{self.config.model}/{endpoint}", body,
@@ -417,8 +431,12 @@ class _HttpUserBase(LLMUser):
             raise RequestFailed(f"HTTP {endpoint}: {response.status_code} {detail}")
         return response
 
-    def note_counts(self, sample: Sample, event: dict) -> None:
-        sample.mark_response(tokens=_count(event.get("num_output_tokens")))
+    def note_counts(self, sample: Sample, event: dict, reader: DialectReader | None = None,
+                    final: bool = False) -> None:
+        tokens = _count(event.get("num_output_tokens"))
+        if reader is not None:  # a runtime's own model: its text read (and maybe counted) its way
+            tokens = reader.feed(event.get("text_output", ""), final, tokens)
+        sample.mark_response(tokens=tokens)
         n_in = _count(event.get("num_input_tokens"))
         if n_in is not None:
             sample.input_tokens = n_in
@@ -442,14 +460,12 @@ class HttpStreamUser(_HttpUserBase):
                                    Cancelled())
             timer.start()
         try:
-            reader = self.llmapi_reader(sample) if self.config.dialect == "llmapi" else None
+            reader = self.dialect_reader(sample)
             text = ""
             for event in sse_events(iter(lambda: response.readline(b"\n"), b"")):
                 text = event.get("text_output", "")
-                if reader is not None:
-                    sample.mark_response(tokens=reader.feed(text, False))
-                else:
-                    self.note_counts(sample, event)
+                self.note_counts(sample, event, reader)
+                if reader is None:
                     parts.append(text)
             if reader is not None:
                 reader.close(sample, text)  # an SSE event does not say it is the model's last response
@@ -489,12 +505,9 @@ class HttpUser(_HttpUserBase):
             response.release()
         if "error" in data:
             raise RequestFailed(f"HTTP generate: {data['error']}")
-        if self.config.dialect == "llmapi":
-            reader = self.llmapi_reader(sample)
-            sample.mark_response(tokens=reader.feed(data.get("text_output", ""), True))
-            return reader.text
-        self.note_counts(sample, data)
-        return data.get("text_output", "")
+        reader = self.dialect_reader(sample)
+        self.note_counts(sample, data, reader, final=True)
+        return data.get("text_output", "") if reader is None else reader.text
 
 
 USER_CLASSES: dict[str, type[LLMUser]] = {"grpc": GrpcStreamUser, "http_stream": HttpStreamUser, "http": HttpUser}

@@ -86,9 +86,9 @@ class LoadConfig:
     """Open loop: no arrival is sent later than this after the first (Locust's -t ends the users' loop, but a
     user already waiting for a scheduled arrival would otherwise still send it, loading the server after the run)."""
     dialect: str = "ensemble"
-    """`ensemble` (the C++ contract: text_input/max_tokens/stream, streamed text in pieces) or `llmapi` (NVIDIA's
-    LLM-API model: text_input/sampling_param_max_tokens/streaming, each streamed text_output is the text so far,
-    and no min_tokens input, so output lengths are not forced)."""
+    """`ensemble` (the C++ contract: text_input/max_tokens/stream, streamed text in pieces, the server's counts) or
+    the key of a runtime's request dialect (tritongen.runtimes.dialect: its own model's tensors, how its text
+    arrives, where its token counts come from)."""
 
     @classmethod
     def from_dict(cls, data: dict) -> LoadConfig:

@@ -15,10 +15,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from tritongen.errors import EnvironmentMissing, SpecError, problem
+from tritongen.runtimes import ENSEMBLE, Dialect, DialectKey
 
 CONFIG_FILE = "frontend.json"
-Dialect = Literal["ensemble", "llmapi"]
-DIALECTS = ("ensemble", "llmapi")
 TEMPLATE_FILE = "chat_template.jinja"
 
 
@@ -28,10 +27,11 @@ class ModelRoute(BaseModel):
     name: str
     """Public model name (what clients pass as `model` and see in /v1/models)."""
     triton_model: str
-    """The Triton model that serves it: ensemble or tensorrt_llm_bls (C++ contract), tensorrt_llm (llmapi)."""
-    dialect: Dialect = "ensemble"
-    """The tensors it speaks: the C++ contract's (text_input, max_tokens, stream, token counts), or NVIDIA's llmapi
-    model's (runtime trtllm: sampling_param_* inputs, whole text so far, no token counts; runtimes/llmapi/dialect.py)."""
+    """The Triton model that serves it: ensemble or tensorrt_llm_bls (C++ contract), or a runtime's own model."""
+    dialect: DialectKey = ENSEMBLE
+    """The tensors it speaks: `ensemble`, the C++ contract's (text_input, max_tokens, stream, token counts), or the
+    key of a runtime's request dialect (`llmapi`: NVIDIA's llmapi model; `vllm`: Triton's vLLM backend), which the
+    frontend looks up in the runtimes registry (tritongen.runtimes.dialect)."""
     tokenizer_dir: str
     """Tokenizer folder; its chat template renders chat messages."""
     chat_template: str | None = None
@@ -68,7 +68,7 @@ class FrontendPlan(BaseModel):
 
     def to_json(self) -> str:
         # The default dialect is left out, so repositories of the C++ contract keep the bytes they had.
-        plain = {i: {"dialect"} for i, r in enumerate(self.models) if r.dialect == "ensemble"}
+        plain = {i: {"dialect"} for i, r in enumerate(self.models) if r.dialect == ENSEMBLE}
         return self.model_dump_json(indent=2, exclude={"models": plain} if plain else None) + "\n"
 
     def repository_files(self, tokenizer_dir: str) -> dict[str, bytes]:
@@ -97,8 +97,9 @@ class FrontendPlan(BaseModel):
         return plan.model_copy(update={"models": routes})
 
 
-def make_frontend_plan(spec, spec_dir: Path, tokenizer_dir: Path, target=None) -> FrontendPlan:
-    """The frontend section of a spec, resolved: public name, template file (absolute), defaults filled in."""
+def make_frontend_plan(spec, spec_dir: Path, tokenizer_dir: Path, dialect: Dialect | None = None) -> FrontendPlan:
+    """The frontend section of a spec, resolved: public name, template file (absolute), defaults filled in.
+    `dialect`: the runtime's own model and tensors (None: the ensemble's)."""
     f, o = spec.frontend, spec.frontend.openai
     template = None
     if f.chat_template:
@@ -108,16 +109,17 @@ def make_frontend_plan(spec, spec_dir: Path, tokenizer_dir: Path, target=None) -
             raise SpecError(problem("frontend.chat_template", f"file {path} does not exist",
                                     "point it at a Jinja chat template file, or remove it to use the tokenizer's"))
         template = str(path)
-    triton_model, dialect = o.triton_model, "ensemble"
-    if target is not None:
-        # A runtime whose own model is the repository (the runtime's load target: model and tensor dialect).
-        triton_model, dialect = target.model, target.dialect
+    triton_model, key = o.triton_model, ENSEMBLE
+    if dialect is not None:
+        # A runtime whose own model is the repository: the frontend calls that model in the runtime's dialect.
+        triton_model, key = dialect.model, dialect.key
         if o.implementation == "triton":
             raise SpecError(problem(
-                "frontend.openai.implementation", f"triton cannot drive the {spec.runtime} runtime's model (Triton's "
-                "frontend sends stream, max_tokens and 2-D tensors; NVIDIA's llmapi model takes streaming, "
-                "sampling_param_* and 1-D tensors)", "use implementation: tritongen, or disable frontend.openai"))
-    route = ModelRoute(name=o.served_model_name or spec.name, triton_model=triton_model, dialect=dialect,
+                "frontend.openai.implementation", f"triton cannot drive the {spec.runtime} runtime's model (tritongen "
+                "starts Triton's frontend with its TensorRT-LLM converter, which sends stream, max_tokens and 2-D "
+                f"tensors; {dialect.title} takes {dialect.takes})",
+                "use implementation: tritongen, or disable frontend.openai"))
+    route = ModelRoute(name=o.served_model_name or spec.name, triton_model=triton_model, dialect=key,
                        tokenizer_dir=str(tokenizer_dir), chat_template=template,
                        default_max_tokens=o.default_max_tokens or spec.serving.max_tokens_default)
     return FrontendPlan(enabled=o.enabled, implementation=o.implementation, port=o.port, api_key_env=f.api_key_env,

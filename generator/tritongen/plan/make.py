@@ -207,19 +207,12 @@ def _plan(rt: Runtime, ctx: PlanContext, spec_dir: Path, load, prepared: Runtime
 
 
 def _frontend(rt: Runtime, spec: Spec, spec_dir: Path, tokenizer_dir: Path):
-    """The frontend's plan: for an ensemble runtime, or one whose own tensors the frontend speaks (llmapi);
-    another runtime with its own tensor names is not one the frontend converts requests for."""
-    from tritongen.plan.frontend import DIALECTS
-
+    """The frontend's plan: for an ensemble runtime, or one whose own model speaks a request dialect the frontend
+    knows (`Runtime.dialect()`); None for a runtime with neither."""
     if rt.ensemble:
         return make_frontend_plan(spec, spec_dir, tokenizer_dir)
-    try:
-        target = rt.load_target()
-    except SpecError:  # a runtime tritongen's clients have no dialect for yet
-        return None
-    if target is not None and target.dialect in DIALECTS:
-        return make_frontend_plan(spec, spec_dir, tokenizer_dir, target)
-    return None
+    dialect = rt.dialect()
+    return None if dialect is None else make_frontend_plan(spec, spec_dir, tokenizer_dir, dialect)
 
 
 def _bls_backend(spec: Spec, tokenizer: TokenizerPlan) -> dict[str, str]:

@@ -1,7 +1,8 @@
 """The runtimes registry: every runtime tritongen can plan, render, serve and deploy, in one place.
 
 A runtime is one package or module behind `runtimes.base.Runtime`. Registering one is one import line below; the
-spec's `runtime` choices, the Plan's runtime section (a union tagged by `runtime`) and every stage follow from it.
+spec's `runtime` choices, the Plan's runtime section (a union tagged by `runtime`), the request dialects the OpenAI
+frontend and the load test speak (`Runtime.dialect()`, stored by key) and every stage follow from it.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Literal, Union
 
 from pydantic import Field
 
-from tritongen.runtimes.base import Runtime
+from tritongen.runtimes.base import Dialect, Runtime
 # One line per runtime, in the order the spec's choices and the docs list them.
 from tritongen.runtimes.hf import RUNTIME as _hf
 from tritongen.runtimes.tensorrtllm.runtime import RUNTIME as _tensorrtllm
@@ -28,6 +29,10 @@ CHOICES = ("What serves the model named tensorrt_llm: "
            + ", ".join(f"`{r.name}` ({r.choice})" for r in list(RUNTIMES.values())[:-1])
            + f", or `{NAMES[-1]}` ({RUNTIMES[NAMES[-1]].choice}).")
 """The spec's description of its `runtime` field, from every runtime's own `choice`."""
+ENSEMBLE = "ensemble"
+"""The dialect key of the ensemble's tensors (the C++ TensorRT-LLM contract: no Dialect object)."""
+DIALECTS: dict[str, Dialect] = {d.key: d for d in (r.dialect() for r in RUNTIMES.values()) if d is not None}
+DialectKey = Literal[(ENSEMBLE, *DIALECTS)]  # type: ignore[valid-type]
 RuntimeSettingsUnion = Annotated[Union[tuple(r.settings for r in RUNTIMES.values())],  # type: ignore[valid-type]
                                  Field(discriminator="runtime")]
 
@@ -44,3 +49,14 @@ def names(where) -> str:
     """The names of the runtimes for which `where(runtime)` holds, as prose ("hf and synthetic")."""
     chosen = [r.name for r in RUNTIMES.values() if where(r)]
     return chosen[0] if len(chosen) == 1 else ", ".join(chosen[:-1]) + " and " + chosen[-1]
+
+
+def dialect(key: str) -> Dialect | None:
+    """The request dialect stored under `key` (a Plan's frontend route, the load test's configuration); None for
+    the ensemble's tensors."""
+    if key == ENSEMBLE:
+        return None
+    try:
+        return DIALECTS[key]
+    except KeyError:
+        raise ValueError(f"unknown request dialect {key!r}; known: {', '.join([ENSEMBLE, *DIALECTS])}") from None

@@ -2,8 +2,8 @@
 
 A runtime owns its part of the Plan (a settings model with a `runtime` tag: one member of the Plan's discriminated
 union), the model files it puts in the repository, how a tritonserver is launched for it, its serving image, the
-Prometheus series a Kubernetes HPA scales it on, how tritongen's clients address it, and its contract facts.
-Stages ask the runtime object (`tritongen.runtimes.runtime_of`); they never test its name.
+Prometheus series a Kubernetes HPA scales it on, how tritongen's clients address it (its request `Dialect`), and
+its contract facts. Stages ask the runtime object (`tritongen.runtimes.runtime_of`); they never test its name.
 
 Layering: this package sits below plan, render, deploy and the load test, so it imports none of them at run time
 (their types appear in annotations only). The render stage hands its template functions in (`Renderer`).
@@ -12,14 +12,16 @@ Layering: this package sits below plan, render, deploy and the load test, so it 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from tritongen.plan.model import Plan, ServerGroupPlan, TokenizerPlan
     from tritongen.render import Locations
     from tritongen.spec import Spec
@@ -86,14 +88,105 @@ def quantity(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{round(value * 1000)}m"
 
 
-@dataclass(frozen=True)
-class LoadTarget:
-    """What tritongen's load generator calls for a runtime that does not speak the ensemble's tensors."""
+class RevisedText(Exception):
+    """A model changed text it had already streamed (so no exact delta exists)."""
 
-    model: str
-    dialect: str
-    why: str
-    """Why `--model` does not apply (said when a user passes it)."""
+
+class TextDeltas:
+    """The text of a model whose every response carries the next piece of text (its delta)."""
+
+    def __init__(self) -> None:
+        self.sent = ""
+
+    def feed(self, text: str, final: bool) -> str:
+        """The exact delta of one response (`final`: the request's last)."""
+        self.sent += text
+        return text
+
+    def end(self, last: str) -> str:
+        """What is left when a stream ends without a response marked final (`last`: the last text_output):
+        nothing, every piece was passed on whole."""
+        return ""
+
+
+class TokenCounter:
+    """Token counts for a model that returns none: the deployment's tokenizer's count of the text (no special
+    tokens added), so `count(a + b)` is the count of the text received so far, not a sum of pieces."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+
+    def count(self, text: str) -> int:
+        return len(self.tokenizer.encode(text, add_special_tokens=False)) if text else 0
+
+    def prompt(self, text: str) -> int:
+        """The prompt as the model sees it: with the special tokens the tokenizer adds (BOS)."""
+        return len(self.tokenizer.encode(text))
+
+
+class Dialect(ABC):
+    """How tritongen's clients (the OpenAI frontend, the load test's users) speak to a runtime whose own model is
+    the repository, with its own tensor names: a runtime's `dialect()`. The clients ask this object; they never
+    test which runtime it is. None in its place means the ensemble's tensors (the C++ TensorRT-LLM contract).
+
+    Sampling parameters go by their OpenAI names: temperature, top_p, seed, presence_penalty, frequency_penalty,
+    min_tokens (those in `unsupported` are refused before a request is built).
+    """
+
+    key: ClassVar[str]
+    """What the Plan's frontend routes and the load test's configuration store (`tritongen.runtimes.dialect`)."""
+    model: ClassVar[str]
+    """The Triton model the clients call."""
+    title: ClassVar[str]
+    """The model in words, for messages ("NVIDIA's llmapi model")."""
+    takes: ClassVar[str]
+    """Its request tensors in a phrase, for messages ("streaming, sampling_param_* and 1-D tensors")."""
+    outputs: ClassVar[tuple[str, ...]]
+    """The outputs a client asks for."""
+    list_inputs: ClassVar[frozenset[str]] = frozenset()
+    """Inputs that stay lists in an HTTP generate body even with one element (the others become scalars)."""
+    count_source: ClassVar[Literal["server", "client"]]
+    """`server`: responses carry num_input_tokens and per-response num_output_tokens. `client`: the model returns
+    no counts, so clients count the text with the deployment's tokenizer (`TokenCounter`) and say so."""
+    unsupported: ClassVar[tuple[str, ...]] = ()
+    """Request parameters (OpenAI names) it has no input for."""
+
+    @property
+    def why(self) -> str:
+        """Why the load test's `--model` does not apply."""
+        return f"the load test calls {self.title} ({self.model}) with its own tensors"
+
+    @abstractmethod
+    def request_inputs(self, prompt: str, max_tokens: int, *, stream: bool, stop: Iterable[str] = (),
+                       **sampling: Any) -> list[tuple[str, str, np.ndarray]]:
+        """(name, Triton data type, array) of each input of one request (None sampling values: the model's
+        defaults)."""
+
+    def text(self) -> TextDeltas:
+        """A fresh reader of one request's text_output values: `feed(text, final)` -> the exact delta; `sent`."""
+        return TextDeltas()
+
+    def grpc_inputs(self, prompt: str, max_tokens: int, *, stream: bool, stop: Iterable[str] = (),
+                    **sampling: Any) -> list:
+        """tritonclient gRPC InferInputs of one request."""
+        import tritonclient.grpc as grpcclient
+
+        out = []
+        for name, dtype, value in self.request_inputs(prompt, max_tokens, stream=stream, stop=stop, **sampling):
+            tensor = grpcclient.InferInput(name, list(value.shape), dtype)
+            tensor.set_data_from_numpy(value)
+            out.append(tensor)
+        return out
+
+    def http_body(self, prompt: str, max_tokens: int, *, stream: bool, stop: Iterable[str] = (),
+                  **sampling: Any) -> dict:
+        """The JSON body of a generate / generate_stream request (Triton maps each field to the input of its
+        name)."""
+        body: dict[str, Any] = {}
+        for name, _, value in self.request_inputs(prompt, max_tokens, stream=stream, stop=stop, **sampling):
+            items = [v.decode("utf-8") if isinstance(v, bytes) else v.item() for v in value.reshape(-1)]
+            body[name] = items if name in self.list_inputs else items[0]
+        return body
 
 
 class Runtime(ABC):
@@ -234,6 +327,7 @@ class Runtime(ABC):
 
     # -------------------------------------------------------------------------------------------- clients
 
-    def load_target(self) -> LoadTarget | None:
-        """The model and request dialect of tritongen's load generator; None: the ensemble's tensors."""
+    def dialect(self) -> Dialect | None:
+        """How the OpenAI frontend and the load test's users speak to its model; None: the ensemble's tensors.
+        A runtime that is not an ensemble and has no dialect is served by neither (refused, exit 2)."""
         return None

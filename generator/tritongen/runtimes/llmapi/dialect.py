@@ -1,8 +1,8 @@
 """How a client speaks to NVIDIA's llmapi model (runtime `trtllm`): its inputs, its whole-text outputs, its counts.
 
-One module that every client of this runtime calls (the OpenAI frontend, the load test's users, the CLI's
-clients), so the facts below live in one place (contract.py holds the tensor tables; tests/doubles/llmapi/
-facts.json the upstream files they were read from):
+`DIALECT` is the runtime's `Dialect` (what `Runtime.dialect()` returns): every client of this runtime (the OpenAI
+frontend, the load test's users) calls it through the seam, so the facts below live in one place (contract.py
+holds the tensor tables; tests/doubles/llmapi/facts.json the upstream files they were read from):
 - inputs are 1-D (max_batch_size 0: no batch dimension) and named `streaming`, `sampling_param_*`, `stop`;
 - the model puts the prompt in front of its output unless `sampling_param_exclude_input_from_output` is true, so
   every request here sets it;
@@ -19,6 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from tritongen.runtimes.base import Dialect, RevisedText, TokenCounter
+
+__all__ = ["DIALECT", "LlmApiDialect", "RevisedText", "TokenCounter", "WholeText", "request_inputs"]
 
 MODEL = "tensorrt_llm"
 # The model returns no token counts; every count a client reports for it is its own re-tokenisation of the text.
@@ -60,31 +64,6 @@ def request_inputs(prompt: str, max_tokens: int, *, stream: bool, stop: Iterable
     return inputs
 
 
-def grpc_inputs(prompt: str, max_tokens: int, *, stream: bool, stop: Iterable[str] = (), **sampling: Any) -> list:
-    """tritonclient gRPC InferInputs of one request."""
-    import tritonclient.grpc as grpcclient
-
-    out = []
-    for name, dtype, value in request_inputs(prompt, max_tokens, stream=stream, stop=stop, **sampling):
-        tensor = grpcclient.InferInput(name, list(value.shape), dtype)
-        tensor.set_data_from_numpy(value)
-        out.append(tensor)
-    return out
-
-
-def http_body(prompt: str, max_tokens: int, *, stream: bool, stop: Iterable[str] = (), **sampling: Any) -> dict:
-    """The JSON body of a generate / generate_stream request (Triton maps each field to the input of its name)."""
-    body: dict[str, Any] = {}
-    for name, _, value in request_inputs(prompt, max_tokens, stream=stream, stop=stop, **sampling):
-        items = [v.decode("utf-8") if isinstance(v, bytes) else v.item() for v in value]
-        body[name] = items[0] if name != "sampling_param_stop" else items
-    return body
-
-
-class RevisedText(Exception):
-    """The model changed text it had already streamed (so no exact delta exists)."""
-
-
 @dataclass
 class WholeText:
     """Turns the model's whole-text-so-far responses into exact deltas.
@@ -104,17 +83,27 @@ class WholeText:
         delta, self.sent = safe[len(self.sent):], safe
         return delta
 
+    def end(self, last: str) -> str:
+        """What is left when a stream ends without a response marked final: the held-back U+FFFD of `last`."""
+        return self.feed(last, True)
 
-class TokenCounter:
-    """Token counts for a model that returns none: the deployment's tokenizer's count of the text (no special
-    tokens added), so `count(a + b)` is the count of the text received so far, not a sum of pieces."""
 
-    def __init__(self, tokenizer):
-        self.tokenizer = tokenizer
+class LlmApiDialect(Dialect):
+    key = "llmapi"
+    model = MODEL
+    title = "NVIDIA's llmapi model"
+    takes = "streaming, sampling_param_* and 1-D tensors"
+    outputs = OUTPUTS
+    list_inputs = frozenset({"sampling_param_stop"})
+    count_source = COUNT_SOURCE
+    unsupported = UNSUPPORTED
 
-    def count(self, text: str) -> int:
-        return len(self.tokenizer.encode(text, add_special_tokens=False)) if text else 0
+    def request_inputs(self, prompt: str, max_tokens: int, *, stream: bool, stop: Iterable[str] = (),
+                       **sampling: Any) -> list[tuple[str, str, np.ndarray]]:
+        return request_inputs(prompt, max_tokens, stream=stream, stop=stop, **sampling)
 
-    def prompt(self, text: str) -> int:
-        """The prompt as the model sees it: with the special tokens the tokenizer adds (BOS)."""
-        return len(self.tokenizer.encode(text))
+    def text(self) -> WholeText:
+        return WholeText()
+
+
+DIALECT = LlmApiDialect()

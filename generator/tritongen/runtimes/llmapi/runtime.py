@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from tritongen.errors import SpecError, problem
 from tritongen.runtimes import llmapi
-from tritongen.runtimes.base import LoadTarget, PlanContext, Renderer, Runtime, RuntimeSettings, Signal, quantity
+from tritongen.runtimes.base import Dialect, PlanContext, Renderer, Runtime, RuntimeSettings, Signal, quantity
+from tritongen.runtimes.llmapi.dialect import DIALECT
 from tritongen.runtimes.llmapi.plan import LlmApiPlan, make_llmapi_plan
 from tritongen.runtimes.tensorrtllm.release import TRTLLM
 
@@ -135,9 +136,8 @@ class LlmApiRuntime(Runtime):
         return (f"trtllm serves NVIDIA's llmapi model, which needs TensorRT-LLM {TRTLLM.version} inside "
                 f"{TRTLLM.container}; the embedded tritonserver cannot load it")
 
-    def load_target(self) -> LoadTarget:
-        return LoadTarget(model="tensorrt_llm", dialect="llmapi",
-                          why="the trtllm runtime is load-tested through NVIDIA's LLM-API model tensorrt_llm alone")
+    def dialect(self) -> Dialect:
+        return DIALECT
 
 
 RUNTIME = LlmApiRuntime()

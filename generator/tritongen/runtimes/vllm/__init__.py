@@ -7,10 +7,16 @@ pinned TensorRT-LLM container; it tokenizes and detokenizes itself, so there is 
 tensors (CONTRACT_INPUTS / CONTRACT_OUTPUTS, read from the backend's src/model.py; tests/fixtures/nvidia names the
 files and commits). config.pbtxt is built as a ModelConfig message and printed in protobuf text format.
 
-What tritongen does not do for it yet: tensor/pipeline parallelism (no spec section of its own: one GPU per server
-group), a request dialect in the load generator and the OpenAI frontend (both speak the ensemble's tensors), and a
-batch-level HPA signal (the backend's own metrics are counters and histograms; the default is Triton's pending
-requests). Nothing of it has been executed here: no vLLM container was available.
+Clients speak to the backend through the runtime's request dialect (vllm/dialect.py, `Runtime.dialect()`): the
+OpenAI frontend, `tritongen loadtest` and the deploy targets' frontend and load-test services serve it as they
+serve the other runtimes, with the server's token counts.
+
+Executed here (tests/runtimes/test_vllm_served.py): the rendered repository served by the embedded tritonserver
+with a test double in place of the backend (tests/doubles/vllm, written from the recorded facts; it generates with
+the tiny transformers model on the CPU, and the instance group is switched to KIND_CPU). Not executed here: vLLM
+itself, the backend's own model.py and the vllm-python-py3 container. What tritongen does not do for it yet:
+tensor/pipeline parallelism (no spec section of its own: one GPU per server group) and a batch-level HPA signal
+(the backend's own metrics are counters and histograms; the default is Triton's pending requests).
 """
 
 from __future__ import annotations
@@ -21,8 +27,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from tritongen.errors import SpecError, problem
-from tritongen.runtimes.base import LoadTarget, PlanContext, Renderer, Runtime, RuntimeSettings
+from tritongen.runtimes.base import Dialect, PlanContext, Renderer, Runtime, RuntimeSettings
 from tritongen.runtimes.tensorrtllm.release import TRTLLM
+from tritongen.runtimes.vllm.dialect import DIALECT, MODEL
 
 if TYPE_CHECKING:
     from tritongen.plan.model import Plan
@@ -31,7 +38,6 @@ if TYPE_CHECKING:
 
 IMAGE = f"nvcr.io/nvidia/tritonserver:{TRTLLM.release}-vllm-python-py3"
 TRITONSERVER = "/opt/tritonserver/bin/tritonserver"
-MODEL = "tensorrt_llm"
 
 # (name, data type, dims, optional) as the backend's auto_complete_config declares them. Left out on purpose, as
 # for the llmapi model: `image` (multimodal) and `embedding_request` (not a text-generation request).
@@ -115,8 +121,11 @@ class VllmRuntime(Runtime):
     summary = f"Triton's vLLM backend (model.json = vLLM engine args; {IMAGE}), one GPU per server group"
     choice = ("Triton's vLLM backend, one GPU per server group; pick it to serve a checkpoint with vLLM in "
               "Triton's vllm-python-py3 container")
-    executed_here = ("no: rendered, parsed as ModelConfig and deployed as files; contract checked against "
-                     "vllm_backend r26.01; never served here (no vLLM container)")
+    executed_here = ("with a stand-in: the rendered config.pbtxt and model.json served by the embedded tritonserver "
+                     "with a test double of the vLLM backend generating with the tiny transformers model "
+                     "(tests/doubles/vllm; streamed, unstreamed, server token counts, stop strings, bad requests, "
+                     "load test, OpenAI completions and chat, cancellation); vLLM, the backend's model.py and its "
+                     "container never ran here")
     ensemble = False
     runs_on_cpu = False
     honours_stream_interval = False
@@ -184,10 +193,8 @@ class VllmRuntime(Runtime):
     def not_embedded(self) -> str:
         return f"vllm serves Triton's vLLM backend, which only {IMAGE} carries; the embedded tritonserver has no vLLM"
 
-    def load_target(self) -> LoadTarget:
-        raise SpecError(problem("runtime", "vllm: tritongen's load generator has no request dialect for the vLLM "
-                                "backend yet (text_input, stream, sampling_parameters as JSON)",
-                                "load-test it with Triton's perf_analyzer / GenAI-Perf against the deployed server"))
+    def dialect(self) -> Dialect:
+        return DIALECT
 
 
 RUNTIME = VllmRuntime()

@@ -1,0 +1,67 @@
+"""How a client speaks to Triton's vLLM backend (runtime `vllm`): its inputs, its delta outputs, its counts.
+
+`DIALECT` is the runtime's `Dialect` (what `Runtime.dialect()` returns); the OpenAI frontend and the load test's
+users call it through the seam. The facts, read from the backend's src/utils/request.py and src/model.py at
+vllm_backend r26.01 (tests/fixtures/nvidia/vllm_backend-r26.01.json, `request`):
+- inputs are 1-D (max_batch_size 0): `text_input`, `stream`, and `sampling_parameters`, one JSON string whose
+  keys are vLLM SamplingParams fields (max_tokens, stop, temperature, top_p, top_k, seed, min_tokens,
+  presence/frequency_penalty); without it vLLM's defaults apply (16 tokens, temperature 1);
+- the backend puts the prompt in front of an unstreamed answer unless `exclude_input_in_output` is true (and
+  refuses it false on a stream), so every request here sets it;
+- a streamed text_output is the text new since the previous response (vLLM holds back an incomplete character
+  and a possible stop string until it is decided), so the deltas join to the unstreamed text; the last streamed
+  response carries text and the FINAL flag;
+- counts come from the server: with `return_num_input_tokens` each response carries the prompt's token count,
+  with `return_num_output_tokens` the tokens new in that response (unstreamed: all of them); with
+  `return_finish_reason` each response carries vLLM's finish reason ("None" until the last: `length` or `stop`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from tritongen.runtimes.base import Dialect
+
+MODEL = "tensorrt_llm"
+# The outputs a client asks for: the text, why it ended, and the server's token counts.
+OUTPUTS = ("text_output", "finish_reason", "num_input_tokens", "num_output_tokens")
+# OpenAI / load-test parameter -> its vLLM SamplingParams field (the same names).
+SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "seed", "presence_penalty", "frequency_penalty", "min_tokens")
+
+
+class VllmDialect(Dialect):
+    key = "vllm"
+    model = MODEL
+    title = "Triton's vLLM backend"
+    takes = "stream, sampling_parameters as one JSON string and 1-D tensors"
+    outputs = OUTPUTS
+    count_source = "server"
+
+    def request_inputs(self, prompt: str, max_tokens: int, *, stream: bool, stop: Iterable[str] = (),
+                       **sampling: Any) -> list[tuple[str, str, np.ndarray]]:
+        """`sampling` keys are SAMPLING_FIELDS' (None values are left out: vLLM's defaults apply)."""
+        params: dict[str, Any] = {"max_tokens": max_tokens}
+        stop = [s for s in stop if s]  # vLLM refuses an empty stop string
+        if stop:
+            params["stop"] = stop
+        for key, value in sampling.items():
+            if key not in SAMPLING_FIELDS:
+                raise ValueError(f"the vLLM backend takes no {key!r} here; it takes {', '.join(SAMPLING_FIELDS)}")
+            if value is not None:
+                params[key] = value
+
+        def flag(name: str, value: bool) -> tuple[str, str, np.ndarray]:
+            return name, "BOOL", np.array([value], dtype=np.bool_)
+
+        return [("text_input", "BYTES", np.array([prompt.encode("utf-8")], dtype=np.object_)),
+                flag("stream", stream),
+                ("sampling_parameters", "BYTES", np.array([json.dumps(params).encode("utf-8")], dtype=np.object_)),
+                flag("exclude_input_in_output", True), flag("return_finish_reason", True),
+                flag("return_num_input_tokens", True), flag("return_num_output_tokens", True)]
+
+
+DIALECT = VllmDialect()

@@ -1,0 +1,313 @@
+"""Test double of Triton's vLLM backend (vllm_backend r26.01), for machines without vLLM: a python-based backend
+named `vllm` (tritonserver loads `<backend dir>/vllm/model.py` for a model whose config.pbtxt says backend "vllm").
+
+Written from the facts in tests/fixtures/nvidia/vllm_backend-r26.01.json (`model_py`, `request`,
+`sampling_params`, `detokenizer`), not from NVIDIA's code. What it must reproduce exactly is what a client sees:
+- configuration: decoupled is required; `1/model.json` holds vLLM engine args, whose keys must be EngineArgs fields
+  (AsyncEngineArgs(**model.json) refuses others);
+- requests: text_input, stream, sampling_parameters (one JSON string of SamplingParams fields, vLLM's defaults
+  and limits), exclude_input_in_output (absent: an unstreamed answer starts with the prompt; false on a stream is
+  refused), return_finish_reason / return_num_input_tokens / return_num_output_tokens;
+- responses: a streamed text_output is the text new since the previous response, with an incomplete character and
+  the last len(longest stop) - 1 characters held back until decided; the finished output's response carries the
+  FINAL flag; an unstreamed request gets one FINAL response with the whole text; num_input_tokens on every response,
+  num_output_tokens the tokens new in the response; finish_reason "None" until the last;
+- errors: one FINAL response with text_output "N/A" and "Error generating stream: ..."; cancellation checked at each
+  step: a stream ends with one FINAL "Request was cancelled" (CANCELLED);
+- metrics (REPORT_CUSTOM_METRICS "true"): the counters vllm:prompt_tokens_total and vllm:generation_tokens_total.
+What it does not reproduce: vLLM. It generates with transformers on the CPU (the checkpoint of model.json, one
+request at a time per step, up to max_num_seqs requests per step), and an invalid sampling_parameters fails with
+vLLM's validation message (the real backend's from_dict swallows it and the request fails later, worded otherwise).
+
+TRITONGEN_DOUBLE_ITL_MS (environment of tritonserver) adds a pause per step (default 0).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+ENGINE_ARGS = {"model", "tokenizer", "dtype", "max_model_len", "max_num_seqs", "tensor_parallel_size",
+               "gpu_memory_utilization", "enable_prefix_caching", "trust_remote_code"}
+SAMPLING = {"max_tokens": 16, "min_tokens": 0, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "seed": None,
+            "stop": None, "presence_penalty": 0.0, "frequency_penalty": 0.0}
+FLAGS = ("return_finish_reason", "return_num_input_tokens", "return_num_output_tokens")
+
+
+class RequestError(Exception):
+    """A request the backend refuses; the message reaches the client inside "Error generating stream: ..."."""
+
+
+def _flag(request, name: str):
+    tensor = pb_utils.get_input_tensor_by_name(request, name)
+    return None if tensor is None else bool(tensor.as_numpy()[0])
+
+
+def _sampling(text: str) -> dict:
+    """SamplingParams from the JSON string, with vLLM's defaults and the checks its constructor makes."""
+    given = json.loads(text or "{}")
+    unknown = sorted(set(given) - set(SAMPLING))
+    if unknown:
+        raise RequestError(f"this test double takes no SamplingParams field {', '.join(unknown)}")
+    p = {**SAMPLING, **given}
+    stop = p["stop"]
+    p["stop"] = [stop] if isinstance(stop, str) else list(stop or [])
+    if p["max_tokens"] is not None and p["max_tokens"] < 1:
+        raise RequestError(f"max_tokens must be at least 1, got {p['max_tokens']}.")
+    if p["max_tokens"] is not None and not 0 <= p["min_tokens"] <= p["max_tokens"]:
+        raise RequestError(f"min_tokens must be less than or equal to max_tokens={p['max_tokens']}, "
+                           f"got {p['min_tokens']}.")
+    if not 0.0 <= p["temperature"] <= 2.0:
+        raise RequestError(f"temperature must be in [0, 2], got {p['temperature']}.")
+    if not 0.0 < p["top_p"] <= 1.0:
+        raise RequestError(f"top_p must be in (0, 1], got {p['top_p']}.")
+    if p["top_k"] < -1:
+        raise RequestError(f"top_k must be 0 (disable), or at least 1, got {p['top_k']}.")
+    for key in ("presence_penalty", "frequency_penalty"):
+        if not -2.0 <= p[key] <= 2.0:
+            raise RequestError(f"{key} must be in [-2, 2], got {p[key]}.")
+    if any(not s for s in p["stop"]):
+        raise RequestError("stop cannot contain an empty string.")
+    return p
+
+
+@dataclass(eq=False)  # identity: a request is one generation
+class Generation:
+    request: object
+    sender: object
+    prompt: str
+    prompt_ids: list[int]
+    stream: bool
+    prepend_input: bool
+    params: dict
+    flags: dict
+    generator: object
+    generated: list[int] = field(default_factory=list)
+    text: str = ""
+    """vLLM's output text: it only grows (an incomplete character waits for the token that completes it)."""
+    cache: object = None
+    finish: str | None = None
+    sent_chars: int = 0
+    sent_tokens: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    closed: bool = False
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.model_config = json.loads(args["model_config"])
+        assert pb_utils.using_decoupled_model_transaction_policy(self.model_config), \
+            "vLLM Triton backend must be configured to use decoupled model transaction policy"
+        path = os.path.join(args["model_repository"], args["model_version"], "model.json")
+        if not os.path.isfile(path):
+            raise pb_utils.TritonModelException(f"'model.json' containing vllm engine args must be provided in "
+                                                f"'{os.path.dirname(path)}'")
+        with open(path) as f:
+            engine = json.load(f)
+        unknown = sorted(set(engine) - ENGINE_ARGS)
+        if unknown:  # AsyncEngineArgs(**model.json) is a dataclass: unknown keyword arguments fail the load
+            raise pb_utils.TritonModelException(f"model.json keys that AsyncEngineArgs does not take: {unknown}")
+        self.torch = torch
+        self.tokenizer = AutoTokenizer.from_pretrained(engine.get("tokenizer") or engine["model"])
+        dtype = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16,
+                 "float16": torch.float16}[engine.get("dtype", "auto")]
+        self.model = AutoModelForCausalLM.from_pretrained(engine["model"], dtype=dtype).eval()
+        self.max_model_len = int(engine.get("max_model_len") or 2048)
+        self.max_num_seqs = int(engine.get("max_num_seqs") or 256)
+        params = self.model_config.get("parameters", {})
+        self.report = params.get("REPORT_CUSTOM_METRICS", {}).get("string_value", "").lower() == "true"
+        labels = {"model": args["model_name"], "version": args["model_version"]}
+        counter = pb_utils.MetricFamily.COUNTER
+        # The families must outlive their metrics.
+        self.families = [
+            pb_utils.MetricFamily(name="vllm:prompt_tokens_total", description="Number of prefill tokens processed.",
+                                  kind=counter),
+            pb_utils.MetricFamily(name="vllm:generation_tokens_total",
+                                  description="Number of generation tokens processed.", kind=counter),
+            pb_utils.MetricFamily(name="tritongen_double_requests", description="requests in the double",
+                                  kind=pb_utils.MetricFamily.GAUGE)]
+        self.prompt_tokens, self.generation_tokens = (f.Metric(labels=labels) for f in self.families[:2])
+        self.gauge = self.families[2].Metric(labels={})  # the double's own: cancelled requests leave the model
+        self.itl = float(os.environ.get("TRITONGEN_DOUBLE_ITL_MS", "0")) / 1000.0
+        self.lock = threading.Condition()
+        self.waiting: deque[Generation] = deque()
+        self.active: list[Generation] = []
+        self.stopping = False
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    # ------------------------------------------------------------------ requests
+    def execute(self, requests):
+        for request in requests:
+            sender = request.get_response_sender()
+            try:
+                gen = self._convert(request, sender)
+            except Exception as err:  # noqa: BLE001 - every failure becomes the request's one error response
+                self._fail(sender, err)
+                continue
+            with self.lock:
+                self.waiting.append(gen)
+                self._count()
+                self.lock.notify()
+        return None
+
+    def _convert(self, request, sender) -> Generation:
+        prompt = pb_utils.get_input_tensor_by_name(request, "text_input").as_numpy()[0]
+        prompt = prompt.decode("utf-8") if isinstance(prompt, bytes) else str(prompt)
+        stream = bool(_flag(request, "stream") or False)
+        exclude = _flag(request, "exclude_input_in_output")
+        prepend_input = (not exclude) if exclude is not None else not stream
+        if prepend_input and stream:
+            raise RequestError("When streaming, `exclude_input_in_output` = False is not allowed.")
+        tensor = pb_utils.get_input_tensor_by_name(request, "sampling_parameters")
+        params = _sampling(tensor.as_numpy()[0].decode("utf-8") if tensor is not None else request.parameters())
+        prompt_ids = self.tokenizer.encode(prompt)
+        if len(prompt_ids) >= self.max_model_len:
+            raise RequestError(f"The decoder prompt (length {len(prompt_ids)}) is longer than the maximum model "
+                               f"length of {self.max_model_len}.")
+        generator = self.torch.Generator()
+        generator.manual_seed(params["seed"] if params["seed"] is not None else int.from_bytes(os.urandom(4), "big"))
+        return Generation(request=request, sender=sender, prompt=prompt, prompt_ids=prompt_ids, stream=stream,
+                          prepend_input=prepend_input, params=params,
+                          flags={name: bool(_flag(request, name)) for name in FLAGS}, generator=generator)
+
+    # ------------------------------------------------------------------ generation
+    def _loop(self):
+        while True:
+            with self.lock:
+                while not self.stopping and not self.waiting and not self.active:
+                    self.lock.wait()
+                if self.stopping:
+                    return
+                while self.waiting and len(self.active) < self.max_num_seqs:
+                    self.active.append(self.waiting.popleft())
+                batch = list(self.active)
+            if self.itl:
+                time.sleep(self.itl)
+            for gen in batch:
+                try:
+                    self._step(gen)
+                except Exception as err:  # noqa: BLE001 - the request fails, the loop goes on
+                    self._close(gen)
+                    self._fail(gen.sender, err)
+
+    def _step(self, gen: Generation) -> None:
+        if gen.request.is_cancelled():
+            self._cancel(gen)
+            return
+        token = self._next_token(gen)
+        gen.generated.append(token)
+        p = gen.params
+        if self.report:
+            if len(gen.generated) == 1:
+                self.prompt_tokens.increment(len(gen.prompt_ids))
+            self.generation_tokens.increment(1)
+        eos = token == self.tokenizer.eos_token_id  # not before min_tokens: _next_token masks it
+        full = self.tokenizer.decode(gen.generated, skip_special_tokens=True)
+        if not full.endswith("\ufffd") and full.startswith(gen.text):
+            gen.text = full  # an incomplete last character never enters the text, finished or not
+        stops = [s for s in p["stop"] if s in gen.text]
+        if stops:  # the stop string and what follows it are not output
+            gen.text, gen.finish = gen.text[:min(gen.text.index(s) for s in stops)], "stop"
+        elif eos:
+            gen.finish = "stop"
+        elif (p["max_tokens"] is not None and len(gen.generated) >= p["max_tokens"]) or \
+                len(gen.prompt_ids) + len(gen.generated) >= self.max_model_len:
+            gen.finish = "length"
+        if gen.finish is not None:
+            self._close(gen)
+            self._send(gen, final=True)
+        elif gen.stream:
+            self._send(gen, final=False)
+
+    def _next_token(self, gen: Generation) -> int:
+        torch, p = self.torch, gen.params
+        with torch.no_grad():
+            ids = gen.prompt_ids if gen.cache is None else gen.generated[-1:]
+            out = self.model(input_ids=torch.tensor([ids]), past_key_values=gen.cache, use_cache=True)
+        gen.cache = out.past_key_values
+        logits = out.logits[0, -1].float()
+        if len(gen.generated) < p["min_tokens"] and self.tokenizer.eos_token_id is not None:
+            logits[self.tokenizer.eos_token_id] = -math.inf
+        if gen.generated and (p["presence_penalty"] or p["frequency_penalty"]):
+            seen = torch.bincount(torch.tensor(gen.generated), minlength=logits.numel())[:logits.numel()].float()
+            logits -= p["frequency_penalty"] * seen + p["presence_penalty"] * (seen > 0).float()
+        if p["temperature"] < 1e-5:
+            return int(torch.argmax(logits))
+        logits = logits / p["temperature"]
+        if p["top_k"] > 0:
+            cut = torch.topk(logits, min(p["top_k"], logits.numel())).values[-1]
+            logits[logits < cut] = -math.inf
+        probs = torch.softmax(logits, dim=-1)
+        if p["top_p"] < 1.0:
+            ordered, index = torch.sort(probs, descending=True)
+            drop = torch.cumsum(ordered, 0) - ordered > p["top_p"]
+            probs[index[drop]] = 0.0
+            probs /= probs.sum()
+        return int(torch.multinomial(probs, 1, generator=gen.generator))
+
+    # ------------------------------------------------------------------ responses
+    def _send(self, gen: Generation, *, final: bool) -> None:
+        if gen.stream:
+            # Held back while unfinished: the characters that may still turn out to start a stop string.
+            hold = 0 if final or not gen.params["stop"] else max(len(s) for s in gen.params["stop"]) - 1
+            visible = max(gen.sent_chars, len(gen.text) - hold)
+            text, gen.sent_chars = gen.text[gen.sent_chars:visible], visible
+        else:
+            text = (gen.prompt if gen.prepend_input else "") + gen.text
+        tokens, gen.sent_tokens = len(gen.generated) - gen.sent_tokens, len(gen.generated)
+        tensors = [pb_utils.Tensor("text_output", np.asarray([text.encode("utf-8")], dtype=np.object_))]
+        if gen.flags["return_finish_reason"]:
+            tensors.append(pb_utils.Tensor("finish_reason", np.asarray([str(gen.finish)], dtype=np.object_)))
+        if gen.flags["return_num_input_tokens"]:
+            tensors.append(pb_utils.Tensor("num_input_tokens", np.asarray(len(gen.prompt_ids), dtype=np.uint32)))
+        if gen.flags["return_num_output_tokens"]:
+            tensors.append(pb_utils.Tensor("num_output_tokens", np.asarray([tokens], dtype=np.uint32)))
+        with gen.lock:
+            if gen.closed and not final:
+                return
+            gen.sender.send(pb_utils.InferenceResponse(output_tensors=tensors),
+                            flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if final else 0)
+
+    def _close(self, gen: Generation) -> None:
+        with self.lock:
+            if gen in self.active:
+                self.active.remove(gen)
+            gen.closed = True
+            gen.cache = None
+            self._count()
+
+    def _count(self) -> None:
+        self.gauge.set(len(self.waiting) + len(self.active))
+
+    def _cancel(self, gen: Generation) -> None:
+        self._close(gen)
+        if gen.stream:
+            gen.sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(
+                "Request was cancelled", pb_utils.TritonError.CANCELLED)),
+                flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        else:  # the backend sends what the last output held
+            self._send(gen, final=True)
+
+    def _fail(self, sender, err: Exception) -> None:
+        response = pb_utils.InferenceResponse(
+            output_tensors=[pb_utils.Tensor("text_output", np.asarray(["N/A"], dtype=np.object_))],
+            error=pb_utils.TritonError(f"Error generating stream: {err}"))
+        sender.send(response, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+
+    def finalize(self):
+        with self.lock:
+            self.stopping = True
+            self.lock.notify_all()
+        self.thread.join(timeout=5)

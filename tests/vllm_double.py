@@ -1,0 +1,78 @@
+"""Serving a `runtime: vllm` repository here: the rendered config.pbtxt and model.json, with the test double of
+Triton's vLLM backend (tests/doubles/vllm) as the backend named `vllm`, which only the vllm-python-py3 container
+has. Two things differ from the container: tritonserver finds the double as a python-based backend in a backend
+folder of its own, and the model's instance group is KIND_CPU (rendered KIND_GPU; this machine has no GPU)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import yaml
+
+from specs import apply_overrides, render_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+DOUBLE = Path(__file__).resolve().parent / "doubles" / "vllm"
+EXAMPLE = ROOT / "examples" / "llama3-8b-vllm.yaml"
+
+
+def vllm_spec(tmp: Path, checkpoint: Path, **overrides) -> Path:
+    """examples/llama3-8b-vllm.yaml on `checkpoint`, with a short load profile and SLOs a CPU meets."""
+    data = yaml.safe_load(EXAMPLE.read_text())
+    data["model"].update(checkpoint=str(checkpoint), dtype="float32")
+    data["validation"]["load"].update(users=2, spawn_rate=2, duration_s=4, input_tokens={"mean": 16, "stddev": 0},
+                                      output_tokens={"mean": 16, "stddev": 0})
+    data["validation"]["slo"] = {"ttft_p95_ms": 10000, "itl_p95_ms": 5000, "e2e_p99_ms": 60000,
+                                 "max_error_rate": 0.0}
+    apply_overrides(data, overrides)
+    path = tmp / "vllm.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def on_cpu(repo: Path) -> Path:
+    """The model's instance group as KIND_CPU, everything else of config.pbtxt as rendered."""
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2 as pb
+
+    path = repo / "tensorrt_llm" / "config.pbtxt"
+    header, _, body = path.read_text().partition("\n")
+    config = text_format.Parse(body, pb.ModelConfig())
+    for group in config.instance_group:
+        group.kind = pb.ModelInstanceGroup.Kind.KIND_CPU
+        del group.gpus[:]
+    path.write_text(f"{header}\n{text_format.MessageToString(config)}")
+    return repo
+
+
+def backends_with_double(folder: Path) -> Path:
+    """A backend folder holding the embedded tritonserver's backends (links) and the double as `vllm`."""
+    from tritongen.serve import backend_dir
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for entry in backend_dir().iterdir():
+        (folder / entry.name).symlink_to(entry)
+    (folder / "vllm").mkdir()
+    shutil.copy(DOUBLE / "model.py", folder / "vllm" / "model.py")
+    return folder
+
+
+def render_with_double(tmp: Path, checkpoint: Path, **overrides) -> Path:
+    repo = tmp / "model_repository"
+    render_spec(vllm_spec(tmp, checkpoint, **overrides), repo)
+    return on_cpu(repo)
+
+
+def start(repo: Path, log: Path, backends: Path, itl_ms: float = 0.0):
+    from tritongen.serve import TritonServer
+
+    server = TritonServer(repo, log_path=log, extra_args=[f"--backend-directory={backends}"],
+                          env={**os.environ, "TRITONGEN_DOUBLE_ITL_MS": str(itl_ms)})
+    try:
+        server.start(timeout=300)
+    except Exception:
+        print(server.log_tail(80))
+        raise
+    return server
