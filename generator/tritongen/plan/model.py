@@ -13,12 +13,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from tritongen.plan.deploy import DeployPlan
 from tritongen.plan.frontend import FrontendPlan
 from tritongen.runtimes import RuntimeName, RuntimeSettingsUnion
-from tritongen.spec import DeploySection, LoadSection, SLOSection
+from tritongen.spec import LoadSection, SLOSection
 
 # A plan JSON of another format is refused with a hint to re-plan (plan_from_json).
-PLAN_FORMAT = "tritongen-plan/2"
+PLAN_FORMAT = "tritongen-plan/3"
 
 
 class _Frozen(BaseModel):
@@ -102,14 +103,16 @@ class PlacementPlan(_Frozen):
 
 
 class Plan(_Frozen):
-    format: Literal["tritongen-plan/2"] = PLAN_FORMAT
+    format: Literal["tritongen-plan/3"] = PLAN_FORMAT
     name: str
     runtime: RuntimeName
     spec_dir: str
     """The folder of the spec the plan was made from (information only: every path is resolved in `paths`)."""
     paths: PathsPlan
     tokenizer: TokenizerPlan
-    triton_max_batch_size: int
+    max_batch_size: int
+    """serving.max_batch_size: the Triton max_batch_size of every batched model, the requests one LLM instance
+    serves at once (the name it has everywhere in the Plan; runtimes read it from here)."""
     decoupled: bool
     exclude_input_in_output: bool
     max_tokens_default: int
@@ -131,11 +134,12 @@ class Plan(_Frozen):
     """Why `serving.bls: auto` chose the python BLS (the tokenizer's decoder is not table-decodable), else empty."""
     load: LoadSection
     slo: SLOSection
-    deploy: DeploySection = DeploySection()
+    deploy: DeployPlan
     """Settings of the generated deployment files (spec `deploy`)."""
-    kv_tokens_per_instance: int | None = None
-    """KV-cache budget per LLM instance of the default config.pbtxt: the spec's, or with a placement the
-    smallest over the server groups (a server started without a group config can hold it anywhere)."""
+    kv_tokens: int | None = None
+    """KV-cache budget in tokens per LLM instance of the default config.pbtxt (serving.kv_cache.max_tokens), or
+    with a placement the smallest over the server groups (a server started without a group config can hold it
+    anywhere); None: the runtime sizes its cache from free memory. Each server group's own is its `kv_tokens`."""
     placement: PlacementPlan | None = None
     server_groups: tuple[ServerGroupPlan, ...] = ()
     """One entry per server group of the placement, in the placement's order."""
