@@ -44,3 +44,27 @@ def render_spec(spec_path: Path, out: Path):
     _, plan = plan_from_file(spec_path)
     write_repository(render_for(plan), out)
     return plan
+
+
+def trtllm_section(spec, checkpoint: Path, *, gpu_arch: str = "sm90"):
+    """The Plan's tensorrtllm section for `spec` and `checkpoint`, resolved by the runtime's own planning hook (the
+    engine cache entry keyed while planning); relative paths resolve against the checkpoint's folder."""
+    from tritongen.plan.checks import read_config
+    from tritongen.plan.make import kv_tokens, max_batch_size, resolve_path
+    from tritongen.runtimes.base import PlanContext
+    from tritongen.runtimes.tensorrtllm.runtime import RUNTIME
+
+    ctx = PlanContext(spec=spec, resolve=lambda value: resolve_path(checkpoint.parent, value), checkpoint=checkpoint,
+                      config=read_config(checkpoint), inventory_gpus=lambda: [], tokenizer=None,
+                      max_batch_size=max_batch_size(spec), kv_tokens=kv_tokens(spec),
+                      max_seq_len=spec.engine.max_seq_len,
+                      inventory=None, engine_dir=None, gpu_arch=gpu_arch)
+    return RUNTIME.prepare(ctx)
+
+
+def trtllm_build_settings(spec):
+    """The engine build settings planning resolves for `spec` (BuildSettings)."""
+    from tritongen.plan.make import max_batch_size
+    from tritongen.runtimes.tensorrtllm.runtime import build_settings
+
+    return build_settings(spec.engine, max_batch_size(spec))

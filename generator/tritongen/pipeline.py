@@ -36,7 +36,7 @@ def up(args: argparse.Namespace) -> int:
     _stage(1, total, "validate", f"{args.spec} ({plan.name}, runtime {plan.runtime})")
     settings = settings_from_args(args, plan)
     _stage(2, total, "plan", f"{plan.llm_instance_group.kind} x{plan.llm_instance_group.count}, "
-           f"max_batch_size {plan.triton_max_batch_size}, tokenizer {plan.tokenizer.dir}")
+           f"max_batch_size {plan.max_batch_size}, tokenizer {plan.tokenizer.dir}")
     out = Path(args.out or f"up-{plan.name}").resolve()
     repo = out / "model_repository"
     files = render_for(plan)

@@ -67,10 +67,10 @@ def test_a_lock_file_refuses_planning_flags(hf_workdir, capsys):
 def test_a_broken_lock_file_names_the_field(hf_workdir, capsys):
     lock = _lock(capsys, hf_workdir / "spec.yaml")
     data = json.loads(lock.read_text())
-    data["triton_max_batch_size"] = "many"
+    data["max_batch_size"] = "many"
     lock.write_text(json.dumps(data))
     assert main(["render", str(lock), "-o", str(hf_workdir / "x")]) == 2
-    assert f"error: {lock}: triton_max_batch_size: " in capsys.readouterr().err
+    assert f"error: {lock}: max_batch_size: " in capsys.readouterr().err
 
 
 def test_tilde_paths_resolve_the_same_for_every_command(hf_workdir, capsys, monkeypatch):
@@ -120,7 +120,7 @@ def test_each_server_group_gets_its_own_kv_budget_in_render_and_deploy(trt_mig_s
     lock = json.loads(_lock(capsys, trt_mig_spec, "--inventory", BALANCED).read_text())
     budgets = {g["name"]: g["kv_tokens"] for g in lock["server_groups"]}
     assert len(budgets) == 2 and len(set(budgets.values())) == 2  # a 3g.71gb and a 2g.35gb slice
-    assert lock["group_configs"] and lock["kv_tokens_per_instance"] == min(budgets.values())
+    assert lock["group_configs"] and lock["kv_tokens"] == min(budgets.values())
     assert main(["render", str(trt_mig_spec), "-o", str(work / "repo"), "--inventory", BALANCED]) == 0
     assert main(["deploy", str(trt_mig_spec), "--target", "compose", "-o", str(work / "dep"),
                  "--inventory", BALANCED]) == 0

@@ -69,7 +69,7 @@ def test_rendered_repo_matches_contract(rendered, tmp_path):
     assert verify_repository(tmp_path / "repo") == []
     llm = parse_config(tmp_path / "repo" / "tensorrt_llm" / "config.pbtxt")
     assert llm.model_transaction_policy.decoupled is True
-    assert llm.max_batch_size == plan.triton_max_batch_size
+    assert llm.max_batch_size == plan.max_batch_size
     assert [t.name for t in llm.input] == [t.name for t in contract.TENSORRT_LLM_INPUTS]
     assert llm.dynamic_batching.default_queue_policy.max_queue_size == 64
     assert llm.parameters["exclude_input_in_output"].string_value == "true"

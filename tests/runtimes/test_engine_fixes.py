@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from specs import trtllm_build_settings, trtllm_section
 from tritongen.cli import main
 from tritongen.errors import EnvironmentMissing
 from tritongen.runtimes.tensorrtllm import build as trtllm_build
@@ -37,7 +38,8 @@ def checkpoint(tmp_path):
 def test_calibrated_build_without_data_and_without_the_hub_exits_3(monkeypatch, tmp_path, checkpoint):
     monkeypatch.setattr(trtllm_build, "HUB", ("127.0.0.1", 9))  # nothing listens on the discard port
     with pytest.raises(EnvironmentMissing) as err:
-        build_engine(make_spec(quantization="fp8"), checkpoint, "sm90", cache_dir=tmp_path / "cache")
+        build_engine(trtllm_section(make_spec(quantization="fp8", cache_dir=str(tmp_path / "cache")), checkpoint),
+                     checkpoint)
     assert err.value.exit_code == 3
     assert str(err.value).startswith("engine.calibration_dataset: quantization fp8 / kv_cache_dtype auto needs "
                                      "calibration data and none is given")
@@ -50,18 +52,24 @@ def test_local_calibration_data_is_mounted_passed_and_keyed(tmp_path, checkpoint
     data = tmp_path / "calib"
     data.mkdir()
     (data / "train.jsonl").write_text('{"text": "calibration text"}\n')
-    spec = make_spec(quantization="fp8")
-    result = build_engine(spec, checkpoint, "sm90", cache_dir=tmp_path / "cache", calibration_dir=data, dry_run=True)
+    cache = str(tmp_path / "cache")
+
+    def dry_run(**engine):
+        # Planned afresh each time: the plan's key follows the data as it is now.
+        spec = make_spec(cache_dir=cache, **engine)
+        return build_engine(trtllm_section(spec, checkpoint), checkpoint, dry_run=True)
+
+    result = dry_run(quantization="fp8", calibration_dataset=str(data))
     assert result.commands[0][-2:] == ["--calib_dataset", "/tritongen/calibration"]
-    hub_key = build_engine(spec, checkpoint, "sm90", cache_dir=tmp_path / "cache", dry_run=True).key
+    hub_key = dry_run(quantization="fp8").key
     assert result.key != hub_key
     (data / "train.jsonl").write_text('{"text": "other calibration text"}\n')
-    assert build_engine(spec, checkpoint, "sm90", cache_dir=tmp_path / "cache", calibration_dir=data,
-                        dry_run=True).key != result.key
+    assert dry_run(quantization="fp8", calibration_dataset=str(data)).key != result.key
     # Unquantised builds need no data: the folder neither enters the key nor the commands.
-    plain = make_spec()
-    assert build_engine(plain, checkpoint, "sm90", cache_dir=tmp_path, calibration_dir=data, dry_run=True).key == \
-        cache_key(plain, trtllm_build.checkpoint_digest(checkpoint), "1.2.1", "sm90")
+    plain = dry_run(calibration_dataset=str(data))
+    assert "--calib_dataset" not in plain.commands[0]
+    assert plain.key == cache_key(trtllm_build_settings(make_spec()), trtllm_build.checkpoint_digest(checkpoint),
+                                  "1.2.1", "sm90")
 
 
 def test_gpu_architecture_without_nvml_is_environment_missing(monkeypatch):

@@ -78,6 +78,15 @@ def test_cache_key_ignores_serving_fields_and_follows_build_fields(tmp_path, tin
     assert _key(capsys, _spec(tmp_path, tiny_model, **{"engine.quantization": "fp8"})) != base
 
 
+def test_build_refuses_a_plan_that_serves_a_given_engine(tmp_path, tiny_model, capsys):
+    spec = _spec(tmp_path, tiny_model, **{"engine.engine_dir": str(ENGINES / "llama3-8b-bf16-tp1"),
+                                          "engine.max_input_len": 2048, "engine.max_seq_len": 4096})
+    assert main(["build", str(spec), "--dry-run", "--gpu-arch", "sm90"]) == 2
+    assert capsys.readouterr().err == (f"error: engine.engine_dir: the plan serves the given engine "
+                                       f"{ENGINES / 'llama3-8b-bf16-tp1'}, so there is nothing to build; unset "
+                                       "engine.engine_dir (and --engine-dir) to build into the engine cache\n")
+
+
 def test_rendered_tensorrt_llm_config_carries_every_parameter(tmp_path, tiny_model):
     engine = ENGINES / "llama3-8b-bf16-tp1"
     spec = _spec(tmp_path, tiny_model, **{"engine.engine_dir": str(engine), "engine.max_input_len": 2048,
@@ -163,4 +172,8 @@ def test_plan_json_for_hf_on_gpu_uses_kind_gpu(tmp_path, tiny_spec_path, capsys)
     plan = json.loads(capsys.readouterr().out)
     assert plan["llm_instance_group"] == {"kind": "KIND_GPU", "count": 1, "gpus": [0]}
     assert len(plan["server_groups"]) == len(plan["placement"]["result"]["server_groups"]) == 7
-    assert plan["runtime_settings"]["num_blocks"] == -(-plan["kv_tokens_per_instance"] // 32)
+    from tritongen.plan import Plan
+    from tritongen.runtimes.hf import hf_parameters
+
+    blocks = hf_parameters(Plan.model_validate(plan), "/ckpt", None)["kv_cache_num_blocks"]
+    assert int(blocks) == -(-plan["kv_tokens"] // 32) and plan["kv_tokens"] > 0

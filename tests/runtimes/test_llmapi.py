@@ -14,7 +14,8 @@ from tritonclient.grpc import model_config_pb2
 from specs import apply_overrides, assert_golden
 from tritongen.cli import main
 from tritongen.resources import data_dir
-from tritongen.runtimes.llmapi import contract
+from tritongen.plan import Plan
+from tritongen.runtimes.llmapi import contract, model_yaml
 from tritongen.runtimes.llmapi.sizing import cuda_graph_batch_sizes, finetune
 from tritongen.verify import parse_config, verify_repository
 
@@ -173,15 +174,19 @@ def test_sizing_follows_the_placement_budget(tmp_path, tiny_model, capsys):
     full, mig = plans["h200-1x"]["runtime_settings"], plans["h200-2x3g"]["runtime_settings"]
     assert len(plans["h200-2x3g"]["server_groups"]) == 2
     for p, plan in ((full, plans["h200-1x"]), (mig, plans["h200-2x3g"])):
-        kv = plan["kv_tokens_per_instance"]
-        assert p["kv_max_tokens"] == kv and p["sizing"]["kv_tokens"] == kv
+        kv = plan["kv_tokens"]
+        assert model_yaml(Plan.model_validate(plan))["kv_cache_config"]["max_tokens"] == kv
+        assert p["sizing"]["kv_tokens"] == kv
         assert p["sizing"]["kv_requests"] == round(kv / (1024 + 256), 2)
         assert (p["max_batch_size"], p["max_num_tokens"]) == finetune(kv / 1280, 1024, 256)
-    assert mig["kv_max_tokens"] < full["kv_max_tokens"] and mig["max_batch_size"] < full["max_batch_size"]
+    assert plans["h200-2x3g"]["kv_tokens"] < plans["h200-1x"]["kv_tokens"]
+    assert mig["max_batch_size"] < full["max_batch_size"]
     # Without a KV budget nothing is invented: the LLM API sizes the batch itself, said so.
     assert main(["plan", str(spec), "--json"]) == 0
-    p = json.loads(capsys.readouterr().out)["runtime_settings"]
-    assert (p["max_batch_size"], p["max_num_tokens"], p["kv_max_tokens"]) == (None, None, None)
+    plan = json.loads(capsys.readouterr().out)
+    p = plan["runtime_settings"]
+    assert (p["max_batch_size"], p["max_num_tokens"], plan["kv_tokens"]) == (None, None, None)
+    assert "max_tokens" not in model_yaml(Plan.model_validate(plan))["kv_cache_config"]
     assert p["sizing"]["source"].startswith("no KV budget known")
 
 

@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import docker
 import pytest
+import yaml
 from docker.types import DeviceRequest, Mount
 
+from tritongen.cli import main
 from tritongen.runtimes.tensorrtllm import build as trtllm_build
 from tritongen.errors import CheckFailed, EnvironmentMissing, SpecError
 from tritongen.spec import explain, parse_spec
-from tritongen.runtimes.tensorrtllm import (TRTLLM, Ports, bls_parameters, build_commands, build_settings, launch_command,
+from specs import trtllm_build_settings as settings, trtllm_section
+from tritongen.runtimes.tensorrtllm import (TRTLLM, Ports, bls_parameters, build_commands, launch_command,
                               orchestrator_env, tensorrt_llm_parameters)
 from tritongen.runtimes.tensorrtllm.build import (CACHE_KEY_FIELDS, CACHE_KEY_IGNORED, MANIFEST, build_engine, cache_key,
                                     checkpoint_digest, container_run_kwargs)
@@ -62,7 +66,7 @@ def checkpoint(tmp_path):
 # --- build commands -------------------------------------------------------------------------------------------
 
 def test_build_commands_bf16_tp1():
-    assert build_commands(make_spec(), "/ckpt", "/work/engine") == [
+    assert build_commands(settings(make_spec()), "/ckpt", "/work/engine") == [
         ["python3", "/tritongen/examples/models/core/llama/convert_checkpoint.py",
          "--model_dir", "/ckpt", "--output_dir", "/work/tllm_checkpoint", "--dtype", "bfloat16",
          "--tp_size", "1", "--pp_size", "1"],
@@ -76,7 +80,8 @@ def test_build_commands_bf16_tp1():
 def test_build_commands_fp8_tp4_goes_through_quantize():
     spec = make_spec(engine={"tp_size": 4, "quantization": "fp8", "kv_cache_dtype": "fp8", "max_batch_size": 128,
                              "max_input_len": 8192, "max_seq_len": 16384, "max_num_tokens": 16384})
-    assert build_commands(spec, "/ckpt", "/w/engine", converted_dir="/w/conv", examples_dir="/src/examples") == [
+    assert build_commands(settings(spec), "/ckpt", "/w/engine", converted_dir="/w/conv",
+                          examples_dir="/src/examples") == [
         ["python3", "/src/examples/quantization/quantize.py", "--model_dir", "/ckpt", "--output_dir", "/w/conv",
          "--dtype", "bfloat16", "--tp_size", "4", "--pp_size", "1", "--qformat", "fp8", "--kv_cache_dtype", "fp8"],
         ["trtllm-build", "--checkpoint_dir", "/w/conv", "--output_dir", "/w/engine",
@@ -84,7 +89,8 @@ def test_build_commands_fp8_tp4_goes_through_quantize():
          "--max_beam_width", "1", "--gemm_plugin", "auto", "--kv_cache_type", "paged",
          "--remove_input_padding", "enable", "--use_paged_context_fmha", "enable", "--workers", "4"],
     ]
-    with_data = build_commands(spec, "/ckpt", "/w/engine", converted_dir="/w/conv", calibration_dir="/data/calib")
+    with_data = build_commands(settings(spec), "/ckpt", "/w/engine", converted_dir="/w/conv",
+                               calibration_dir="/data/calib")
     assert with_data[0][-2:] == ["--calib_dataset", "/data/calib"]
 
 
@@ -93,7 +99,7 @@ def test_build_commands_fp8_tp4_goes_through_quantize():
     ({"quantization": "int8_weight_only", "pp_size": 2}, ["--use_weight_only", "--weight_only_precision", "int8"]),
 ])
 def test_weight_only_uses_convert_checkpoint(engine, convert_tail):
-    convert, _ = build_commands(make_spec(engine=engine), "/c", "/o/engine")
+    convert, _ = build_commands(settings(make_spec(engine=engine)), "/c", "/o/engine")
     assert convert[1].endswith("/models/core/llama/convert_checkpoint.py")
     assert convert[-3:] == convert_tail
     assert convert[convert.index("--pp_size") + 1] == str(engine.get("pp_size", 1))
@@ -105,7 +111,7 @@ def test_weight_only_uses_convert_checkpoint(engine, convert_tail):
     ({"kv_cache_dtype": "int8"}, ["--qformat", "full_prec", "--kv_cache_dtype", "int8"]),
 ])
 def test_calibrated_formats_use_quantize(engine, qformat):
-    convert, _ = build_commands(make_spec(engine=engine), "/c", "/o/engine")
+    convert, _ = build_commands(settings(make_spec(engine=engine)), "/c", "/o/engine")
     assert convert[1].endswith("/quantization/quantize.py")
     assert convert[-len(qformat):] == qformat
 
@@ -113,7 +119,7 @@ def test_calibrated_formats_use_quantize(engine, qformat):
 def test_build_command_flags_follow_the_spec():
     spec = make_spec(engine={"gemm_plugin": "float16", "dtype": "float16", "use_paged_context_fmha": False,
                              "max_beam_width": 4})
-    _, build = build_commands(spec, "/c", "/o/engine")
+    _, build = build_commands(settings(spec), "/c", "/o/engine")
     assert build[build.index("--gemm_plugin") + 1] == "float16"
     assert build[build.index("--use_paged_context_fmha") + 1] == "disable"
     assert build[build.index("--max_beam_width") + 1] == "4"
@@ -122,7 +128,7 @@ def test_build_command_flags_follow_the_spec():
 # --- cache key ------------------------------------------------------------------------------------------------
 
 def key_of(spec, digest=DIGEST, version=TRTLLM.version, arch="sm90"):
-    return cache_key(spec, digest, version, arch)
+    return cache_key(settings(spec), digest, version, arch)
 
 
 @pytest.mark.parametrize("change", [
@@ -160,12 +166,19 @@ def test_cache_key_changes_with_checkpoint_version_and_arch():
                 key_of(spec, arch="sm100")}) == 4
 
 
+def test_cache_key_is_stable_for_the_same_settings():
+    # Keys that engines already in a cache were stored under: the key changes only with what is built.
+    assert key_of(make_spec()) == "e49490412f3ca85a4ddd12c2e1b1d767"
+    fp8 = make_spec(engine={"quantization": "fp8", "kv_cache_dtype": "fp8", "tp_size": 2})
+    assert cache_key(settings(fp8), DIGEST, "1.2.1", "sm90", "abc") == "7c78807169471322ab9b3a04a26bbdcb"
+
+
 def test_serving_batch_reaches_the_key_only_while_the_engine_batch_is_unset():
     assert key_of(make_spec(serving={"max_batch_size": 8})) != key_of(make_spec(serving={"max_batch_size": 16}))
     pinned = {"max_batch_size": 32}
     assert key_of(make_spec(engine=pinned, serving={"max_batch_size": 8})) == \
         key_of(make_spec(engine=pinned, serving={"max_batch_size": 16}))
-    assert build_settings(make_spec(serving={"max_batch_size": 8}))["max_batch_size"] == 8
+    assert settings(make_spec(serving={"max_batch_size": 8})).max_batch_size == 8
 
 
 def test_every_spec_field_is_declared_build_relevant_or_ignored():
@@ -207,8 +220,15 @@ def examples(tmp_path):
     return folder
 
 
+def section(checkpoint, cache, **sections):
+    """The planned tensorrtllm section of make_spec(**sections) with its engine cache in `cache`."""
+    engine = {"cache_dir": str(cache), **sections.pop("engine", {})}
+    return trtllm_section(make_spec(engine=engine, **sections), checkpoint)
+
+
 def test_container_run_kwargs_use_the_sdk_types(tmp_path, checkpoint, examples):
-    kwargs = container_run_kwargs(make_spec(placement={"gpu_ids": [0, 1]}), checkpoint, tmp_path, examples)
+    kwargs = container_run_kwargs(section(checkpoint, tmp_path, placement={"gpu_ids": [0, 1]}), checkpoint, tmp_path,
+                                  examples)
     [gpus] = kwargs["device_requests"]
     assert isinstance(gpus, DeviceRequest)
     assert (gpus.device_ids, gpus.capabilities, gpus.count) == (["0", "1"], [["gpu"]], 0)
@@ -220,7 +240,7 @@ def test_container_run_kwargs_use_the_sdk_types(tmp_path, checkpoint, examples):
     ]
     assert (kwargs["detach"], kwargs["shm_size"]) == (True, "2g")
     assert [dict(u) for u in kwargs["ulimits"]] == [{"Name": "memlock", "Soft": -1, "Hard": -1}]
-    [every_gpu] = container_run_kwargs(make_spec(), checkpoint, tmp_path, examples)["device_requests"]
+    [every_gpu] = container_run_kwargs(section(checkpoint, tmp_path), checkpoint, tmp_path, examples)["device_requests"]
     assert (every_gpu.count, every_gpu.device_ids, every_gpu.capabilities) == (-1, [], [["gpu"]])
 
 
@@ -228,7 +248,7 @@ def test_no_tensorrt_llm_and_no_docker_engine_is_environment_missing(monkeypatch
     monkeypatch.setattr(trtllm_build, "_local_trtllm_version", lambda: None)
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")  # the SDK's own failure path
     with pytest.raises(EnvironmentMissing) as err:
-        build_engine(make_spec(), checkpoint, "sm90", examples_dir=examples, cache_dir=tmp_path / "cache")
+        build_engine(section(checkpoint, tmp_path / "cache"), checkpoint, examples_dir=examples)
     message = str(err.value)
     assert err.value.exit_code == 3
     assert message.startswith("engine build: needs TensorRT-LLM 1.2.1 in this Python (no importable tensorrt_llm) "
@@ -242,26 +262,27 @@ def test_no_tensorrt_llm_and_no_docker_engine_is_environment_missing(monkeypatch
 def test_missing_examples_is_environment_missing(monkeypatch, tmp_path, checkpoint):
     monkeypatch.setattr(trtllm_build, "_local_trtllm_version", lambda: TRTLLM.version)
     with pytest.raises(EnvironmentMissing) as err:
-        build_engine(make_spec(), checkpoint, "sm90", cache_dir=tmp_path / "cache")
+        build_engine(section(checkpoint, tmp_path / "cache"), checkpoint)
     assert str(err.value) == ("engine build: needs the examples folder of TensorRT-LLM v1.2.1 (got None); "
                               "git clone --depth 1 --branch v1.2.1 https://github.com/NVIDIA/TensorRT-LLM "
                               "and pass its examples/ folder")
 
 
 def test_dry_run_returns_key_and_container_commands(tmp_path, checkpoint):
-    spec = make_spec()
-    result = build_engine(spec, checkpoint, "sm90", cache_dir=tmp_path / "cache", dry_run=True)
+    trt = section(checkpoint, tmp_path / "cache")
+    result = build_engine(trt, checkpoint, dry_run=True)
     assert result.runner == "dry-run"
-    assert result.key == cache_key(spec, checkpoint_digest(checkpoint), TRTLLM.version, "sm90")
+    assert result.key == cache_key(settings(make_spec()), checkpoint_digest(checkpoint), TRTLLM.version, "sm90")
+    assert (result.key, str(result.engine_dir)) == (trt.engine_key, trt.engine_dir)  # what planning keyed
     assert result.engine_dir == tmp_path / "cache" / result.key
-    assert result.commands == build_commands(spec, "/tritongen/checkpoint", "/tritongen/work/engine")
+    assert result.commands == build_commands(settings(make_spec()), "/tritongen/checkpoint", "/tritongen/work/engine")
     assert not (tmp_path / "cache").exists()
 
 
 def test_unsupported_architecture_is_a_spec_error(tmp_path, checkpoint):
     (checkpoint / "config.json").write_text(json.dumps({"architectures": ["GPT2LMHeadModel"]}))
     with pytest.raises(SpecError, match=r"^model.checkpoint: architecture GPT2LMHeadModel has no "):
-        build_engine(make_spec(), checkpoint, "sm90", cache_dir=tmp_path, dry_run=True)
+        build_engine(section(checkpoint, tmp_path), checkpoint, dry_run=True)
 
 
 class FakeContainer:
@@ -301,8 +322,7 @@ def docker_build(monkeypatch, tmp_path, checkpoint, examples, client):
     monkeypatch.setattr(trtllm_build, "_local_trtllm_version", lambda: None)
     monkeypatch.setattr(trtllm_build, "_docker_client", lambda: client)
     logged = []
-    result = build_engine(make_spec(), checkpoint, "sm90", examples_dir=examples,
-                          cache_dir=tmp_path / "cache", log=logged.append)
+    result = build_engine(section(checkpoint, tmp_path / "cache"), checkpoint, examples_dir=examples, log=logged.append)
     return result, logged
 
 
@@ -334,6 +354,50 @@ def test_failed_docker_build_leaves_nothing(monkeypatch, tmp_path, checkpoint, e
                                   "[TensorRT-LLM] converting", "built"]
     assert client.container.removed
     assert list((tmp_path / "cache").iterdir()) == []
+
+
+def test_a_lock_file_builds_the_engine_it_plans(monkeypatch, tmp_path, tiny_model, examples, capsys):
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(tiny_model, ckpt)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({
+        "name": "tiny", "runtime": "tensorrtllm", "model": {"checkpoint": str(ckpt)},
+        "placement": {"device": "gpu", "gpu_ids": [1]}, "serving": {"max_batch_size": 8},
+        "engine": {"gpu_arch": "sm90", "cache_dir": str(tmp_path / "cache"), "max_input_len": 64, "max_seq_len": 128}}))
+    assert main(["plan", str(spec), "--json"]) == 0
+    lock = tmp_path / "plan.json"
+    lock.write_text(capsys.readouterr().out)
+    planned = json.loads(lock.read_text())["runtime_settings"]
+    spec.unlink()  # the lock file is all that build reads
+    monkeypatch.setattr(trtllm_build, "detect_gpu_arch", lambda index=0: "sm90")
+    monkeypatch.setattr(trtllm_build, "_local_trtllm_version", lambda: None)
+    client = FakeClient()
+    monkeypatch.setattr(trtllm_build, "_docker_client", lambda: client)
+
+    assert main(["build", str(lock), "--examples-dir", str(examples)]) == 0
+    assert capsys.readouterr().out.splitlines()[-2:] == [f"cache key: {planned['engine_key']}",
+                                                         f"engine:    {planned['engine_dir']} (docker)"]
+    [(_, command, kwargs)] = client.runs
+    assert "--max_batch_size 8 --max_input_len 64 --max_seq_len 128" in command[2]
+    assert kwargs["device_requests"][0].device_ids == ["1"]  # placement.gpu_ids, as planned
+    manifest = json.loads((Path(planned["engine_dir"]) / MANIFEST).read_text())
+    assert (manifest["key"], manifest["build"], manifest["gpu_arch"]) == (
+        planned["engine_key"], planned["build"], "sm90")
+    assert main(["build", str(lock)]) == 0
+    assert capsys.readouterr().out.endswith(f"engine:    {planned['engine_dir']} (cache)\n")
+
+    # A lock file is built as planned: no planning flags, the planned architecture, the planned checkpoint.
+    assert main(["build", str(lock), "--gpu-arch", "sm80"]) == 2
+    assert capsys.readouterr().err.startswith("error: --gpu-arch: cannot change a finished plan")
+    monkeypatch.setattr(trtllm_build, "detect_gpu_arch", lambda index=0: "sm80")
+    assert main(["build", str(lock)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {lock}: runtime_settings.gpu_arch: sm90, but this machine's GPU 0 is sm80 and an engine runs only "
+        "on the architecture it was built for; build on an sm90 machine, or re-plan with --gpu-arch sm80\n")
+    monkeypatch.setattr(trtllm_build, "detect_gpu_arch", lambda index=0: "sm90")
+    (ckpt / "config.json").write_text((ckpt / "config.json").read_text() + "\n")
+    assert main(["build", str(lock), "--dry-run"]) == 2
+    assert capsys.readouterr().err.startswith(f"error: engine_key: the plan names engine {planned['engine_key']}, but ")
 
 
 def test_container_build_refuses_another_tensorrt_llm_version(tmp_path):
@@ -486,7 +550,7 @@ def test_parameters_follow_the_spec_and_placement(make_plan_):
                               "exclude_input_in_output": False, "enable_chunked_context": True,
                               "kv_cache": {"max_tokens": 65536, "free_gpu_mem_fraction": 0.45, "enable_reuse": True,
                                            "host_memory_bytes": 2_000_000_000}})
-    params = tensorrt_llm_parameters(plan, Path("/e"), "0,1;2,3", plan.kv_tokens_per_instance,
+    params = tensorrt_llm_parameters(plan, Path("/e"), "0,1;2,3", plan.kv_tokens,
                                      participant_ids="1,2;3,4")
     assert {k: params[k] for k in ("gpt_model_type", "batch_scheduler_policy", "exclude_input_in_output",
                                    "enable_chunked_context", "max_tokens_in_paged_kv_cache",

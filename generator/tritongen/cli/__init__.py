@@ -253,32 +253,33 @@ def _cmd_demo_model(args: argparse.Namespace) -> int:
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    from tritongen.plan import resolve_path
-    from tritongen.runtimes.tensorrtllm.build import build_engine
-    from tritongen.spec import load_spec
+    from tritongen.plan import is_plan_file, load_plan
+    from tritongen.runtimes import names, runtime_of
+    from tritongen.runtimes.tensorrtllm import TensorrtllmPlan
+    from tritongen.runtimes.tensorrtllm.build import build_engine, detect_gpu_arch
 
-    from tritongen.runtimes import names, runtime
-
-    spec = load_spec(args.spec)
-    if not runtime(spec.runtime).builds_engine:
-        raise SpecError(f"runtime: build needs runtime: {names(lambda r: r.builds_engine)}; the {spec.runtime} "
+    plan = load_plan(args.spec, gpu_arch=args.gpu_arch)
+    if not runtime_of(plan).builds_engine:
+        raise SpecError(f"runtime: build needs runtime: {names(lambda r: r.builds_engine)}; the {plan.runtime} "
                         "runtime serves the checkpoint as is")
-    from tritongen.runtimes.tensorrtllm.build import detect_gpu_arch
-
-    spec_dir = Path(args.spec).resolve().parent
-    calib = spec.engine.calibration_dataset
-    gpu_arch = args.gpu_arch or spec.engine.gpu_arch
+    trt = plan.runtime_settings
+    assert isinstance(trt, TensorrtllmPlan)
+    if trt.engine_key is None:
+        raise SpecError(problem("engine.engine_dir", f"the plan serves the given engine {trt.engine_dir}, so "
+                                "there is nothing to build", "unset engine.engine_dir (and --engine-dir) to build "
+                                "into the engine cache"))
     if not args.dry_run:
         here = detect_gpu_arch()
-        if gpu_arch is not None and gpu_arch != here:
-            field = "--gpu-arch" if args.gpu_arch else "engine.gpu_arch"
-            raise SpecError(problem(field, f"{gpu_arch}, but this machine's GPU 0 is {here} and an engine runs only on "
-                                    "the architecture it was built for", f"build on an {gpu_arch} machine, or set "
-                                    f"{field} to {here}"))
-        gpu_arch = here
-    result = build_engine(spec, resolve_path(spec_dir, spec.model.checkpoint), gpu_arch or detect_gpu_arch(),
-                          examples_dir=args.examples_dir, cache_dir=resolve_path(spec_dir, spec.engine.cache_dir),
-                          calibration_dir=resolve_path(spec_dir, calib) if calib else None, dry_run=args.dry_run)
+        if trt.gpu_arch != here:
+            if is_plan_file(args.spec):
+                field, fix = f"{args.spec}: runtime_settings.gpu_arch", f"re-plan with --gpu-arch {here}"
+            else:
+                field = "--gpu-arch" if args.gpu_arch else "engine.gpu_arch"
+                fix = f"set {field} to {here}"
+            raise SpecError(problem(field, f"{trt.gpu_arch}, but this machine's GPU 0 is {here} and an engine runs "
+                                    "only on the architecture it was built for",
+                                    f"build on an {trt.gpu_arch} machine, or {fix}"))
+    result = build_engine(trt, plan.paths.checkpoint, examples_dir=args.examples_dir, dry_run=args.dry_run)
     if args.dry_run:
         for command in result.commands:
             print(" ".join(shlex.quote(c) for c in command))
@@ -376,7 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_demo_model)
 
     s = sub.add_parser("build", help="build (or find in the cache) the TensorRT-LLM engine")
-    s.add_argument("spec")
+    s.add_argument("spec", help="a spec, or a plan JSON from `tritongen plan --json` (built as planned)")
     s.add_argument("--dry-run", action="store_true", help="print the commands and the cache key only")
     s.add_argument("--gpu-arch", help="engine cache key architecture, e.g. sm90 (default: GPU 0's, through NVML)")
     s.add_argument("--examples-dir", help="a TensorRT-LLM checkout's examples/ folder (local builds)")

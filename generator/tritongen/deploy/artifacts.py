@@ -30,7 +30,7 @@ from tritongen.deploy.common import (
 from tritongen.errors import SpecError, problem
 from tritongen.runtimes import runtime_of
 from tritongen.placement.inventory import GIB
-from tritongen.runtimes.tensorrtllm import commands_for_settings
+from tritongen.runtimes.tensorrtllm import build_commands
 
 CONFIGMAP_LIMIT = 900 * 1024  # ConfigMaps hold at most 1 MiB; leave room for metadata
 EXAMPLES = "/app/examples"
@@ -110,8 +110,8 @@ def models_job(dep: Deployment) -> ModelsJob:
     if gpu:
         settings = dep.plan.runtime_settings.build  # type: ignore[attr-defined]
         converted = f"{WORK}/tllm_checkpoint"
-        commands = commands_for_settings(settings, CHECKPOINT, f"{ENGINE}.partial", converted_dir=converted,
-                                         examples_dir=EXAMPLES, calibration_dir=CALIBRATION)
+        commands = build_commands(settings, CHECKPOINT, f"{ENGINE}.partial", converted_dir=converted,
+                                  examples_dir=EXAMPLES, calibration_dir=CALIBRATION)
         build = " && ".join(shlex.join(c) for c in commands)
         check = ""
         if any("--calib_dataset" in c for c in commands):

@@ -26,7 +26,7 @@ from tritongen.errors import SpecError, problem
 from tritongen.placement import Placement, ServerGroup
 from tritongen.placement.inventory import Inventory
 from tritongen.placement.memory import MemoryModel
-from tritongen.plan import Plan, is_plan_file, load_plan
+from tritongen.plan import Plan, is_plan_file, load_plan, plan_for_deployment
 from tritongen.render import HEADER, Locations, environment
 from tritongen.resources import data_dir
 from tritongen.runtimes import RUNTIMES, runtime_of
@@ -158,7 +158,7 @@ def prepare(source: str | Path, *, inventory: str | None = None, engine_config: 
     if is_plan_file(source):
         plan = load_plan(source, inventory, engine_dir=engine_dir)
     else:
-        plan = _plan_spec(source, inventory, engine_dir)
+        plan = plan_for_deployment(source, inventory, engine_dir)
     if plan.placement is None and not planned_on_cpu(plan):
         raise SpecError(problem(str(source), "is a plan made without --inventory, so it places no server groups",
                                 "make it with `tritongen plan SPEC --inventory nvml|FILE --json`"))
@@ -211,19 +211,6 @@ def planned_on_cpu(plan: Plan) -> bool:
     return plan.placement is None and plan.runtime in CPU_RUNTIMES and plan.llm_instance_group.kind == "KIND_CPU"
 
 
-def _plan_spec(source: str | Path, inventory: str | None, engine_dir: str | None) -> Plan:
-    """Plan a spec: on the inventory for GPUs, without one for the CPU profile."""
-    from tritongen.spec import load_spec
-
-    if load_spec(source).placement.device == "cpu":
-        if inventory is not None:
-            raise SpecError(problem("--inventory", "places servers on GPUs, but placement.device is cpu",
-                                    "drop --inventory (the CPU profile runs one tritonserver on a CPU node), or set "
-                                    "placement.device: gpu"))
-        return load_plan(source, None, engine_dir=engine_dir)
-    return load_plan(source, inventory or "nvml", engine_dir=engine_dir)
-
-
 def cpu_placement(plan: Plan) -> tuple[Placement, Inventory, MemoryModel]:
     """One server group on a CPU node: no devices, the container ports, host memory sized from the checkpoint."""
     from tritongen.placement.memory import load_memory_model
@@ -231,11 +218,11 @@ def cpu_placement(plan: Plan) -> tuple[Placement, Inventory, MemoryModel]:
     if plan.runtime not in CPU_RUNTIMES:
         raise SpecError(problem("placement.device", f"cpu deploys runtimes {', '.join(CPU_RUNTIMES)}, not "
                                 f"{plan.runtime}", "set placement.device: gpu and pass --inventory"))
-    memory = load_memory_model(plan.paths.checkpoint, tp=1, pp=1, max_batch_size=plan.triton_max_batch_size)
+    memory = load_memory_model(plan.paths.checkpoint, tp=1, pp=1, max_batch_size=plan.max_batch_size)
     group = ServerGroup(name="cpu", devices=("cpu",), gpu_indices=(), mig_profile=None, cuda_visible_devices=None,
                         gpu_metrics=False, http_port=CONTAINER_PORTS.http, grpc_port=CONTAINER_PORTS.grpc,
                         metrics_port=CONTAINER_PORTS.metrics, tp=1, pp=1, instances=plan.llm_instance_group.count,
-                        kv_tokens=plan.kv_tokens_per_instance or 0, max_batch_size=plan.triton_max_batch_size, gpu_device_ids="")
+                        kv_tokens=plan.kv_tokens or 0, max_batch_size=plan.max_batch_size, gpu_device_ids="")
     placement = Placement(model=plan.paths.checkpoint, tp=1, pp=1, max_seq_len=0, kv_fraction=0.0,
                           instances_per_device=plan.llm_instance_group.count, devices=(), server_groups=(group,))
     return placement, Inventory(gpus=(), source="cpu"), memory

@@ -13,6 +13,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from tritongen.errors import SpecError, problem
+from tritongen.plan.deploy import DeployPlan
 from tritongen.plan.make import DEFAULT_GPU_ARCH, make_plan, max_sequence_length, resolve_path
 from tritongen.plan.model import (
     PLAN_FORMAT, InstanceGroup, PathsPlan, PlacementPlan, Plan, ServerGroupPlan, TokenizerPlan,
@@ -20,9 +21,10 @@ from tritongen.plan.model import (
 from tritongen.spec import Spec, load_spec
 
 __all__ = [
-    "DEFAULT_GPU_ARCH", "InstanceGroup", "PLAN_FORMAT", "PathsPlan", "PlacementPlan", "Plan", "ServerGroupPlan",
-    "TokenizerPlan",
-    "is_plan_file", "load_plan", "make_plan", "max_sequence_length", "plan_from_file", "plan_from_json",
+    "DEFAULT_GPU_ARCH", "DeployPlan", "InstanceGroup", "PLAN_FORMAT", "PathsPlan", "PlacementPlan", "Plan",
+    "ServerGroupPlan", "TokenizerPlan",
+    "is_plan_file", "load_plan", "make_plan", "max_sequence_length", "plan_for_deployment", "plan_from_file",
+    "plan_from_json",
     "resolve_path",
 ]
 
@@ -31,6 +33,19 @@ def plan_from_file(path: str | Path, inventory: str | None = None, **planning) -
     """Load a spec file and plan it (the only stage that reads the spec)."""
     spec = load_spec(path)
     return spec, make_plan(spec, Path(path).resolve().parent, inventory, **planning)
+
+
+def plan_for_deployment(path: str | Path, inventory: str | None, engine_dir: str | None) -> Plan:
+    """Plan a spec for `deploy`: placed on `inventory` (default 'nvml'), or for the CPU profile
+    (placement.device cpu: one tritonserver on a CPU node) without one."""
+    spec = load_spec(path)
+    if spec.placement.device == "cpu":
+        if inventory is not None:
+            raise SpecError(problem("--inventory", "places servers on GPUs, but placement.device is cpu",
+                                    "drop --inventory (the CPU profile runs one tritonserver on a CPU node), or set "
+                                    "placement.device: gpu"))
+        return make_plan(spec, Path(path).resolve().parent, None, engine_dir=engine_dir)
+    return make_plan(spec, Path(path).resolve().parent, inventory or "nvml", engine_dir=engine_dir)
 
 
 def is_plan_file(path: str | Path) -> bool:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tritongen.errors import SpecError, clip, problem
 from tritongen.plan.checks import missing_tokenizer_files, read_config
+from tritongen.plan.deploy import DeployPlan
 from tritongen.plan.frontend import make_frontend_plan
 from tritongen.plan.model import InstanceGroup, PathsPlan, PlacementPlan, Plan, ServerGroupPlan, TokenizerPlan
 from tritongen.plan.slo import resolve_slo
@@ -79,7 +80,22 @@ def max_sequence_length(spec: Spec, checkpoint_config: dict | None = None) -> in
     return max(256, int(longest))
 
 
-def _place(spec: Spec, checkpoint: Path, engine_dir: Path | None, inventory_source: str) -> PlacementPlan:
+def max_batch_size(spec: Spec) -> int:
+    """The Triton batch (serving.max_batch_size), read here and nowhere else: the Plan's `max_batch_size`, which
+    the runtimes size from (instances, the engine's default batch, vLLM's max_num_seqs, the BLS's in-flight cap)."""
+    return spec.serving.max_batch_size
+
+
+def kv_tokens(spec: Spec, placed: int | None = None) -> int | None:
+    """The KV-cache budget per LLM instance (tokens), read here and nowhere else: serving.kv_cache.max_tokens,
+    capped by what placement found room for (`placed`); None: the runtime sizes its cache from free memory."""
+    asked = spec.serving.kv_cache.max_tokens
+    if placed is None:
+        return asked
+    return min(placed, asked or placed)
+
+
+def _place(spec: Spec, plan: Plan, max_seq_len: int, inventory_source: str) -> PlacementPlan:
     """Place the model on a GPU inventory ('nvml', an inventory file or saved `nvidia-smi -L` text)."""
     from dataclasses import asdict
 
@@ -93,12 +109,12 @@ def _place(spec: Spec, checkpoint: Path, engine_dir: Path | None, inventory_sour
     inventory = load_inventory(inventory_source)
     from tritongen.placement.memory import load_memory_model
 
-    config, settings = runtime(spec.runtime).memory_model(spec, checkpoint, engine_dir)
+    config, settings = runtime(spec.runtime).memory_model(spec, plan)
     memory = load_memory_model(config, **settings)
     if spec.deploy.nodes > 1:
         inventory = _multi_node(spec, inventory, memory.world_size)
     instances = runtime(spec.runtime).instances_per_device(spec)
-    placed = place(inventory, memory, max_seq_len=max_sequence_length(spec, read_config(checkpoint)),
+    placed = place(inventory, memory, max_seq_len=max_seq_len,
                    kv_fraction=spec.serving.kv_cache.free_gpu_mem_fraction, instances_per_device=instances,
                    gpu_ids=spec.placement.gpu_ids or None)
     return PlacementPlan(inventory=asdict(inventory), memory=asdict(memory), result=placed.to_dict())
@@ -156,7 +172,8 @@ def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None, *, engin
     if load.trace_file:
         load = load.model_copy(update={"trace_file": str(resolve_path(spec_dir, load.trace_file))})
     ctx = PlanContext(spec=spec, resolve=lambda value: resolve_path(spec_dir, value), checkpoint=checkpoint,
-                      config=config, inventory_gpus=lambda: _inventory_gpus(inventory), tokenizer=None, kv_tokens=spec.serving.kv_cache.max_tokens,
+                      config=config, inventory_gpus=lambda: _inventory_gpus(inventory), tokenizer=None,
+                      max_batch_size=max_batch_size(spec), kv_tokens=kv_tokens(spec),
                       max_seq_len=max_sequence_length(spec, config), inventory=inventory, engine_dir=engine_dir,
                       gpu_arch=gpu_arch)
     prepared = rt.prepare(ctx)
@@ -165,13 +182,11 @@ def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None, *, engin
     rt.check_plan(plan)
     if inventory is None:
         return plan
-    engine = rt.engine_dir(plan.runtime_settings)
-    placement = _place(spec, checkpoint, Path(engine) if engine else None, inventory)
+    placement = _place(spec, plan, ctx.max_seq_len, inventory)
     used = {i for g in placement.result["server_groups"] for i in g["gpu_indices"]}
     rt.check_placement(spec, plan, [(f"GPU {g['index']}", g["name"]) for g in placement.inventory["gpus"]
                                     if g["index"] in used])
-    kv = spec.serving.kv_cache
-    groups = tuple(ServerGroupPlan(name=g["name"], kv_tokens=min(g["kv_tokens"], kv.max_tokens or g["kv_tokens"]),
+    groups = tuple(ServerGroupPlan(name=g["name"], kv_tokens=kv_tokens(spec, g["kv_tokens"]),
                                    instances=g["instances"], gpu_device_ids=g["gpu_device_ids"])
                    for g in placement.result["server_groups"])
     ctx = dataclasses.replace(ctx, kv_tokens=min(g.kv_tokens for g in groups))
@@ -192,18 +207,23 @@ def _plan(rt: Runtime, ctx: PlanContext, spec_dir: Path, load, prepared: Runtime
         name=spec.name, runtime=spec.runtime, spec_dir=str(spec_dir),
         paths=PathsPlan(checkpoint=str(ctx.checkpoint), engine=rt.engine_dir(settings), prompts_file=load.prompts_file),
         tokenizer=tokenizer,
-        triton_max_batch_size=s.max_batch_size, decoupled=s.streaming,
+        max_batch_size=ctx.max_batch_size, decoupled=s.streaming,
         exclude_input_in_output=s.exclude_input_in_output, max_tokens_default=s.max_tokens_default,
         stream_interval=s.stream_interval,
         preprocessing_instances=s.preprocessing_instances, postprocessing_instances=s.postprocessing_instances,
         max_queue_delay_us=s.dynamic_batching.max_queue_delay_us, max_queue_size=s.dynamic_batching.max_queue_size,
         logits_datatype=rt.logits_datatype(settings), llm_instance_group=_llm_instance_group(spec, placed),
-        runtime_settings=settings, bls_instances=s.bls_instances or _bls_instances(s),
-        bls_parameters=bls_parameters(s.bls_accumulate_tokens), load=load, deploy=spec.deploy,
-        slo=resolve_slo(spec.validation.slo),
-        kv_tokens_per_instance=ctx.kv_tokens, **_bls_backend(spec, tokenizer), **placement,
+        runtime_settings=settings, bls_instances=s.bls_instances or _bls_instances(s.streaming, ctx.max_batch_size),
+        bls_parameters=bls_parameters(s.bls_accumulate_tokens), load=load, slo=resolve_slo(spec.validation.slo),
+        deploy=_deploy_plan(spec), kv_tokens=ctx.kv_tokens, **_bls_backend(spec, tokenizer), **placement,
         frontend=_frontend(rt, spec, spec_dir, Path(tokenizer.dir)),
     )
+
+
+def _deploy_plan(spec: Spec) -> DeployPlan:
+    """The Plan's deploy section: the spec's, every default applied by its validation (a field the Plan type lacks
+    is refused, so the two cannot drift apart silently)."""
+    return DeployPlan(**spec.deploy.model_dump())
 
 
 def _frontend(rt: Runtime, spec: Spec, spec_dir: Path, tokenizer_dir: Path):
@@ -240,8 +260,8 @@ def _bls_backend(spec: Spec, tokenizer: TokenizerPlan) -> dict[str, str]:
     return {"bls_backend": "native"}
 
 
-def _bls_instances(serving) -> int:
+def _bls_instances(streaming: bool, max_batch_size: int) -> int:
     """A decoupled tensorrt_llm_bls serves its requests on threads, so a few instances carry the stream (one
     instance used 0.8-1.1 ms of CPU per streamed token on a loaded 2-core machine: docs/benchmarks.md); a
     non-decoupled one serves one request per instance, so it needs one per request in flight."""
-    return min(4, serving.max_batch_size) if serving.streaming else serving.max_batch_size
+    return min(4, max_batch_size) if streaming else max_batch_size

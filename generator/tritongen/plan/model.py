@@ -13,10 +13,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from tritongen.plan.deploy import DeployPlan
 from tritongen.plan.frontend import FrontendPlan
 from tritongen.plan.slo import SLOPlan
 from tritongen.runtimes import RuntimeName, RuntimeSettingsUnion
-from tritongen.spec import DeploySection, LoadSection
+from tritongen.spec import LoadSection
 
 # A plan JSON of another format is refused with a hint to re-plan (plan_from_json).
 PLAN_FORMAT = "tritongen-plan/3"
@@ -110,7 +111,9 @@ class Plan(_Frozen):
     """The folder of the spec the plan was made from (information only: every path is resolved in `paths`)."""
     paths: PathsPlan
     tokenizer: TokenizerPlan
-    triton_max_batch_size: int
+    max_batch_size: int
+    """serving.max_batch_size: the Triton max_batch_size of every batched model, the requests one LLM instance
+    serves at once (the name it has everywhere in the Plan; runtimes read it from here)."""
     decoupled: bool
     exclude_input_in_output: bool
     max_tokens_default: int
@@ -133,11 +136,12 @@ class Plan(_Frozen):
     load: LoadSection
     slo: SLOPlan
     """The SLO gate of the load test: the spec's objectives resolved against the metric registry."""
-    deploy: DeploySection = DeploySection()
+    deploy: DeployPlan
     """Settings of the generated deployment files (spec `deploy`)."""
-    kv_tokens_per_instance: int | None = None
-    """KV-cache budget per LLM instance of the default config.pbtxt: the spec's, or with a placement the
-    smallest over the server groups (a server started without a group config can hold it anywhere)."""
+    kv_tokens: int | None = None
+    """KV-cache budget in tokens per LLM instance of the default config.pbtxt (serving.kv_cache.max_tokens), or
+    with a placement the smallest over the server groups (a server started without a group config can hold it
+    anywhere); None: the runtime sizes its cache from free memory. Each server group's own is its `kv_tokens`."""
     placement: PlacementPlan | None = None
     server_groups: tuple[ServerGroupPlan, ...] = ()
     """One entry per server group of the placement, in the placement's order."""

@@ -92,10 +92,11 @@ def _renderer(plan: Plan) -> Renderer:
 def max_input_tokens(plan: Plan) -> str:
     """An upper bound on the prompt tokens the LLM accepts ("" when unknown): the text models turn it into a byte
     cap, so an oversized text_input is refused before it is tokenized (the LLM still checks the exact limit)."""
-    build = getattr(plan.runtime_settings, "build", None)  # an engine's settings bound its input length
-    if isinstance(build, dict) and "max_input_len" in build:
-        return str(build["max_input_len"])
-    return str(plan.kv_tokens_per_instance) if plan.kv_tokens_per_instance else ""
+    # An engine's build settings bound its input length.
+    max_input_len = getattr(getattr(plan.runtime_settings, "build", None), "max_input_len", None)
+    if max_input_len is not None:
+        return str(max_input_len)
+    return str(plan.kv_tokens) if plan.kv_tokens else ""
 
 
 def render_repository(plan: Plan, where: Locations | None = None) -> dict[str, bytes]:
@@ -144,7 +145,7 @@ def render_repository(plan: Plan, where: Locations | None = None) -> dict[str, b
         backend="tritongen_bls" if plan.bls_backend == "native" else "python",
         params={**plan.bls_parameters, "tokenizer_dir": where.tokenizer,
                 "skip_special_tokens": plan.tokenizer.skip_special_tokens, "max_input_tokens": max_input_tokens(plan),
-                "max_in_flight": str(plan.triton_max_batch_size)},
+                "max_in_flight": str(plan.max_batch_size)},
         group=InstanceGroup(kind="KIND_CPU", count=plan.bls_instances))
     files["tensorrt_llm_bls/1/model.py"] = (TEMPLATES / "tensorrt_llm_bls" / "1" / "model.py").read_bytes()
     # One detokenizer for the BLS and for the ids path's clients (tritongen.token_ids): the module is copied in.

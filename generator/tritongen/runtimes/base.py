@@ -47,8 +47,11 @@ class PlanContext:
     """(index, product name) of each GPU of the inventory planned for (read on first use; needs `inventory`)."""
     tokenizer: TokenizerPlan | None
     """None before the tokenizer is read (the runtime's engine is resolved first)."""
+    max_batch_size: int
+    """The Plan's `max_batch_size` (serving.max_batch_size, resolved by the planner)."""
     kv_tokens: int | None
-    """KV budget per LLM instance (the spec's, or with a placement the smallest over the server groups)."""
+    """The Plan's `kv_tokens`: KV budget per LLM instance (the spec's, or with a placement the smallest over the
+    server groups)."""
     max_seq_len: int
     inventory: str | None
     engine_dir: str | None
@@ -237,11 +240,11 @@ class Runtime(ABC):
     def instances_per_device(self, spec: Spec) -> int:
         return spec.placement.instances_per_gpu
 
-    def memory_model(self, spec: Spec, checkpoint: Path, engine_dir: Path | None) -> tuple[Path, dict[str, Any]]:
+    def memory_model(self, spec: Spec, plan: Plan) -> tuple[Path, dict[str, Any]]:
         """What placement sizes memory from: (config.json or its folder, placement.memory.load_memory_model
-        keyword arguments) of what will be served."""
+        keyword arguments) of what will be served (`plan` is the plan before placement)."""
         dtype = None if spec.model.dtype == "auto" else spec.model.dtype
-        return checkpoint, {"dtype": dtype, "tp": 1, "pp": 1, "max_batch_size": spec.serving.max_batch_size}
+        return Path(plan.paths.checkpoint), {"dtype": dtype, "tp": 1, "pp": 1, "max_batch_size": plan.max_batch_size}
 
     def llm_instance_group(self, spec: Spec, placed: bool) -> dict[str, Any]:
         """The tensorrt_llm model's instance_group (kind, count, gpus)."""

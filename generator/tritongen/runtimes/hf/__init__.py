@@ -32,7 +32,7 @@ class HFRuntimePlan(RuntimeSettings):
     checkpoint_dir: str
     dtype: str
     block_size: int
-    num_blocks: int | None
+    """Tokens per KV-cache block; the block count follows the Plan's `kv_tokens` (kv_cache_blocks)."""
     max_batch_tokens: int | None
     max_memory_percent: float
     cancellation_check_period_ms: int = 100
@@ -44,13 +44,18 @@ class HFRuntimePlan(RuntimeSettings):
     log_probs: bool = True
 
 
-def hf_parameters(plan: Plan, checkpoint_dir: str, kv_tokens: int | None) -> dict[str, str]:
+def kv_cache_blocks(kv_tokens: int | None, block_size: int) -> int | None:
+    """KV-cache blocks that hold a budget of `kv_tokens` (rounded up); None without a budget: transformers then
+    sizes the cache from free memory."""
+    return -(-kv_tokens // block_size) if kv_tokens else None
+
+
+def hf_parameters(plan: Plan, checkpoint_dir: str, group: ServerGroupPlan | None) -> dict[str, str]:
     """The `parameters` of the hf tensorrt_llm model; `checkpoint_dir` is where the server sees the checkpoint,
-    `kv_tokens` the server group's KV budget (None: the plan's)."""
+    `group` the server group whose KV budget it holds (None: the plan's)."""
     hf = plan.runtime_settings
     assert isinstance(hf, HFRuntimePlan)
-    # An absolute token budget becomes a block count; without one transformers sizes the cache from memory.
-    blocks = hf.num_blocks if kv_tokens is None else -(-kv_tokens // hf.block_size)
+    blocks = kv_cache_blocks(plan.kv_tokens if group is None else group.kv_tokens, hf.block_size)
     # Off (0) is the model's own default, so the parameter is rendered only when set.
     flush = {"stream_flush_ms": str(hf.stream_flush_ms)} if hf.stream_flush_ms else {}
     return {
@@ -88,8 +93,6 @@ class HfRuntime(Runtime):
         s, kv = spec.serving, spec.serving.kv_cache
         return HFRuntimePlan(
             checkpoint_dir=str(ctx.checkpoint), dtype=spec.model.dtype, block_size=kv.block_size,
-            # An absolute token budget becomes a block count; otherwise transformers sizes the cache from memory.
-            num_blocks=-(-ctx.kv_tokens // kv.block_size) if ctx.kv_tokens else None,
             max_batch_tokens=s.max_batch_tokens or (CPU_MAX_BATCH_TOKENS if spec.placement.device == "cpu" else None),
             max_memory_percent=kv.free_gpu_mem_fraction, cancellation_check_period_ms=s.cancellation_check_period_ms,
             sampling=s.sampling, cuda_graphs=s.cuda_graphs, attention=s.attention, log_probs=s.log_probs,
@@ -99,7 +102,7 @@ class HfRuntime(Runtime):
     def llm_config(self, plan: Plan, where: Locations, group: ServerGroupPlan | None) -> tuple[str, dict, Any]:
         instances = plan.llm_instance_group if group is None else \
             plan.llm_instance_group.model_copy(update={"count": group.instances})
-        return "python", hf_parameters(plan, where.checkpoint, group.kv_tokens if group else None), instances
+        return "python", hf_parameters(plan, where.checkpoint, group), instances
 
     def model_files(self, plan: Plan, where: Locations, render: Renderer) -> dict[str, bytes]:
         return {f"tensorrt_llm/1/{name}": render.shipped(f"tensorrt_llm/1/{name}")
@@ -118,7 +121,7 @@ class HfRuntime(Runtime):
 
     def hpa_signals(self, plan: Plan) -> list[Signal]:
         # The model exports tritongen_llm_active_requests; requests beyond the planned batch wait for a slot.
-        capacity = plan.triton_max_batch_size * plan.llm_instance_group.count
+        capacity = plan.max_batch_size * plan.llm_instance_group.count
         return [Signal("tritongen_waiting_requests", 'tritongen_llm_active_requests{pod!=""}',
                        f'clamp_min(sum by (<<.GroupBy>>) (tritongen_llm_active_requests{{<<.LabelMatchers>>}}) - '
                        f'{capacity}, 0)', quantity(plan.deploy.hpa_waiting_requests),

@@ -30,9 +30,9 @@ def model_yaml(plan: Plan, checkpoint: str | None = None, tokenizer: str | None 
     assert isinstance(p, LlmApiPlan), "model_yaml needs a trtllm plan"
     kv: dict[str, Any] = {"free_gpu_memory_fraction": p.kv_free_gpu_memory_fraction,
                           "enable_block_reuse": p.enable_block_reuse, "dtype": p.kv_cache_dtype}
-    if p.kv_max_tokens is not None:
+    if plan.kv_tokens is not None:
         # With both set, the LLM API takes the smaller budget; the absolute one is what placement sized.
-        kv["max_tokens"] = p.kv_max_tokens
+        kv["max_tokens"] = plan.kv_tokens
     data: dict[str, Any] = {"model": checkpoint or p.checkpoint_dir}
     if p.tokenizer_dir:
         data["tokenizer"] = tokenizer or p.tokenizer_dir

@@ -25,7 +25,6 @@ class LlmApiPlan(RuntimeSettings):
     """None: no KV budget known, so model.yaml leaves it (and max_num_tokens) to the LLM API's own default."""
     max_num_tokens: int | None
     max_seq_len: int
-    kv_max_tokens: int | None
     kv_free_gpu_memory_fraction: float
     enable_block_reuse: bool
     kv_cache_dtype: str
@@ -40,7 +39,8 @@ class LlmApiPlan(RuntimeSettings):
 
 def make_llmapi_plan(spec: Spec, checkpoint: str, tokenizer: str | None, *, max_seq_len: int,
                      kv_tokens: int | None) -> LlmApiPlan:
-    """Resolve the trtllm runtime's settings; `kv_tokens` is the absolute KV budget per model instance, if known."""
+    """Resolve the trtllm runtime's settings; `kv_tokens` is the absolute KV budget per model instance, if known
+    (the Plan's `kv_tokens`, which model.yaml carries)."""
     s, load = spec.llmapi, spec.validation.load
     isl, osl = load.input_tokens.mean, load.output_tokens.mean
     if kv_tokens is not None:
@@ -59,7 +59,7 @@ def make_llmapi_plan(spec: Spec, checkpoint: str, tokenizer: str | None, *, max_
     tokens = s.max_num_tokens or tokens
     return LlmApiPlan(
         checkpoint_dir=checkpoint, tokenizer_dir=tokenizer, dtype=spec.model.dtype, tp=s.tp_size, pp=s.pp_size,
-        max_batch_size=batch, max_num_tokens=tokens, max_seq_len=max_seq_len, kv_max_tokens=kv_tokens,
+        max_batch_size=batch, max_num_tokens=tokens, max_seq_len=max_seq_len,
         kv_free_gpu_memory_fraction=spec.serving.kv_cache.free_gpu_mem_fraction,
         enable_block_reuse=spec.serving.kv_cache.enable_reuse, kv_cache_dtype=s.kv_cache_dtype,
         cuda_graph_batch_sizes=tuple(cuda_graph_batch_sizes(batch, s.cuda_graph_padding))

@@ -65,11 +65,11 @@ class LlmApiRuntime(Runtime):
     def instances_per_device(self, spec: Spec) -> int:
         return llmapi_instances(spec)
 
-    def memory_model(self, spec: Spec, checkpoint: Path, engine_dir: Path | None) -> tuple[Path, dict[str, Any]]:
+    def memory_model(self, spec: Spec, plan: Plan) -> tuple[Path, dict[str, Any]]:
         s = spec.llmapi
         dtype = None if spec.model.dtype == "auto" else spec.model.dtype
-        return checkpoint, {"dtype": dtype, "kv_cache_quant_algo": _KV_QUANT_ALGO[s.kv_cache_dtype],
-                            "tp": s.tp_size, "pp": s.pp_size, "max_batch_size": s.max_batch_size}
+        return Path(plan.paths.checkpoint), {"dtype": dtype, "kv_cache_quant_algo": _KV_QUANT_ALGO[s.kv_cache_dtype],
+                                             "tp": s.tp_size, "pp": s.pp_size, "max_batch_size": s.max_batch_size}
 
     def llm_instance_group(self, spec: Spec, placed: bool) -> dict[str, Any]:
         # The llmapi model places itself on the devices its server sees; Triton sees a CPU instance.

@@ -1,7 +1,8 @@
 """TensorRT-LLM for one pinned release: engine build commands, tensorrt_llm model parameters, launch argv.
 
-Everything here is pure (spec in, argv / strings out) so it can be golden-tested without TensorRT-LLM.
-Running the build and caching engines is in generator/tritongen/runtimes/tensorrtllm/build.py; engine-vs-spec checks are in
+Everything here is pure (the Plan or its tensorrtllm section in, argv / strings out) so it can be golden-tested
+without TensorRT-LLM. The spec becomes the section while planning (runtime.py); running the build and caching
+engines is in generator/tritongen/runtimes/tensorrtllm/build.py; engine-vs-plan checks are in
 generator/tritongen/runtimes/tensorrtllm/checks.py.
 """
 
@@ -10,11 +11,12 @@ from __future__ import annotations
 import os
 from pathlib import PurePosixPath
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
-if TYPE_CHECKING:  # the plan and the spec import the runtimes; their types are needed for annotations only
+from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:  # the plan imports the runtimes; its type is needed for annotations only
     from tritongen.plan import Plan
-    from tritongen.spec import Spec
 
 from tritongen.runtimes.base import RuntimeSettings
 from tritongen.runtimes.tensorrtllm.release import TRTLLM, TrtllmRelease  # noqa: F401 (re-exported)
@@ -27,7 +29,8 @@ LLAMA_FAMILY = ("LlamaForCausalLM", "MistralForCausalLM")
 
 DEFAULT_MAX_NUM_TOKENS = 8192
 
-# quantize.py --qformat for each spec quantisation; used whenever calibration is needed (see needs_calibration).
+# quantize.py --qformat for each spec quantisation; used whenever calibration is needed
+# (BuildSettings.needs_calibration).
 _QFORMAT = {
     "none": "full_prec",
     "fp8": "fp8",
@@ -39,30 +42,43 @@ _QFORMAT = {
 _WEIGHT_ONLY_PRECISION = {"int8_weight_only": "int8", "int4_weight_only": "int4"}
 
 
-def build_settings(spec: Spec) -> dict[str, Any]:
-    """Every value that reaches the conversion and trtllm-build commands, defaults resolved.
+class BuildSettings(BaseModel):
+    """Every value that reaches checkpoint conversion and trtllm-build, defaults resolved while planning.
 
-    This is exactly what the engine cache key hashes (besides checkpoint, TensorRT-LLM version and GPU arch).
+    Exactly what the engine cache key hashes (besides the checkpoint's digest, the TensorRT-LLM version, the GPU
+    architecture and, for the calibrated formats, the calibration data's digest).
     """
-    e = spec.engine
-    return {
-        "tp_size": e.tp_size,
-        "pp_size": e.pp_size,
-        "dtype": e.dtype,
-        "quantization": e.quantization,
-        "kv_cache_dtype": e.kv_cache_dtype,
-        # The engine batch follows the Triton batch unless pinned; the resolved number is what gets built.
-        "max_batch_size": e.max_batch_size or spec.serving.max_batch_size,
-        "max_input_len": e.max_input_len,
-        "max_seq_len": e.max_seq_len,
-        "max_num_tokens": e.max_num_tokens or DEFAULT_MAX_NUM_TOKENS,
-        "max_beam_width": e.max_beam_width,
-        "use_paged_context_fmha": e.use_paged_context_fmha,
-        "gemm_plugin": e.gemm_plugin,
-        # Fixed by tritongen: in-flight batching cannot run without them.
-        "kv_cache_type": "paged",
-        "remove_input_padding": True,
-    }
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tp_size: int
+    pp_size: int
+    dtype: str
+    quantization: str
+    kv_cache_dtype: str
+    max_batch_size: int
+    """The engine's batch: engine.max_batch_size, else the Plan's max_batch_size (the engine follows the Triton
+    batch unless pinned; NVIDIA's model_config.md keeps the two independent)."""
+    max_input_len: int
+    max_seq_len: int
+    max_num_tokens: int
+    max_beam_width: int
+    use_paged_context_fmha: bool
+    gemm_plugin: str
+    # Fixed by tritongen: in-flight batching cannot run without them.
+    kv_cache_type: Literal["paged"] = "paged"
+    remove_input_padding: Literal[True] = True
+
+    @property
+    def needs_calibration(self) -> bool:
+        """Whether conversion goes through quantize.py (calibration data) rather than convert_checkpoint.py."""
+        # convert_checkpoint.py handles plain and weight-only checkpoints without data; activation and KV-cache
+        # quantisation need ModelOpt calibration, which only quantize.py does for every architecture.
+        return self.quantization in ("fp8", "int4_awq", "smoothquant") or self.kv_cache_dtype != "auto"
+
+    @property
+    def world_size(self) -> int:
+        return self.tp_size * self.pp_size
 
 
 class TensorrtllmPlan(RuntimeSettings):
@@ -75,8 +91,11 @@ class TensorrtllmPlan(RuntimeSettings):
     """The engine cache key when the engine is tritongen's cache entry; None for a given engine_dir."""
     cache_dir: str
     gpu_arch: str
-    build: dict[str, Any]
-    """Every value that reaches conversion and trtllm-build, defaults resolved (build_settings)."""
+    build: BuildSettings
+    calibration_dataset: str | None = None
+    """The local calibration dataset folder (absolute; engine.calibration_dataset) for the calibrated formats."""
+    build_gpus: tuple[int, ...] = ()
+    """The GPUs a docker build may use (placement.gpu_ids); empty: all of them."""
     batching_strategy: str
     batch_scheduler_policy: str
     kv_cache_free_gpu_mem_fraction: float
@@ -88,17 +107,10 @@ class TensorrtllmPlan(RuntimeSettings):
 
     @property
     def world_size(self) -> int:
-        return int(self.build["tp_size"]) * int(self.build["pp_size"])
+        return self.build.world_size
 
 
-def needs_calibration(spec: Spec) -> bool:
-    """Whether conversion goes through quantize.py (calibration data) rather than convert_checkpoint.py."""
-    # convert_checkpoint.py handles plain and weight-only checkpoints without data; activation and KV-cache
-    # quantisation need ModelOpt calibration, which only quantize.py does for every architecture.
-    return spec.engine.quantization in ("fp8", "int4_awq", "smoothquant") or spec.engine.kv_cache_dtype != "auto"
-
-
-def build_commands(spec: Spec, checkpoint_dir: str | os.PathLike[str], output_dir: str | os.PathLike[str], *,
+def build_commands(s: BuildSettings, checkpoint_dir: str | os.PathLike[str], output_dir: str | os.PathLike[str], *,
                    converted_dir: str | os.PathLike[str] | None = None, examples_dir: str = CONTAINER_EXAMPLES,
                    python: str = "python3", calibration_dir: str | os.PathLike[str] | None = None) -> list[list[str]]:
     """argv of the checkpoint conversion and the trtllm-build that turn a HF checkpoint into an engine.
@@ -107,47 +119,37 @@ def build_commands(spec: Spec, checkpoint_dir: str | os.PathLike[str], output_di
     TensorRT-LLM checkpoint goes to `converted_dir` (default: `tllm_checkpoint` next to `output_dir`).
     `calibration_dir` is the local calibration dataset quantize.py reads (None: its hub default).
     """
-    return commands_for_settings(build_settings(spec), checkpoint_dir, output_dir, converted_dir=converted_dir,
-                                 examples_dir=examples_dir, python=python, calibration_dir=calibration_dir)
-
-
-def commands_for_settings(s: dict, checkpoint_dir: str | os.PathLike[str], output_dir: str | os.PathLike[str], *,
-                          converted_dir: str | os.PathLike[str] | None = None, examples_dir: str = CONTAINER_EXAMPLES,
-                          python: str = "python3",
-                          calibration_dir: str | os.PathLike[str] | None = None) -> list[list[str]]:
-    """build_commands from resolved build settings (a Plan's `tensorrtllm.build`)."""
     out = os.fspath(output_dir)
     converted = (os.fspath(converted_dir) if converted_dir is not None
                  else str(PurePosixPath(out).parent / "tllm_checkpoint"))
-    source = ["--model_dir", os.fspath(checkpoint_dir), "--output_dir", converted, "--dtype", s["dtype"],
-              "--tp_size", str(s["tp_size"]), "--pp_size", str(s["pp_size"])]
-    if s["quantization"] in ("fp8", "int4_awq", "smoothquant") or s["kv_cache_dtype"] != "auto":  # needs_calibration
-        convert = [python, f"{examples_dir}/{TRTLLM.quantize_script}", *source,
-                   "--qformat", _QFORMAT[s["quantization"]]]
-        if s["kv_cache_dtype"] != "auto":
-            convert += ["--kv_cache_dtype", s["kv_cache_dtype"]]
+    source = ["--model_dir", os.fspath(checkpoint_dir), "--output_dir", converted, "--dtype", s.dtype,
+              "--tp_size", str(s.tp_size), "--pp_size", str(s.pp_size)]
+    if s.needs_calibration:
+        convert = [python, f"{examples_dir}/{TRTLLM.quantize_script}", *source, "--qformat", _QFORMAT[s.quantization]]
+        if s.kv_cache_dtype != "auto":
+            convert += ["--kv_cache_dtype", s.kv_cache_dtype]
         if calibration_dir is not None:
             convert += ["--calib_dataset", os.fspath(calibration_dir)]
     else:
         convert = [python, f"{examples_dir}/{TRTLLM.convert_script}", *source]
-        if s["quantization"] in _WEIGHT_ONLY_PRECISION:
-            convert += ["--use_weight_only", "--weight_only_precision", _WEIGHT_ONLY_PRECISION[s["quantization"]]]
+        if s.quantization in _WEIGHT_ONLY_PRECISION:
+            convert += ["--use_weight_only", "--weight_only_precision", _WEIGHT_ONLY_PRECISION[s.quantization]]
     build = [
         "trtllm-build", "--checkpoint_dir", converted, "--output_dir", out,
-        "--max_batch_size", str(s["max_batch_size"]),
-        "--max_input_len", str(s["max_input_len"]),
-        "--max_seq_len", str(s["max_seq_len"]),
-        "--max_num_tokens", str(s["max_num_tokens"]),
-        "--max_beam_width", str(s["max_beam_width"]),
-        "--gemm_plugin", s["gemm_plugin"],
+        "--max_batch_size", str(s.max_batch_size),
+        "--max_input_len", str(s.max_input_len),
+        "--max_seq_len", str(s.max_seq_len),
+        "--max_num_tokens", str(s.max_num_tokens),
+        "--max_beam_width", str(s.max_beam_width),
+        "--gemm_plugin", s.gemm_plugin,
         # `--paged_kv_cache enable` is the deprecated spelling of this flag in the 1.x build command.
-        "--kv_cache_type", s["kv_cache_type"],
+        "--kv_cache_type", s.kv_cache_type,
         "--remove_input_padding", "enable",
-        "--use_paged_context_fmha", "enable" if s["use_paged_context_fmha"] else "disable",
+        "--use_paged_context_fmha", "enable" if s.use_paged_context_fmha else "disable",
     ]
-    if s["tp_size"] * s["pp_size"] > 1:
+    if s.world_size > 1:
         # One build process per rank engine instead of building the ranks one after another.
-        build += ["--workers", str(s["tp_size"] * s["pp_size"])]
+        build += ["--workers", str(s.world_size)]
     return [convert, build]
 
 
@@ -173,7 +175,7 @@ def tensorrt_llm_parameters(plan: Plan, engine_dir: str | os.PathLike[str], gpu_
     """
     trt = plan.runtime_settings
     assert isinstance(trt, TensorrtllmPlan)
-    beam = int(trt.build["max_beam_width"])
+    beam = trt.build.max_beam_width
     return {
         "max_beam_width": str(beam),
         "FORCE_CPU_ONLY_INPUT_TENSORS": "no",

@@ -1,5 +1,9 @@
 """Build TensorRT-LLM engines into a content-addressed cache, locally or inside the pinned container.
 
+Everything a build needs comes from the Plan's tensorrtllm section (TensorrtllmPlan: build settings, cache folder,
+GPU architecture, calibration data, the GPUs a docker build may use) and the checkpoint folder; the spec is read
+only while planning.
+
 The cache is one folder per key (`<cache_dir>/<key>/`: the engine's config.json and rank*.engine files plus
 `tritongen-manifest.json`). A build runs in a temporary folder inside the cache and is renamed into place only
 when it succeeded, so a failed or interrupted build leaves no half-written engine behind.
@@ -21,21 +25,18 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import docker
 from docker.types import DeviceRequest, Mount, Ulimit
 
 from tritongen.errors import CheckFailed, EnvironmentMissing, SpecError, problem
-from tritongen.runtimes.tensorrtllm import (CONTAINER_EXAMPLES, LLAMA_FAMILY, TRTLLM, build_commands, build_settings,
-                              needs_calibration)
-
-if TYPE_CHECKING:  # the spec imports the runtimes; its type is needed for annotations only
-    from tritongen.spec import Spec
+from tritongen.runtimes.tensorrtllm import (CONTAINER_EXAMPLES, LLAMA_FAMILY, TRTLLM, BuildSettings, TensorrtllmPlan,
+                                            build_commands)
 
 MANIFEST = "tritongen-manifest.json"
 
-# Spec fields that change the engine (they reach build_settings); serving.max_batch_size only while
+# Spec fields that change the engine (planning turns them into BuildSettings); serving.max_batch_size only while
 # engine.max_batch_size is unset. Adding a spec field means adding it here or to CACHE_KEY_IGNORED
 # (tests/runtimes/test_trtllm.py fails otherwise).
 CACHE_KEY_FIELDS = (
@@ -133,17 +134,51 @@ def hub_reachable(address: tuple[str, int] = HUB, timeout: float = 3.0) -> bool:
     return True
 
 
-def cache_key(spec: Spec, checkpoint_digest: str, trtllm_version: str, gpu_arch: str,
+def cache_key(build: BuildSettings, checkpoint_digest: str, trtllm_version: str, gpu_arch: str,
               calibration: str | None = None) -> str:
     """Key of the engine cache: a hash of the build-relevant settings only (see CACHE_KEY_FIELDS).
 
     `calibration` is the local calibration dataset's digest, None when quantize.py uses its hub default.
     """
-    factors = {"schema": 1, "build": build_settings(spec), "checkpoint": checkpoint_digest,
-               "tensorrt_llm": trtllm_version, "gpu_arch": gpu_arch}
-    if needs_calibration(spec):
+    factors: dict[str, Any] = {"schema": 1, "build": build.model_dump(mode="json"), "checkpoint": checkpoint_digest,
+                               "tensorrt_llm": trtllm_version, "gpu_arch": gpu_arch}
+    if build.needs_calibration:
         factors["calibration"] = calibration or "hub:default"
     return hashlib.sha256(json.dumps(factors, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:32]
+
+
+def calibration_folder(trt: TensorrtllmPlan, *, must_exist: bool = True) -> Path | None:
+    """The calibration dataset the build reads: the section's, when its format needs calibration (None: quantize.py's
+    hub default). A folder that is not there is an error, or with `must_exist=False` (planning) the hub default."""
+    if trt.calibration_dataset is None or not trt.build.needs_calibration:
+        return None
+    calib = Path(trt.calibration_dataset)
+    if calib.is_dir():
+        return calib
+    if must_exist:
+        raise SpecError(problem("engine.calibration_dataset", f"folder {calib} does not exist",
+                                "point it at a local calibration dataset folder"))
+    return None
+
+
+def engine_key(trt: TensorrtllmPlan, checkpoint_dir: str | os.PathLike[str], *, planning: bool = False) -> str:
+    """The cache key of the section's engine built from `checkpoint_dir` for the section's GPU architecture.
+
+    While planning the checkpoint may hold config.json alone and the calibration folder may not exist yet (the
+    key then changes once they are there); a build needs both.
+    """
+    digest = checkpoint_digest(checkpoint_dir, require_weights=not planning)
+    calib = calibration_folder(trt, must_exist=not planning)
+    return cache_key(trt.build, digest, TRTLLM.version, trt.gpu_arch, calibration_digest(calib) if calib else None)
+
+
+def check_convertible(trt: TensorrtllmPlan, checkpoint_dir: str | os.PathLike[str]) -> None:
+    """Refuse a checkpoint whose architecture tritongen has no conversion wired for (quantize.py converts any)."""
+    arch = _architecture(Path(checkpoint_dir))
+    if arch not in LLAMA_FAMILY and not trt.build.needs_calibration:
+        raise SpecError(problem("model.checkpoint", f"architecture {arch} has no convert_checkpoint.py wired in "
+                                f"tritongen (supported: {', '.join(LLAMA_FAMILY)})",
+                                "build the engine yourself and set engine.engine_dir"))
 
 
 @dataclass(frozen=True)
@@ -156,10 +191,10 @@ class EngineBuild:
     runner: Literal["cache", "local", "docker", "dry-run"]
 
 
-def container_run_kwargs(spec: Spec, checkpoint_dir: Path, work_dir: Path, examples_dir: Path,
+def container_run_kwargs(trt: TensorrtllmPlan, checkpoint_dir: Path, work_dir: Path, examples_dir: Path,
                          calibration_dir: Path | None = None) -> dict[str, Any]:
     """Keyword arguments of docker's containers.run for a build (GPUs, bind mounts, user), without the command."""
-    gpus = spec.placement.gpu_ids
+    gpus = trt.build_gpus
     device = (DeviceRequest(device_ids=[str(i) for i in gpus], capabilities=[["gpu"]]) if gpus
               else DeviceRequest(count=-1, capabilities=[["gpu"]]))
     return {
@@ -252,41 +287,41 @@ def _architecture(checkpoint_dir: Path) -> str:
     return archs[0]
 
 
-def build_engine(spec: Spec, checkpoint_dir: str | os.PathLike[str], gpu_arch: str, *,
-                 examples_dir: str | os.PathLike[str] | None = None, cache_dir: str | os.PathLike[str] | None = None,
-                 calibration_dir: str | os.PathLike[str] | None = None, dry_run: bool = False,
+def build_engine(trt: TensorrtllmPlan, checkpoint_dir: str | os.PathLike[str], *,
+                 examples_dir: str | os.PathLike[str] | None = None, dry_run: bool = False,
                  log: Callable[[str], None] = print) -> EngineBuild:
-    """Return the cached engine for this spec and checkpoint, building it first on a miss.
+    """Return the cached engine of a Plan's tensorrtllm section for `checkpoint_dir` (the Plan's
+    paths.checkpoint), building it first on a miss.
 
     `examples_dir` is the `examples/` folder of a NVIDIA/TensorRT-LLM checkout at the pinned tag (the conversion
     scripts are not part of the pip package). The build runs here when this interpreter imports the pinned
     TensorRT-LLM, else in the pinned container through the docker engine; with neither, EnvironmentMissing.
+    A checkpoint or calibration data that changed since planning gives another key than the section's: the
+    engine would land where the Plan does not look, so that is refused (re-plan).
     """
     ckpt = Path(checkpoint_dir)
+    build = trt.build
     digest = checkpoint_digest(ckpt, require_weights=not dry_run)
-    calib = Path(calibration_dir) if calibration_dir is not None and needs_calibration(spec) else None
-    if calib is not None and not calib.is_dir():
-        raise SpecError(problem("engine.calibration_dataset", f"folder {calib} does not exist",
-                                "point it at a local calibration dataset folder"))
-    key = cache_key(spec, digest, TRTLLM.version, gpu_arch, calibration_digest(calib) if calib else None)
-    root = Path(os.path.expanduser(cache_dir if cache_dir is not None else spec.engine.cache_dir))
+    calib = calibration_folder(trt)
+    key = cache_key(build, digest, TRTLLM.version, trt.gpu_arch, calibration_digest(calib) if calib else None)
+    if trt.engine_key is not None and key != trt.engine_key:
+        raise SpecError(problem("engine_key", f"the plan names engine {trt.engine_key}, but the checkpoint and "
+                                f"calibration data now give {key} (changed since planning)",
+                                "re-plan (`tritongen plan SPEC --json`) or build from the spec"))
+    root = Path(trt.cache_dir)
     target = root / key
     if _cache_hit(target, key):
         log(f"engine cache hit: {target}")
         return EngineBuild(key, target, [], "cache")
-    arch = _architecture(ckpt)
-    if arch not in LLAMA_FAMILY and not needs_calibration(spec):
-        raise SpecError(problem("model.checkpoint", f"architecture {arch} has no convert_checkpoint.py wired in "
-                                f"tritongen (supported: {', '.join(LLAMA_FAMILY)})",
-                                "build the engine yourself and set engine.engine_dir"))
+    check_convertible(trt, ckpt)
     if dry_run:
-        commands = build_commands(spec, _C_CHECKPOINT, f"{_C_WORK}/engine", converted_dir=f"{_C_WORK}/tllm_checkpoint",
+        commands = build_commands(build, _C_CHECKPOINT, f"{_C_WORK}/engine", converted_dir=f"{_C_WORK}/tllm_checkpoint",
                                   calibration_dir=_C_CALIBRATION if calib else None)
         return EngineBuild(key, target, commands, "dry-run")
-    if needs_calibration(spec) and calib is None and not hub_reachable():
+    if build.needs_calibration and calib is None and not hub_reachable():
         raise EnvironmentMissing(problem(
-            "engine.calibration_dataset", f"quantization {spec.engine.quantization} / kv_cache_dtype "
-            f"{spec.engine.kv_cache_dtype} needs calibration data and none is given, and quantize.py's default "
+            "engine.calibration_dataset", f"quantization {build.quantization} / kv_cache_dtype "
+            f"{build.kv_cache_dtype} needs calibration data and none is given, and quantize.py's default "
             f"download (Hugging Face hub, {HUB[0]}) is unreachable from here",
             "set engine.calibration_dataset to a local dataset folder (datasets save_to_disk / a folder of text)"))
 
@@ -315,21 +350,21 @@ def build_engine(spec: Spec, checkpoint_dir: str | os.PathLike[str], gpu_arch: s
     work = Path(tempfile.mkdtemp(prefix=f".build-{key[:12]}-", dir=root))
     try:
         if client is None:
-            commands = build_commands(spec, ckpt, work / "engine", converted_dir=work / "tllm_checkpoint",
+            commands = build_commands(build, ckpt, work / "engine", converted_dir=work / "tllm_checkpoint",
                                       examples_dir=os.fspath(examples_dir), python=sys.executable,
                                       calibration_dir=calib)
             _run_local(commands, log)
         else:
-            commands = build_commands(spec, _C_CHECKPOINT, f"{_C_WORK}/engine",
+            commands = build_commands(build, _C_CHECKPOINT, f"{_C_WORK}/engine",
                                       converted_dir=f"{_C_WORK}/tllm_checkpoint",
                                       calibration_dir=_C_CALIBRATION if calib else None)
-            _run_docker(client, commands, container_run_kwargs(spec, ckpt, work, Path(examples_dir), calib), log)
+            _run_docker(client, commands, container_run_kwargs(trt, ckpt, work, Path(examples_dir), calib), log)
         built = work / "engine"
         if not (built / "config.json").is_file():
             raise CheckFailed("engine build: finished without writing config.json; see the log above")
-        manifest = {"key": key, "build": build_settings(spec), "checkpoint": str(ckpt.resolve()),
+        manifest = {"key": key, "build": build.model_dump(mode="json"), "checkpoint": str(ckpt.resolve()),
                     "checkpoint_digest": digest, "tensorrt_llm": TRTLLM.version,
-                    "container": TRTLLM.container, "gpu_arch": gpu_arch, "commands": commands,
+                    "container": TRTLLM.container, "gpu_arch": trt.gpu_arch, "commands": commands,
                     "runner": "local" if client is None else "docker",
                     "built_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
         (built / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str) + "\n")

@@ -101,7 +101,7 @@ def check_engine(engine_config: dict[str, Any], plan: Plan, *, tokenizer_vocab_s
     quant = pretrained.get("quantization", {})
     trt = plan.runtime_settings
     assert isinstance(trt, TensorrtllmPlan)
-    wanted = trt.build
+    wanted = trt.build.model_dump()
     problems = []
 
     version = engine_config.get("version")

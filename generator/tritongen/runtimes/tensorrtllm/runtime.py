@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Any
 from tritongen.errors import SpecError, problem
 from tritongen.runtimes.base import PlanContext, Renderer, Runtime, RuntimeSettings, Signal, quantity
 from tritongen.runtimes.tensorrtllm import (
-    TRTLLM, TensorrtllmPlan, build_settings, commands_for_settings, ensemble_server_command, id_groups,
+    DEFAULT_MAX_NUM_TOKENS, TRTLLM, BuildSettings, TensorrtllmPlan, build_commands, ensemble_server_command, id_groups,
     tensorrt_llm_parameters,
 )
 
 if TYPE_CHECKING:
     from tritongen.plan.model import Plan, ServerGroupPlan
     from tritongen.render import Locations
-    from tritongen.spec import Spec
+    from tritongen.spec import EngineSection, Spec
 
 # spec quantisation names -> TensorRT-LLM's quant_algo names, for the memory model
 QUANT_ALGO = {"none": None, "fp8": "FP8", "int8_weight_only": "W8A16", "int4_weight_only": "W4A16",
@@ -27,6 +27,18 @@ KV_QUANT_ALGO = {"auto": None, "fp8": "FP8", "int8": "INT8"}
 
 # Where the Kubernetes models Job clones the TensorRT-LLM release for its conversion scripts.
 JOB_EXAMPLES = "/tmp/tensorrt-llm/examples"
+
+
+def build_settings(engine: EngineSection, max_batch_size: int) -> BuildSettings:
+    """The engine's build settings from the spec's engine section, defaults resolved; `max_batch_size` is the
+    Plan's (the engine's batch unless engine.max_batch_size pins it)."""
+    e = engine
+    return BuildSettings(
+        tp_size=e.tp_size, pp_size=e.pp_size, dtype=e.dtype, quantization=e.quantization,
+        kv_cache_dtype=e.kv_cache_dtype, max_batch_size=e.max_batch_size or max_batch_size,
+        max_input_len=e.max_input_len, max_seq_len=e.max_seq_len,
+        max_num_tokens=e.max_num_tokens or DEFAULT_MAX_NUM_TOKENS,
+        max_beam_width=e.max_beam_width, use_paged_context_fmha=e.use_paged_context_fmha, gemm_plugin=e.gemm_plugin)
 
 
 def _gpu_device_ids(spec: Spec) -> list[int] | None:
@@ -61,21 +73,24 @@ class TensorrtllmRuntime(Runtime):
     def instances_per_device(self, spec: Spec) -> int:
         return 1
 
-    def memory_model(self, spec: Spec, checkpoint: Path, engine_dir: Path | None) -> tuple[Path, dict[str, Any]]:
+    def memory_model(self, spec: Spec, plan: Plan) -> tuple[Path, dict[str, Any]]:
         e = spec.engine
+        engine_dir = Path(plan.paths.engine) if plan.paths.engine else None
         if engine_dir is not None and (engine_dir / "config.json").is_file():
             return engine_dir / "config.json", {"tp": e.tp_size, "pp": e.pp_size}
-        return checkpoint, {"dtype": e.dtype, "quant_algo": QUANT_ALGO[e.quantization],
-                            "kv_cache_quant_algo": KV_QUANT_ALGO[e.kv_cache_dtype], "tp": e.tp_size,
-                            "pp": e.pp_size, "max_batch_size": e.max_batch_size, "max_num_tokens": e.max_num_tokens}
+        return Path(plan.paths.checkpoint), {
+            "dtype": e.dtype, "quant_algo": QUANT_ALGO[e.quantization],
+            "kv_cache_quant_algo": KV_QUANT_ALGO[e.kv_cache_dtype], "tp": e.tp_size, "pp": e.pp_size,
+            "max_batch_size": e.max_batch_size, "max_num_tokens": e.max_num_tokens}
 
     def llm_instance_group(self, spec: Spec, placed: bool) -> dict[str, Any]:
         # The TensorRT-LLM backend places itself on GPUs through gpu_device_ids; instance_group stays CPU/1.
         return {"kind": "KIND_CPU", "count": 1}
 
     def prepare(self, ctx: PlanContext) -> TensorrtllmPlan:
-        """The engine: given, or the cache entry a build fills (which also checks the checkpoint converts)."""
-        from tritongen.runtimes.tensorrtllm.build import build_engine, detect_gpu_arch
+        """The section: build settings resolved, and the engine, given or the cache entry a build fills (which also
+        checks the checkpoint converts)."""
+        from tritongen.runtimes.tensorrtllm.build import check_convertible, detect_gpu_arch, engine_key
         from tritongen.runtimes.tensorrtllm.checks import check_parallel, gpu_arch_from_inventory
 
         spec = ctx.spec
@@ -87,26 +102,28 @@ class TensorrtllmRuntime(Runtime):
             gpu_arch = gpu_arch_from_inventory([name for index, name in ctx.inventory_gpus()
                                                 if not wanted or index in wanted])
         e, s = spec.engine, spec.serving
-        cache_dir = ctx.resolve(e.cache_dir)
         given = ctx.engine_dir or e.engine_dir
         if given:
-            engine, key = ctx.resolve(given), None
             gpu_arch = gpu_arch or "given engine"  # only a cache key needs it; a given engine is what it is
         else:
             gpu_arch = gpu_arch or detect_gpu_arch()
-            calib = ctx.resolve(e.calibration_dataset) if e.calibration_dataset else None
-            build = build_engine(spec, ctx.checkpoint, gpu_arch, cache_dir=cache_dir, dry_run=True,
-                                 log=lambda _: None, calibration_dir=calib if calib and calib.is_dir() else None)
-            engine, key = Path(build.engine_dir), build.key
         gpu_ids = None if ctx.inventory else _gpu_device_ids(spec)
-        return TensorrtllmPlan(
-            engine_dir=str(engine), engine_key=key, cache_dir=str(cache_dir), gpu_arch=gpu_arch,
-            build=build_settings(spec), batching_strategy=s.batching_strategy,
+        section = TensorrtllmPlan(
+            engine_dir=str(ctx.resolve(given)) if given else "", engine_key=None,
+            cache_dir=str(ctx.resolve(e.cache_dir)),
+            gpu_arch=gpu_arch, build=build_settings(e, ctx.max_batch_size),
+            calibration_dataset=str(ctx.resolve(e.calibration_dataset)) if e.calibration_dataset else None,
+            build_gpus=tuple(spec.placement.gpu_ids), batching_strategy=s.batching_strategy,
             batch_scheduler_policy=s.batch_scheduler_policy,
             kv_cache_free_gpu_mem_fraction=s.kv_cache.free_gpu_mem_fraction,
             kv_cache_host_memory_bytes=s.kv_cache.host_memory_bytes, enable_kv_cache_reuse=s.kv_cache.enable_reuse,
             enable_chunked_context=s.enable_chunked_context,
             gpu_device_ids=(tuple(gpu_ids),) if gpu_ids else None)
+        if given:
+            return section
+        key = engine_key(section, ctx.checkpoint, planning=True)
+        check_convertible(section, ctx.checkpoint)
+        return section.model_copy(update={"engine_dir": str(Path(section.cache_dir) / key), "engine_key": key})
 
     def plan_settings(self, ctx: PlanContext, prepared: RuntimeSettings | None) -> TensorrtllmPlan:
         assert isinstance(prepared, TensorrtllmPlan)
@@ -133,7 +150,9 @@ class TensorrtllmRuntime(Runtime):
     def check_placement(self, spec: Spec, plan: Plan, gpus: Sequence[tuple[str, str]]) -> None:
         from tritongen.runtimes.tensorrtllm.checks import check_fp8
 
-        check_fp8(spec.engine.quantization, spec.engine.kv_cache_dtype, list(gpus))
+        trt = plan.runtime_settings
+        assert isinstance(trt, TensorrtllmPlan)
+        check_fp8(trt.build.quantization, trt.build.kv_cache_dtype, list(gpus))
 
     # -------------------------------------------------------------------------------------------- repository
 
@@ -152,7 +171,7 @@ class TensorrtllmRuntime(Runtime):
             # With a placement each server group sees its own GPUs numbered from 0.
             ids = ",".join(str(i) for i in range(trt.world_size)) if plan.placement is not None \
                 else id_groups(trt.gpu_device_ids)
-            kv = plan.kv_tokens_per_instance
+            kv = plan.kv_tokens
         return "tensorrtllm", tensorrt_llm_parameters(plan, where.engine, ids, kv), plan.llm_instance_group
 
     def model_files(self, plan: Plan, where: Locations, render: Renderer) -> dict[str, bytes]:
@@ -169,13 +188,17 @@ class TensorrtllmRuntime(Runtime):
 
     def weights_in_container(self, settings: RuntimeSettings, checkpoint: str, engine: str,
                              models: str) -> RuntimeSettings:
-        return settings.model_copy(update={"engine_dir": engine, "cache_dir": models})
+        assert isinstance(settings, TensorrtllmPlan)
+        # The models Job reads calibration data from the volume (deploy.artifacts), never from a host folder.
+        calibration = f"{models}/calibration" if settings.calibration_dataset else None
+        return settings.model_copy(update={"engine_dir": engine, "cache_dir": models,
+                                           "calibration_dataset": calibration})
 
     def engine_build_script(self, plan: Plan, checkpoint: str, engine: str) -> str | None:
         trt = plan.runtime_settings
         assert isinstance(trt, TensorrtllmPlan)
-        commands = commands_for_settings(trt.build, checkpoint, f"{engine}.partial",
-                                         converted_dir="/tmp/tllm_checkpoint", examples_dir=JOB_EXAMPLES)
+        commands = build_commands(trt.build, checkpoint, f"{engine}.partial",
+                                  converted_dir="/tmp/tllm_checkpoint", examples_dir=JOB_EXAMPLES)
         build = " && ".join(shlex.join(c) for c in commands)
         return (f"if [ ! -e {engine}/config.json ]; then "
                 f"git clone --depth 1 --branch {TRTLLM.source_tag} https://github.com/NVIDIA/TensorRT-LLM "

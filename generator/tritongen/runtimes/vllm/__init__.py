@@ -78,7 +78,6 @@ class VllmPlan(RuntimeSettings):
     """model.tokenizer names a folder other than the checkpoint (model.json then names it)."""
     dtype: str
     max_model_len: int
-    max_num_seqs: int
     gpu_memory_utilization: float
     enable_prefix_caching: bool
 
@@ -90,7 +89,8 @@ def engine_args(plan: Plan, checkpoint: str, tokenizer: str) -> dict[str, Any]:
     args: dict[str, Any] = {"model": checkpoint}
     if v.separate_tokenizer:
         args["tokenizer"] = tokenizer
-    args.update({"dtype": v.dtype, "max_model_len": v.max_model_len, "max_num_seqs": v.max_num_seqs,
+    # vLLM's max_num_seqs is the Triton batch: the requests one engine serves at once.
+    args.update({"dtype": v.dtype, "max_model_len": v.max_model_len, "max_num_seqs": plan.max_batch_size,
                  "tensor_parallel_size": 1, "gpu_memory_utilization": v.gpu_memory_utilization,
                  "enable_prefix_caching": v.enable_prefix_caching, "trust_remote_code": False})
     return args
@@ -152,7 +152,7 @@ class VllmRuntime(Runtime):
                                     f"of {max_model_len} tokens", "raise it, or lower the load's token counts"))
         return VllmPlan(checkpoint_dir=str(ctx.checkpoint), separate_tokenizer=spec.model.tokenizer is not None,
                         dtype=spec.model.dtype, max_model_len=max_model_len,
-                        max_num_seqs=spec.serving.max_batch_size, gpu_memory_utilization=GPU_MEMORY_UTILIZATION,
+                        gpu_memory_utilization=GPU_MEMORY_UTILIZATION,
                         enable_prefix_caching=spec.serving.kv_cache.enable_reuse)
 
     def model_files(self, plan: Plan, where: Locations, render: Renderer) -> dict[str, bytes]:
