@@ -149,8 +149,8 @@ class TritonPythonModel:
         # This model accepts requests onto threads, so Triton's queue never fills and cannot refuse: the model
         # enforces the deployment's limit itself, per instance its share of the LLM's batch (max_in_flight) plus its
         # share of max_queue_size, and refuses the excess at once with Triton's own wording (`execute` returns at
-        # once: the worker threads make BLS calls, and this model's stub was seen crashing under load while
-        # `execute` was kept waiting for room).
+        # once: the worker threads make BLS calls, and a stub of this model can crash under load while
+        # `execute` is kept waiting for room).
         instances = sum(int(g.get("count", 1)) for g in config.get("instance_group", [])) or 1
         limit = int(_param(config, "max_in_flight", 0) or 0)
         queue = int(config.get("dynamic_batching", {}).get("default_queue_policy", {}).get("max_queue_size", 0) or 0)
