@@ -1,5 +1,5 @@
 // The kinds of request errors and their tag in an error message, spelled as generator/tritongen/error_kinds.py
-// defines them (that module's docstring describes the form; tests/frontend/test_error_kinds.py checks the two agree).
+// defines them (that module's docstring describes the form; tests/test_error_kinds.py checks the two agree).
 #pragma once
 
 #include <cctype>

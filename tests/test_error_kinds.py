@@ -14,7 +14,7 @@ from tritongen import error_kinds
 from tritongen.frontend.engine import classify
 from tritongen.native import SOURCES, compiler
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES = ROOT / "model_repository_templates"
 
 
