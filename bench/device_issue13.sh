@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue-13 rerun, device call 2 of 2 (carry [".whl/b", ".whl/t"]: numpy 1.26, tritonclient, grpcio, Locust and its
+# The H200 rerun (bench/rerun.py), device call 2 of 2 (carry [".whl/b", ".whl/t"]: numpy 1.26, tritonclient, grpcio, Locust and its
 # dependencies; .whl/t = the tritongen wheel built from this checkout). One command: in-process and served (driven by
 # `tritongen loadtest`) at 1/4/16/64/256 in flight, 128 in / 256 out, Llama-3.2-1B shape. Results under $OUT.
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false

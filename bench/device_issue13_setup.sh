@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue-13 rerun, device call 1 of 2 (carry [".whl/a"]: nvidia-pytriton): makes /tmp/venv on the warm machine.
+# The H200 rerun (bench/rerun.py), device call 1 of 2 (carry [".whl/a"]: nvidia-pytriton): makes /tmp/venv on the warm machine.
 # Call 2 (bench/device_issue13.sh) must follow within the machine's idle window so /tmp/venv survives.
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"

@@ -1,5 +1,5 @@
 """Memory after bursts: RSS of tritonserver and of each python stub, before and after 160 concurrent streams and
-after each of 10 such bursts (DESIGN.md: memory settles back after a burst).
+after each of 10 such bursts: memory must settle back after a burst.
 
     .venv/bin/python bench/memory.py [--model-dir build/tiny-llama] [--streams 160] [--bursts 10] [--tokens 32]
 

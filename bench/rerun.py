@@ -1,4 +1,4 @@
-"""Issue-13 rerun: in-process and served continuous batching in ONE process run, same environment, same settings.
+"""The H200 rerun: in-process and served continuous batching in ONE process run, same environment, same settings.
 
 1. Build the Llama-3.2-1B-shaped random model and save it with a local BPE tokenizer (bench/served.py's
    make_checkpoint), bf16.

@@ -1,4 +1,4 @@
-"""The one readiness helper (tritonclient underneath): down, stopped, timed out, ready."""
+"""Readiness (tritonclient underneath): down, stopped, timed out, ready."""
 
 from __future__ import annotations
 

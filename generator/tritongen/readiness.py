@@ -1,8 +1,11 @@
-"""The one readiness helper: is a tritonserver ready, wait until it is, what state its models are in.
+"""Readiness: is a tritonserver ready, what state its models are in, and the one wait-until-ready loop.
 
-Everything goes through tritonclient's HTTP client (is_server_live / is_server_ready /
-get_model_repository_index) rather than hand-built requests; the embedded server, `verify --load`, the docker
-target and `generate` use it.
+Triton is asked through tritonclient's HTTP client (is_server_ready / get_model_repository_index) rather than
+hand-built requests; the embedded server (`serve`), `verify --load` and the docker target use it.
+`wait_until_ready` also waits for the OpenAI frontend (frontend/server.py passes its /health probe). Polls that wait
+for something else stay where they are: a load test's drain (loadtests/target.py waits for /metrics to show no
+active request), and the init containers of generated manifests (deploy/clients.py, deploy/tools.py), which run
+in a pod, not in tritongen.
 """
 
 from __future__ import annotations

@@ -29,6 +29,8 @@ import time
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
+from error_kinds import BAD_REQUEST, RequestError  # shipped next to this file
+
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 
 
@@ -104,20 +106,27 @@ class TritonPythonModel:
                 if prompt_len is None:
                     prompt_len = 0 if ids is None else int(ids.as_numpy().size)
                 n_out = _scalar(request, "request_output_len", None, int)
-                if n_out is None or n_out < 1:
-                    raise ValueError("request_output_len must be >= 1")
+                if n_out is None:
+                    raise RequestError("request_output_len: required (the number of tokens to generate, >= 1)",
+                                       BAD_REQUEST, "request_output_len")
+                if n_out < 1:
+                    raise RequestError(f"request_output_len: must be >= 1 (got {n_out})", BAD_REQUEST,
+                                       "request_output_len")
                 if not _scalar(request, "exclude_input_in_output", True, bool):
-                    raise ValueError("exclude_input_in_output: false is not supported by the synthetic runtime (its "
-                                     "outputs carry the generated tokens only); send true or leave it unset")
+                    raise RequestError("exclude_input_in_output: false is not supported by the synthetic runtime "
+                                       "(its outputs carry the generated tokens only); send true or leave it unset",
+                                       BAD_REQUEST, "exclude_input_in_output")
                 for name, neutral in (("beam_width", 1), ("num_return_sequences", 1)):
-                    if _scalar(request, name, neutral, int) != neutral:
-                        raise ValueError(f"{name} > 1 is not supported by the synthetic runtime")
+                    value = _scalar(request, name, neutral, int)
+                    if value != neutral:
+                        raise RequestError(f"{name}: {value} > 1 is not supported by the synthetic runtime",
+                                           BAD_REQUEST, name)
                 req = _Request(sender, prompt_len, n_out,
                                streaming=self.decoupled and _scalar(request, "streaming", False, bool),
                                counts=(_scalar(request, "return_num_input_tokens", False, bool),
                                        _scalar(request, "return_num_output_tokens", False, bool)),
                                first_id=prompt_len, triton_id=request.request_id())
-            except Exception as err:
+            except Exception as err:  # a RequestError is tagged (error_kinds); others keep their raiser's words
                 sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(err))), flags=FINAL)
                 continue
             with self.cv:

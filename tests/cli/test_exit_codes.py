@@ -1,5 +1,5 @@
 """Exit codes everywhere (0 ok, 1 check failed, 2 bad input naming the field, 3 missing here, 70 internal error)
-and the abuse cases that used to end in a traceback."""
+and abuse cases that must end in one error line, never a traceback."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Deployments that run as generated on a multi-node cluster: the policy checks of tests/deploy_policy.py over every
 generated manifest (kubectl kustomize builds, kubernetes-validate --strict) and compose file (docker-compose
-config), and one test per way a generated deployment used to fail on a real cluster or host."""
+config), and one test per way a generated deployment can fail on a real cluster or host."""
 
 from __future__ import annotations
 

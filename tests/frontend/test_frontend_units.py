@@ -79,7 +79,10 @@ def test_stop_matcher_holds_back_a_possible_start_and_cuts_at_the_stop():
 @pytest.mark.parametrize("message, status", [
     ("in ensemble 'ensemble', Exceeds maximum queue size", 429),
     ("Request for unknown model: 'ensemble' is not found", 503),
-    ("tensorrt_llm (hf): presence_penalty: not supported by the hf runtime (only 0.0); leave it unset", 400),
+    ("[bad_request:presence_penalty] tensorrt_llm (hf): presence_penalty: not supported by the hf runtime (only 0.0); "
+     "leave it unset", 400),
+    ("in ensemble 'ensemble', [overloaded] Exceeds maximum queue size: tensorrt_llm_bls holds 8 requests", 429),
+    ("[unavailable] tensorrt_llm (hf): the model is shutting down", 503),
     ("unexpected shape for input 'max_tokens' for model 'ensemble'", 400),
     ("CUDA error: an illegal memory access was encountered", 500),
 ])
@@ -170,14 +173,17 @@ def _validation_app():
 
 
 @pytest.mark.parametrize("message, param, code", [
-    ("tensorrt_llm: seed: transformers' continuous batching has no per-request seed; leave it unset", "seed", None),
-    ("tensorrt_llm: frequency_penalty: not supported by the hf runtime; leave it unset", "frequency_penalty", None),
-    ("tensorrt_llm: input_ids: 5000 tokens exceed the model's limit of 2048 tokens", "prompt",
-     "context_length_exceeded"),
+    ("[bad_request:seed] tensorrt_llm: seed: transformers' continuous batching has no per-request seed; leave it "
+     "unset", "seed", None),
+    ("[bad_request:frequency_penalty] tensorrt_llm: frequency_penalty: not supported by the hf runtime; leave it unset",
+     "frequency_penalty", None),
+    ("[context_length_exceeded:input_ids] tensorrt_llm: input_ids: 5000 tokens exceed the model's limit of 2048 "
+     "tokens", "prompt", "context_length_exceeded"),
     ("Error generating request: the prompt (9 tokens) and max_tokens (4096) exceed max_seq_len (2048)", "prompt",
      "context_length_exceeded"),
     ("Error generating request: top_p (2.0) must be within [0, 1]", "top_p", None),
-    ("tensorrt_llm: request_output_len: 0 is less than 1", "max_tokens", None),
+    ("[bad_request:request_output_len] tensorrt_llm: request_output_len: 0 is less than 1", "max_tokens", None),
+    ("[bad_request:text_input] text_input: 900 bytes exceed the limit of 800 bytes", "prompt", None),
 ])
 def test_model_errors_name_the_request_field(message, param, code):
     err = classify(message)
@@ -185,10 +191,13 @@ def test_model_errors_name_the_request_field(message, param, code):
 
 
 def test_runtime_request_errors_are_client_errors():
-    for message in ("tensorrt_llm: seed: transformers' continuous batching has no per-request seed; leave it unset",
-                    "tensorrt_llm: temperature: -1.0 is negative", "runtime_top_p: 2.0 is outside [0, 1]"):
+    for message in ("[bad_request:seed] tensorrt_llm: seed: transformers' continuous batching has no per-request "
+                    "seed; leave it unset", "[bad_request:temperature] tensorrt_llm: temperature: -1.0 is negative",
+                    "[bad_request:runtime_top_p] runtime_top_p: 2.0 is outside [0, 1]"):
         assert classify(message).status == 400, message
-    assert classify("tensorrt_llm: internal error while admitting the request: KeyError()").status == 500
+    assert classify("[internal] tensorrt_llm: internal error while admitting the request: KeyError()").status == 500
+    # The kind decides, not the words: an internal error that happens to read like a bad input is still a 500.
+    assert classify("[internal] tensorrt_llm: internal error: ValueError('must be positive')").status == 500
 
 
 @pytest.fixture(scope="module")

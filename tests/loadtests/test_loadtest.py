@@ -58,6 +58,7 @@ print(json.dumps([[p.text, p.input_tokens, len(tok.encode(p.text, add_special_to
 """
 
 
+@pytest.mark.slow  # a subprocess that imports locust and gevent
 def test_synthetic_prompts_have_the_requested_token_counts(tiny_model):
     # In a subprocess: importing locust (through tritongen.loadtests.users) monkey-patches the whole process for gevent.
     proc = subprocess.run([sys.executable, "-c", _PROMPTS_PROBE, str(tiny_model)], cwd=ROOT, capture_output=True,

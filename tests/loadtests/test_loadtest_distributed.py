@@ -29,6 +29,7 @@ def _cli(*args: str, timeout: float = 400) -> subprocess.CompletedProcess:
                           timeout=timeout, check=False)
 
 
+@pytest.mark.slow  # three CLI subprocesses
 def test_distribution_flags_are_checked(tiny_spec_path, tmp_path):
     proc = _cli("loadtest", str(tiny_spec_path), "--master", "--url", "127.0.0.1:9", "--no-metrics", timeout=120)
     assert proc.returncode == 2

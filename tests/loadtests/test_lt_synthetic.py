@@ -72,7 +72,7 @@ def test_open_loop_http_counts_equal_the_servers(synthetic_spec, synthetic_serve
 
 def test_open_loop_grpc_at_a_low_rate_with_many_idle_slots(synthetic_spec, synthetic_server, tmp_path):
     # The default 64 concurrency slots at 4 requests/s: most gRPC streams sit idle. Under gevent each idle
-    # stream's reader holds a hub thread; with gevent's default pool of 10 every response of the run used to
+    # stream's reader holds a hub thread; with gevent's default pool of 10 every response of the run would
     # arrive at once, ~20 s late (TTFT p50 ~24 s). And no request may go out after -t.
     out = tmp_path / "out"
     # At these settings the server's own TTFT is ~50 ms; a load generator whose idle readers starve the hub shows

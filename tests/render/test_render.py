@@ -34,8 +34,10 @@ def test_golden_repository(rendered, tiny_model):
     # The python models are shipped verbatim; they are compared with their source, not kept twice.
     files = _normalised({k: v for k, v in rendered[2].items() if not k.endswith(".py")}, tiny_model)
     for rel in (k for k in rendered[2] if k.endswith(".py")):
-        # the detokenizer is one module shared with the ids path's clients (tritongen.detokenizer)
-        source = ROOT / "generator" / "tritongen" / "detokenizer.py" if rel.endswith("/detokenizer.py") else \
+        # the detokenizer (shared with the ids path's clients) and the error kinds (shared with the frontend) are
+        # modules of the package
+        name = rel.rsplit("/", 1)[-1]
+        source = ROOT / "generator" / "tritongen" / name if name in ("detokenizer.py", "error_kinds.py") else \
             ROOT / "model_repository_templates" / rel
         assert rendered[2][rel] == source.read_bytes()
     assert_golden(files, GOLDEN)

@@ -224,8 +224,10 @@ def test_golden_repositories(tmp_path, tiny_model, case):
     templates = data_dir("model_repository_templates")
     shipped = [rel for rel in files if rel.endswith(".py") and "/1/" in rel]
     for rel in shipped:
-        # the detokenizer is one module shared with the ids path's clients (tritongen.detokenizer)
-        source = ROOT / "generator" / "tritongen" / "detokenizer.py" if rel.endswith("/detokenizer.py") else templates / rel
+        # the detokenizer and the error kinds are modules of the package (shared with clients and the frontend)
+        name = rel.rsplit("/", 1)[-1]
+        source = ROOT / "generator" / "tritongen" / name if name in ("detokenizer.py", "error_kinds.py") else \
+            templates / rel
         assert files.pop(rel) == source.read_text(), f"{rel} differs from its source"
     assert_golden({rel: text.encode() for rel, text in files.items()}, GOLDEN / case)
 

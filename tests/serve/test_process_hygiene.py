@@ -35,6 +35,24 @@ def _time_wait_port() -> int:
     return port
 
 
+def test_a_test_without_the_integration_marker_cannot_start_tritonserver(tmp_path):
+    """The guard of tests/conftest.py: `-m "not integration"` must never start a tritonserver."""
+    from conftest import TritonserverOutsideIntegration, starts_tritonserver
+
+    fake = tmp_path / "bin" / "tritonserver"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    with pytest.raises(TritonserverOutsideIntegration, match="is not marked `integration`"):
+        subprocess.Popen([str(fake), "--model-repository=/nowhere"])
+    with pytest.raises(TritonserverOutsideIntegration):
+        subprocess.run([sys.executable, "-m", "tritongen", "serve", str(tmp_path)], check=False)
+    assert starts_tritonserver(["/venv/bin/tritongen", "up", "spec.yaml"])
+    # The frontend alone (serve --triton-url) and any other program may run.
+    assert not starts_tritonserver([sys.executable, "-m", "tritongen", "serve", "repo", "--triton-url", "h:1"])
+    assert subprocess.run([sys.executable, "-c", "pass"], check=True).returncode == 0
+
+
 def test_a_port_whose_old_connections_wait_is_not_in_use():
     from tritongen.serve import port_in_use
 

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING
 import grpc
 import numpy as np
 
+from tritongen import error_kinds
+
 if TYPE_CHECKING:
     from tritongen.runtimes.base import Dialect
 
@@ -48,30 +50,42 @@ class EngineError(Exception):
         self.status, self.message, self.kind, self.param, self.code = status, message, kind, param, code
 
 
-# Triton reports errors inside a stream as text only (no status code); these markers are its wording.
-_OVERLOAD = ("exceeds maximum queue size", "queue is full", "resource exhausted", "too many requests")
-_UNAVAILABLE = ("not ready", "unavailable", "is not found", "unknown model", "failed to connect", "shutting down")
-_BAD_INPUT = ("not supported", "must be", "unexpected shape", "invalid argument", "expected", "exceeds the",
-              "exceed the", "too long", "out of range", ": required",
-              # the hf runtime's request checks (model_repository_templates/tensorrt_llm/1/hf_requests.py)
-              "leave it unset", "is negative", "is outside", "is not a finite number", "wrong data type",
-              "is less than 1", "decodes greedily", "log probs are off")
-
-
 # Model inputs (C++ contract, hf runtime, llmapi model) -> the OpenAI request field that set them.
 _PARAMS = {"seed": "seed", "random_seed": "seed", "temperature": "temperature", "top_p": "top_p",
            "runtime_top_p": "top_p", "presence_penalty": "presence_penalty", "frequency_penalty": "frequency_penalty",
            "min_tokens": "min_tokens", "max_tokens": "max_tokens", "request_output_len": "max_tokens",
            "stop_words": "stop", "stop": "stop", "input_ids": "prompt", "text_input": "prompt"}
-# A prompt that does not fit: the hf runtime's "input_ids: N tokens exceed the model's limit", the LLM API's
-# "the prompt (N tokens) and max_tokens (M) exceed max_seq_len".
-_TOO_LONG = re.compile(r"input_ids: \d+ tokens exceed|prompt \(\d+ tokens\).*exceed|exceeds? the (?:model's )?"
-                       r"(?:maximum )?(?:context|sequence) length", re.IGNORECASE)
+
+
+def _of_kind(kind: str, input_name: str | None, message: str) -> EngineError:
+    """The error of a tritongen model, by its tag (tritongen.error_kinds); `message` is the text without it."""
+    if kind == error_kinds.OVERLOADED:
+        return EngineError(429, f"the deployment is at capacity: {message}", "rate_limit_error")
+    if kind == error_kinds.UNAVAILABLE:
+        return EngineError(503, f"the deployment is unavailable: {message}", "server_error")
+    if kind == error_kinds.CONTEXT_LENGTH_EXCEEDED:
+        return EngineError(400, message, "invalid_request_error", "prompt", "context_length_exceeded")
+    if kind == error_kinds.BAD_REQUEST:
+        return EngineError(400, message, "invalid_request_error", _PARAMS.get(input_name or ""))
+    return EngineError(500, message, "server_error")
+
+
+# Errors without a tag come from code tritongen does not own, so only their wording tells them apart: Triton core
+# (its queue, unknown or unready models, its input shape and type checks), NVIDIA's TensorRT-LLM backend and its
+# llmapi model (tests/doubles/llmapi imitates that model's wording), vLLM's backend, and transformers' own errors
+# that the hf runtime passes on.
+_OVERLOAD = ("exceeds maximum queue size", "queue is full", "resource exhausted", "too many requests")
+_UNAVAILABLE = ("not ready", "unavailable", "is not found", "unknown model", "failed to connect", "shutting down")
+_BAD_INPUT = ("not supported", "must be", "unexpected shape", "invalid argument", "expected", "exceeds the",
+              "exceed the", "too long", "out of range", ": required")
+# A prompt that does not fit: the LLM API's "the prompt (N tokens) and max_tokens (M) exceed max_seq_len".
+_TOO_LONG = re.compile(r"prompt \(\d+ tokens\).*exceed|exceeds? the (?:model's )?(?:maximum )?(?:context|sequence) "
+                       r"length", re.IGNORECASE)
 _NAMED = re.compile(r"\b(?:sampling_param_)?([a-z_]+)(?::| \()")
 
 
 def _param(message: str) -> tuple[str | None, str | None]:
-    """(OpenAI field, error code) a model's error names: `seed: ...`, `top_p (2.0) must ...`."""
+    """(OpenAI field, error code) a foreign error names: `top_p (2.0) must ...`, `seed: ...`."""
     if _TOO_LONG.search(message):
         return "prompt", "context_length_exceeded"
     for name in _NAMED.findall(message):
@@ -82,7 +96,11 @@ def _param(message: str) -> tuple[str | None, str | None]:
 
 def classify(message: str) -> EngineError:
     """Map a Triton error message to an HTTP status: 429 overload, 503 unavailable, 400 bad input (naming the
-    request field where the model's message names its input), else 500."""
+    request field that set the input the error concerns), else 500. A tritongen model's error says its kind in
+    its tag, which the message shown drops; any other error is read by its wording."""
+    tagged = error_kinds.parse(message)
+    if tagged is not None:
+        return _of_kind(*tagged)
     text = message.lower()
     if any(m in text for m in _OVERLOAD):
         return EngineError(429, f"the deployment is at capacity: {message}", "rate_limit_error")
@@ -96,11 +114,13 @@ def classify(message: str) -> EngineError:
 
 def _rpc_error(err: grpc.aio.AioRpcError, url: str) -> EngineError:
     code = err.code()
+    details = err.details() or ""
+    shown = (error_kinds.parse(details) or (None, None, details))[2]
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
-        return EngineError(429, f"the deployment is at capacity: {err.details()}", "rate_limit_error")
+        return EngineError(429, f"the deployment is at capacity: {shown}", "rate_limit_error")
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-        return EngineError(503, f"Triton at {url} is unavailable: {err.details()}", "server_error")
-    return classify(err.details() or str(code))
+        return EngineError(503, f"Triton at {url} is unavailable: {shown}", "server_error")
+    return classify(details or str(code))
 
 
 @dataclass(frozen=True)

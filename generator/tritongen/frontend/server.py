@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 
@@ -15,23 +14,25 @@ from pathlib import Path
 
 from tritongen.errors import CheckFailed
 from tritongen.plan.frontend import FrontendPlan
+from tritongen.readiness import wait_until_ready
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{url}/health", timeout=2) as r:
+            return r.status == 200
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return False
 
 
 def wait_healthy(url: str, timeout: float, *, alive, stop) -> None:
-    """Poll /health until it answers 200; fail fast when the server is gone."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not alive():
-            raise CheckFailed(f"the OpenAI frontend on {url} exited while starting (port in use?)")
-        try:
-            with urllib.request.urlopen(f"http://{url}/health", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        time.sleep(0.2)
-    stop()
-    raise CheckFailed(f"the OpenAI frontend on {url} was not healthy after {timeout:.0f}s (is Triton ready?)")
+    """Poll /health until it answers 200 (readiness.wait_until_ready); fail fast when the server is gone."""
+    outcome = wait_until_ready(url, timeout, stopped=lambda: not alive(), interval=0.2, probe=_healthy)
+    if outcome == "stopped":
+        raise CheckFailed(f"the OpenAI frontend on {url} exited while starting (port in use?)")
+    if outcome == "timeout":
+        stop()
+        raise CheckFailed(f"the OpenAI frontend on {url} was not healthy after {timeout:.0f}s (is Triton ready?)")
 
 
 class FrontendServer:

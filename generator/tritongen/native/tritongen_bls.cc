@@ -28,6 +28,7 @@
 
 #include "backend_util.h"
 #include "detok.h"
+#include "error_kinds.h"
 
 namespace tritongen {
 namespace {
@@ -292,7 +293,7 @@ void Send(Stream* s, const std::vector<std::string>& texts, const Outputs* passe
   TRITONBACKEND_Response* response = nullptr;
   TRITONSERVER_Error* err = BuildResponse(s, texts, passed, &response);
   if (err != nullptr) {
-    std::string msg = std::string("tensorrt_llm_bls: ") + TRITONSERVER_ErrorMessage(err);
+    std::string msg = Tag(kInternal) + "tensorrt_llm_bls: " + TRITONSERVER_ErrorMessage(err);
     TRITONSERVER_ErrorDelete(err);
     SendError(s, TRITONSERVER_ERROR_INTERNAL, msg);
     return;
@@ -331,7 +332,7 @@ void Finish(Stream* s) {
   if (!s->model->decoupled) {
     if (!s->whole) {
       s->finished = false;
-      SendError(s, TRITONSERVER_ERROR_INTERNAL, s->model->llm_name + ": returned no output_ids");
+      SendError(s, TRITONSERVER_ERROR_INTERNAL, Tag(kInternal) + s->model->llm_name + ": returned no output_ids");
       return;
     }
     LogIfError(TRITONBACKEND_ResponseSend(s->whole.release(), TRITONSERVER_RESPONSE_COMPLETE_FINAL, nullptr),
@@ -444,7 +445,8 @@ void OnStreamed(Stream* s, const Outputs& out, const Tensor& ids_t, const Tensor
       if (s->model->accumulate) text = seq.sent;
     }
     if (!ok) {
-      SendError(s, TRITONSERVER_ERROR_INTERNAL, s->model->llm_name + ": a token id outside the tokenizer's vocabulary");
+      SendError(s, TRITONSERVER_ERROR_INTERNAL,
+                Tag(kInternal) + s->model->llm_name + ": a token id outside the tokenizer's vocabulary");
       return;
     }
     texts.push_back(std::move(text));
@@ -482,7 +484,8 @@ void OnWhole(Stream* s, const Outputs& out, const Tensor& ids_t, const Tensor& l
       const int32_t* tokens = ids.data() + at * width;
       std::string text, prompt_text;
       if (!DecodeWhole(*table, tokens, n, &text)) {
-        SendError(s, TRITONSERVER_ERROR_INTERNAL, s->model->llm_name + ": a token id outside the tokenizer's vocabulary");
+        SendError(s, TRITONSERVER_ERROR_INTERNAL,
+                  Tag(kInternal) + s->model->llm_name + ": a token id outside the tokenizer's vocabulary");
         return;
       }
       // Stop strings are looked for in the completion only, also when the output repeats the prompt.
@@ -507,14 +510,15 @@ void OnLlmResponse(TRITONSERVER_InferenceResponse* response, uint32_t flags, voi
         // Late responses after a stop string, a cancellation or an error: dropped.
       } else if (CheckCancelled(s)) {
       } else if (err != nullptr) {
-        SendError(s, TRITONSERVER_ErrorCode(err), s->model->llm_name + ": " + TRITONSERVER_ErrorMessage(err));
+        SendError(s, TRITONSERVER_ErrorCode(err), Wrap(s->model->llm_name, TRITONSERVER_ErrorMessage(err)));
       } else {
         Outputs out;
         TRITONSERVER_Error* read = ReadResponse(response, &out);
         const Tensor* ids = Find(out, "output_ids");
         const Tensor* lengths = Find(out, "sequence_length");
         if (read != nullptr) {
-          SendError(s, TRITONSERVER_ERROR_INTERNAL, std::string("tensorrt_llm_bls: ") + TRITONSERVER_ErrorMessage(read));
+          SendError(s, TRITONSERVER_ERROR_INTERNAL,
+                    Tag(kInternal) + "tensorrt_llm_bls: " + TRITONSERVER_ErrorMessage(read));
           TRITONSERVER_ErrorDelete(read);
         } else if (ids != nullptr && lengths != nullptr) {  // none: the empty final response of a decoupled model
           if (s->streaming)
@@ -634,7 +638,7 @@ void StartLlm(const std::shared_ptr<Stream>& s, Outputs pre) {
     }
   }
   if (err != nullptr) {
-    SendError(s.get(), TRITONSERVER_ErrorCode(err), m->llm_name + ": " + TRITONSERVER_ErrorMessage(err));
+    SendError(s.get(), TRITONSERVER_ErrorCode(err), Wrap(m->llm_name, TRITONSERVER_ErrorMessage(err)));
     TRITONSERVER_ErrorDelete(err);
   }
 }
@@ -659,9 +663,10 @@ void OnPreResponse(TRITONSERVER_InferenceResponse* response, uint32_t flags, voi
     TRITONSERVER_InferenceResponseDelete(response);
     if (err != nullptr) {
       std::lock_guard<std::mutex> lk(s->mu);
+      // preprocessing (python) names itself already; its tag, if any, stays in front.
       std::string msg = TRITONSERVER_ErrorMessage(err);
       SendError(s.get(), TRITONSERVER_ErrorCode(err),
-                msg.rfind("preprocessing", 0) == 0 ? msg : "preprocessing: " + msg);
+                msg.compare(TagLength(msg), 14, "preprocessing:") == 0 ? msg : Wrap("preprocessing", msg));
       TRITONSERVER_ErrorDelete(err);
     } else {
       bool go = false;
@@ -701,7 +706,7 @@ void StartPreprocessing(const std::shared_ptr<Stream>& s) {
   }
   if (err != nullptr) {
     std::lock_guard<std::mutex> lk(s->mu);
-    SendError(s.get(), TRITONSERVER_ErrorCode(err), std::string("preprocessing: ") + TRITONSERVER_ErrorMessage(err));
+    SendError(s.get(), TRITONSERVER_ErrorCode(err), Wrap("preprocessing", TRITONSERVER_ErrorMessage(err)));
     TRITONSERVER_ErrorDelete(err);
   }
 }
@@ -756,12 +761,15 @@ TRITONSERVER_Error* EnsureTable(ModelState* m) {
   }
   // `inputs` must outlive the request: wait here for its answer (once per model load).
   if (result.wait_for(std::chrono::seconds(120)) != std::future_status::ready)
-    return Err(TRITONSERVER_ERROR_UNAVAILABLE, "tensorrt_llm_bls: preprocessing did not send the detokenizer table");
+    return Err(TRITONSERVER_ERROR_UNAVAILABLE,
+               Tag(kInternal) + "tensorrt_llm_bls: preprocessing did not send the detokenizer table");
   auto [blob, error] = result.get();
-  if (!error.empty()) return Err(TRITONSERVER_ERROR_UNAVAILABLE, "tensorrt_llm_bls: detokenizer table: " + error);
+  if (!error.empty())
+    return Err(TRITONSERVER_ERROR_UNAVAILABLE, Tag(kInternal) + "tensorrt_llm_bls: detokenizer table: " + error);
   auto table = std::make_shared<DetokTable>();
   std::string problem;
-  if (!table->Parse(blob, &problem)) return Internal("tensorrt_llm_bls: detokenizer table: " + problem);
+  if (!table->Parse(blob, &problem))
+    return Internal(Tag(kInternal) + "tensorrt_llm_bls: detokenizer table: " + problem);
   m->table = table;
   return nullptr;
 }
@@ -787,8 +795,8 @@ void Watch(ModelState* m) {
 // ------------------------------------------------------------------ one client request
 TRITONSERVER_Error* Validate(ModelState* m, Stream* s) {
   const Tensor* text = s->Input("text_input");
-  if (text == nullptr || text->elements() == 0) return InvalidArg("text_input: required");
-  if (s->Input("max_tokens") == nullptr) return InvalidArg("max_tokens: required");
+  if (text == nullptr || text->elements() == 0) return BadRequest("text_input", "required");
+  if (s->Input("max_tokens") == nullptr) return BadRequest("max_tokens", "required");
   s->batch = static_cast<size_t>(text->shape.empty() ? 1 : text->shape[0]);
   if (m->max_input_tokens > 0) {
     // Refused before any work: no prompt of at most max_input_tokens tokens is longer than that many of the
@@ -802,7 +810,7 @@ TRITONSERVER_Error* Validate(ModelState* m, Stream* s) {
     int64_t limit = m->max_input_tokens * static_cast<int64_t>(longest) * 2;
     for (const std::string& item : BytesElements(text->data)) {
       if (static_cast<int64_t>(item.size()) > limit)
-        return InvalidArg("text_input: " + std::to_string(item.size()) + " bytes exceed the limit of " +
+        return BadRequest("text_input", std::to_string(item.size()) + " bytes exceed the limit of " +
                           std::to_string(limit) + " bytes (at most " + std::to_string(m->max_input_tokens) +
                           " prompt tokens of at most " + std::to_string(longest) + " bytes each); shorten the prompt");
     }
@@ -810,15 +818,15 @@ TRITONSERVER_Error* Validate(ModelState* m, Stream* s) {
   int64_t v = 0;
   const Tensor* draft = s->Input("num_draft_tokens");
   if (draft != nullptr && FirstInteger(*draft, &v) && v > 0)
-    return InvalidArg("num_draft_tokens: speculative decoding needs a draft model, and this deployment has none "
+    return BadRequest("num_draft_tokens", "speculative decoding needs a draft model, and this deployment has none "
                       "(tensorrt_llm_draft_model_name); leave it unset or 0");
   const Tensor* draft_logits = s->Input("use_draft_logits");
   if (draft_logits != nullptr && FirstInteger(*draft_logits, &v) && v != 0)
-    return InvalidArg("use_draft_logits: needs a draft model, and this deployment has none; leave it unset");
+    return BadRequest("use_draft_logits", "needs a draft model, and this deployment has none; leave it unset");
   const Tensor* stream = s->Input("stream");
   s->streaming = stream != nullptr && FirstInteger(*stream, &v) && v != 0;
   if (s->streaming && !m->decoupled)
-    return InvalidArg("stream: this deployment is not decoupled (serving.streaming: false); send stream=false or "
+    return BadRequest("stream", "this deployment is not decoupled (serving.streaming: false); send stream=false or "
                       "render it with streaming");
   FirstInteger(*s->Input("max_tokens"), &s->max_tokens);
   int64_t sequences = 1;
@@ -864,7 +872,7 @@ void Serve(ModelState* m, TRITONBACKEND_Request* request, TRITONSERVER_Error* ta
     if (m->in_flight.fetch_add(1) >= m->capacity) {
       m->in_flight.fetch_sub(1);
       err = Err(TRITONSERVER_ERROR_UNAVAILABLE,
-                "Exceeds maximum queue size: tensorrt_llm_bls holds " + std::to_string(m->capacity) +
+                Tag(kOverloaded) + "Exceeds maximum queue size: tensorrt_llm_bls holds " + std::to_string(m->capacity) +
                 " requests (max_batch_size in flight plus max_queue_size waiting); retry later");
     } else {
       s->counted = true;

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "backend_util.h"
+#include "error_kinds.h"
 
 namespace tritongen {
 namespace {
@@ -178,7 +179,7 @@ TRITONSERVER_Error* OptionalScalar(TRITONBACKEND_Request* request, const char* n
   Tensor t;
   TG_RETURN_IF_ERROR(ReadInput(input, &t));
   if (t.data.empty()) return nullptr;
-  if (!FirstInteger(t, value)) return InvalidArg(std::string(name) + ": expected an integer or bool tensor");
+  if (!FirstInteger(t, value)) return BadRequest(name, "expected an integer or bool tensor");
   *present = true;
   return nullptr;
 }
@@ -204,21 +205,20 @@ TRITONSERVER_Error* ModelState::Accept(TRITONBACKEND_Request* request, std::uniq
       for (uint32_t d = 0; d < dims; ++d) s->prompt_len *= shape[d];
     }
   }
-  if (s->prompt_len < 0) return InvalidArg("input_lengths: must be >= 0 (got " + std::to_string(s->prompt_len) + ")");
+  if (s->prompt_len < 0) return BadRequest("input_lengths", "must be >= 0 (got " + std::to_string(s->prompt_len) + ")");
   TG_RETURN_IF_ERROR(OptionalScalar(request, "request_output_len", &s->n_out, &present));
-  if (!present) return InvalidArg("request_output_len: required (the number of tokens to generate, >= 1)");
-  if (s->n_out < 1) return InvalidArg("request_output_len: must be >= 1 (got " + std::to_string(s->n_out) + ")");
+  if (!present) return BadRequest("request_output_len", "required (the number of tokens to generate, >= 1)");
+  if (s->n_out < 1) return BadRequest("request_output_len", "must be >= 1 (got " + std::to_string(s->n_out) + ")");
   int64_t exclude_input = 1;
   TG_RETURN_IF_ERROR(ScalarOr(request, "exclude_input_in_output", 1, &exclude_input));
   if (exclude_input == 0)
-    return InvalidArg("exclude_input_in_output: false is not supported by the synthetic runtime (its outputs carry "
+    return BadRequest("exclude_input_in_output", "false is not supported by the synthetic runtime (its outputs carry "
                       "the generated tokens only); send true or leave it unset");
   for (const char* name : {"beam_width", "num_return_sequences"}) {
     int64_t value = 1;
     TG_RETURN_IF_ERROR(ScalarOr(request, name, 1, &value));
     if (value != 1) {
-      return InvalidArg(std::string(name) + ": " + std::to_string(value) +
-                        " > 1 is not supported by the synthetic runtime");
+      return BadRequest(name, std::to_string(value) + " > 1 is not supported by the synthetic runtime");
     }
   }
   int64_t streaming = 0, want_in = 0, want_out = 0;
@@ -311,7 +311,7 @@ TRITONSERVER_Error* AddInt32(TRITONBACKEND_Response* response, const char* name,
   TRITONSERVER_MemoryType memtype = TRITONSERVER_MEMORY_CPU;
   int64_t memid = 0;
   TG_RETURN_IF_ERROR(TRITONBACKEND_OutputBuffer(output, &buffer, n * sizeof(int32_t), &memtype, &memid));
-  if (memtype == TRITONSERVER_MEMORY_GPU) return Internal(std::string(name) + ": output buffer in GPU memory");
+  if (memtype == TRITONSERVER_MEMORY_GPU) return Internal(Tag(kInternal) + name + ": output buffer in GPU memory");
   std::memcpy(buffer, values, n * sizeof(int32_t));
   return nullptr;
 }
@@ -386,7 +386,7 @@ bool Shard::Step(Stream* s) {
   }
   if (!ok) {
     // A request whose client is gone must not stop the others: end it with an error and move on.
-    SendError(s->factory, TRITONSERVER_ERROR_INTERNAL, "token source: sending a response failed");
+    SendError(s->factory, TRITONSERVER_ERROR_INTERNAL, Tag(kInternal) + "token source: sending a response failed");
     return true;
   }
   return last;
@@ -444,7 +444,7 @@ Shard::~Shard() {
   thread_.join();
   // Every request ends with exactly one FINAL, also when the model unloads with requests in flight.
   for (Stream* s : live_) {
-    SendError(s->factory, TRITONSERVER_ERROR_UNAVAILABLE, "token source: the model is unloading");
+    SendError(s->factory, TRITONSERVER_ERROR_UNAVAILABLE, Tag(kUnavailable) + "token source: the model is unloading");
     delete s;
     model_->Ended();
   }

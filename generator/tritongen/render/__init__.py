@@ -14,7 +14,7 @@ from pathlib import Path
 
 import jinja2
 
-from tritongen import contract, detokenizer
+from tritongen import contract, detokenizer, error_kinds
 from tritongen.plan import InstanceGroup, Plan, ServerGroupPlan
 from tritongen.render.write import MARKER, check_output_dir, status_lines, write_repository
 from tritongen.resources import data_dir
@@ -154,7 +154,16 @@ def render_repository(plan: Plan, where: Locations | None = None) -> dict[str, b
         # What the OpenAI frontend needs to front this repository (tritonserver ignores files at the root): the
         # settings, with the tokenizer where the server sees it, and a chat template file copied in.
         files.update(plan.frontend.repository_files(where.tokenizer))
-    return dict(sorted(files.items()))
+    return dict(sorted(_with_error_kinds(files).items()))
+
+
+def _with_error_kinds(files: dict[str, bytes]) -> dict[str, bytes]:
+    """The error kinds module (tritongen.error_kinds), copied next to each python model that imports it."""
+    shared = Path(error_kinds.__file__).read_bytes()
+    for path, content in list(files.items()):
+        if path.endswith("/1/model.py") and b"from error_kinds import" in content:
+            files[path.removesuffix("model.py") + "error_kinds.py"] = shared
+    return files
 
 
 def render_for(plan: Plan, where: Locations | None = None) -> dict[str, bytes]:

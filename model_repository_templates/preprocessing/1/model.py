@@ -15,6 +15,8 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 from transformers import AutoTokenizer
 
+from error_kinds import BAD_REQUEST, RequestError, wrap  # shipped next to this file
+
 
 def _param(config, key, default=None):
     value = config.get("parameters", {}).get(key, {}).get("string_value", "")
@@ -69,8 +71,9 @@ class TritonPythonModel:
         for value in tensor.as_numpy().reshape(-1):
             size = len(value) if isinstance(value, bytes) else len(str(value).encode("utf-8"))
             if size > limit:
-                raise ValueError(f"{name}: {size} bytes exceed the limit of {limit} bytes (at most {tokens} prompt "
-                                 f"tokens of at most {longest} bytes each); shorten the prompt")
+                raise RequestError(f"{name}: {size} bytes exceed the limit of {limit} bytes (at most {tokens} "
+                                   f"prompt tokens of at most {longest} bytes each); shorten the prompt", BAD_REQUEST,
+                                   name)
 
     def _word_list(self, rows, batch):
         """Encode per-request word lists into TensorRT-LLM's [batch, 2, N] layout."""
@@ -169,5 +172,7 @@ class TritonPythonModel:
             try:
                 responses.append(self._one(request))
             except Exception as err:  # one bad request must not fail the others in the batch
-                responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(f"preprocessing: {err}")))
+                # A RequestError is tagged (error_kinds); other exceptions keep their raiser's words.
+                error = pb_utils.TritonError(wrap("preprocessing", str(err)))
+                responses.append(pb_utils.InferenceResponse(error=error))
         return responses

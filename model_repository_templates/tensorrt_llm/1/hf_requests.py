@@ -25,6 +25,8 @@ import torch
 import triton_python_backend_utils as pb_utils
 from transformers.generation.continuous_batching.cb_logits_processors import ContinuousBatchingLogitsProcessor
 
+from error_kinds import BAD_REQUEST, CONTEXT_LENGTH_EXCEEDED, RequestError, wrap  # shipped next to this file
+
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 
 # Inputs this runtime cannot honour: rejected as soon as they carry data.
@@ -40,8 +42,9 @@ NEUTRAL = (("beam_width", 1, int), ("num_return_sequences", 1, int), ("repetitio
            ("return_context_logits", False, bool), ("return_generation_logits", False, bool), ("stop", False, bool))
 
 
-class RequestError(ValueError):
-    """A request this model will not run; the message names the input and the limit."""
+def _refuse(name, problem, kind=BAD_REQUEST):
+    """The error of a request this model will not run: `name: problem`, tagged with its kind and input."""
+    return RequestError(f"{name}: {problem}", kind, name)
 
 
 @dataclass(frozen=True)
@@ -112,17 +115,17 @@ def _scalar(request, name, cast, default=None):
     if value is None:
         return default
     if value.ndim > 0 and value.shape[0] != 1:
-        raise RequestError(f"{name}: batch size per request must be 1, got shape {list(value.shape)}")
+        raise _refuse(name, f"batch size per request must be 1, got shape {list(value.shape)}")
     if value.size == 0:
         return default
     if value.size != 1:
-        raise RequestError(f"{name}: expected one value, got shape {list(value.shape)}")
+        raise _refuse(name, f"expected one value, got shape {list(value.shape)}")
     kind = value.dtype.kind
     if cast is bool and kind != "b" or cast is int and kind not in "iu" or cast is float and kind not in "fiu":
-        raise RequestError(f"{name}: wrong data type {value.dtype}; see the model's config.pbtxt")
+        raise _refuse(name, f"wrong data type {value.dtype}; see the model's config.pbtxt")
     item = value.reshape(-1)[0].item()
     if cast is float and not math.isfinite(item):
-        raise RequestError(f"{name}: {item} is not a finite number")
+        raise _refuse(name, f"{item} is not a finite number")
     return cast(item)
 
 
@@ -134,14 +137,14 @@ def _word_sequences(request, name, vocab):
     if value.ndim == 2:
         value = value[np.newaxis]
     if value.ndim != 3 or value.shape[0] != 1 or value.shape[1] != 2:
-        raise RequestError(f"{name}: expected shape [1, 2, N] (ids, then end offsets), got {list(value.shape)}")
+        raise _refuse(name, f"expected shape [1, 2, N] (ids, then end offsets), got {list(value.shape)}")
     ids, offsets = value[0, 0].tolist(), [o for o in value[0, 1].tolist() if o >= 0]
     if any(b <= a for a, b in zip(offsets, offsets[1:])) or (offsets and offsets[-1] > len(ids)):
-        raise RequestError(f"{name}: end offsets {offsets} must increase and stay within the {len(ids)} ids")
+        raise _refuse(name, f"end offsets {offsets} must increase and stay within the {len(ids)} ids")
     words = [ids[start:end] for start, end in zip([0] + offsets[:-1], offsets) if end > start]
     for word in words:
         if any(t < 0 or t >= vocab for t in word):
-            raise RequestError(f"{name}: token ids must be in [0, {vocab})")
+            raise _refuse(name, f"token ids must be in [0, {vocab})")
     return words
 
 
@@ -149,38 +152,38 @@ def _reject_unsupported(request):
     for name in UNSUPPORTED:
         value = _array(request, name)
         if value is not None and value.size and (value.dtype.kind == "O" or np.any(value != 0)):
-            raise RequestError(f"{name}: not supported by the hf runtime; leave it unset")
+            raise _refuse(name, "not supported by the hf runtime; leave it unset")
     for name, neutral, cast in NEUTRAL:
         value = _scalar(request, name, cast, neutral)
         if value != neutral:
-            raise RequestError(f"{name}: not supported by the hf runtime (only {neutral!r}); leave it unset")
+            raise _refuse(name, f"not supported by the hf runtime (only {neutral!r}); leave it unset")
     bias = _array(request, "embedding_bias")
     if bias is not None and bias.size and np.any(bias != 0):
-        raise RequestError("embedding_bias: not supported by the hf runtime; leave it unset")
+        raise _refuse("embedding_bias", "not supported by the hf runtime; leave it unset")
 
 
 def _prompt(request, limits):
     ids = _array(request, "input_ids")
     if ids is None:
-        raise RequestError("input_ids: required")
+        raise _refuse("input_ids", "required")
     if ids.dtype.kind not in "iu":
-        raise RequestError(f"input_ids: wrong data type {ids.dtype}; expected INT32 token ids")
+        raise _refuse("input_ids", f"wrong data type {ids.dtype}; expected INT32 token ids")
     if ids.ndim > 1 and ids.shape[0] != 1:
-        raise RequestError(f"input_ids: batch size per request must be 1, got shape {list(ids.shape)}")
+        raise _refuse("input_ids", f"batch size per request must be 1, got shape {list(ids.shape)}")
     ids = ids.reshape(-1)
     length = _scalar(request, "input_lengths", int, ids.size)
     if length < 1 or ids.size == 0:
-        raise RequestError("input_ids: the prompt is empty (0 tokens); send at least one token")
+        raise _refuse("input_ids", "the prompt is empty (0 tokens); send at least one token")
     if length > ids.size:
-        raise RequestError(f"input_lengths: {length} is more than the {ids.size} input_ids sent")
+        raise _refuse("input_lengths", f"{length} is more than the {ids.size} input_ids sent")
     if length > limits.max_total:
-        raise RequestError(f"input_ids: {length} tokens exceed the model's limit of {limits.max_total} tokens "
-                           f"({limits.describe_total()}); shorten the prompt")
+        raise _refuse("input_ids", f"{length} tokens exceed the model's limit of {limits.max_total} tokens "
+                      f"({limits.describe_total()}); shorten the prompt", CONTEXT_LENGTH_EXCEEDED)
     ids = ids[:length]
     low, high = int(ids.min()), int(ids.max())
     if low < 0 or high >= limits.vocab:
         bad = low if low < 0 else high
-        raise RequestError(f"input_ids: token id {bad} is outside the vocabulary [0, {limits.vocab})")
+        raise _refuse("input_ids", f"token id {bad} is outside the vocabulary [0, {limits.vocab})")
     return ids.astype(np.int64).tolist()
 
 
@@ -190,36 +193,35 @@ def parse_request(request, sender, limits: Limits) -> Generation:
     prompt = _prompt(request, limits)
     max_new = _scalar(request, "request_output_len", int)
     if max_new is None:
-        raise RequestError("request_output_len: required")
+        raise _refuse("request_output_len", "required")
     if max_new < 1:
-        raise RequestError(f"request_output_len: {max_new} is less than 1")
+        raise _refuse("request_output_len", f"{max_new} is less than 1")
     if len(prompt) + max_new > limits.max_total:
-        raise RequestError(
-            f"request_output_len: {len(prompt)} input tokens + {max_new} = {len(prompt) + max_new} exceeds the "
+        raise _refuse(
+            "request_output_len", f"{len(prompt)} input tokens + {max_new} = {len(prompt) + max_new} exceeds the "
             f"model's limit of {limits.max_total} tokens ({limits.describe_total()}); ask for at most "
             f"{limits.max_total - len(prompt)} tokens")
     end_id = _scalar(request, "end_id", int, limits.end_id)
     if end_id != -1 and not 0 <= end_id < limits.vocab:
-        raise RequestError(f"end_id: {end_id} is outside the vocabulary [0, {limits.vocab}) (-1: no end token)")
+        raise _refuse("end_id", f"{end_id} is outside the vocabulary [0, {limits.vocab}) (-1: no end token)")
     pad_id = _scalar(request, "pad_id", int, limits.pad_id)
     if not 0 <= pad_id < limits.vocab:
-        raise RequestError(f"pad_id: {pad_id} is outside the vocabulary [0, {limits.vocab})")
+        raise _refuse("pad_id", f"{pad_id} is outside the vocabulary [0, {limits.vocab})")
     min_tokens = _scalar(request, "min_tokens", int, 0)
     if min_tokens < 0:
-        raise RequestError(f"min_tokens: {min_tokens} is negative")
+        raise _refuse("min_tokens", f"{min_tokens} is negative")
     streaming = _scalar(request, "streaming", bool, False)
     if streaming and not limits.decoupled:
-        raise RequestError("streaming: this model is not decoupled, so it cannot stream; send streaming=false")
+        raise _refuse("streaming", "this model is not decoupled, so it cannot stream; send streaming=false")
     kwargs, greedy = _sampling(request, limits)
     if _scalar(request, "seed", int, None) is not None and not greedy:
-        raise RequestError("seed: transformers' continuous batching has no per-request seed; leave it unset")
+        raise _refuse("seed", "transformers' continuous batching has no per-request seed; leave it unset")
     want_log_probs = _scalar(request, "return_log_probs", bool, False)
     if want_log_probs and not limits.log_probs:
-        raise RequestError("return_log_probs: log probs are off for this deployment (model parameter log_probs)")
+        raise _refuse("return_log_probs", "log probs are off for this deployment (model parameter log_probs)")
     if want_log_probs and greedy and limits.sampling:
-        raise RequestError("return_log_probs: with per-request sampling a greedy request is decoded as top_k=1, "
-                           "whose log probs are all 0; send runtime_top_k/runtime_top_p, or deploy with "
-                           "sampling: greedy")
+        raise _refuse("return_log_probs", "with per-request sampling a greedy request is decoded as top_k=1, "
+                      "whose log probs are all 0; send runtime_top_k/runtime_top_p, or deploy with sampling: greedy")
     min_tokens = min(min_tokens, max_new)
     if min_tokens and end_id != -1:
         kwargs.update(tritongen_min_tokens=int(min_tokens), tritongen_end_id=int(end_id))
@@ -237,29 +239,30 @@ def _sampling(request, limits):
     """TensorRT-LLM semantics: no top_k/top_p (or temperature 0) means greedy; top_k 0 means no top-k filter."""
     bad_words = _word_sequences(request, "bad_words_list", limits.vocab)
     if bad_words:
-        raise RequestError("bad_words_list: not supported by the hf runtime; leave it unset")
+        raise _refuse("bad_words_list", "not supported by the hf runtime; leave it unset")
     top_k = _scalar(request, "runtime_top_k", int, 0)
     top_p = _scalar(request, "runtime_top_p", float, 0.0)
     temperature = _scalar(request, "temperature", float, 1.0)
     if top_k < 0:
-        raise RequestError(f"runtime_top_k: {top_k} is negative")
+        raise _refuse("runtime_top_k", f"{top_k} is negative")
     if not 0.0 <= top_p <= 1.0:
-        raise RequestError(f"runtime_top_p: {top_p} is outside [0, 1]")
+        raise _refuse("runtime_top_p", f"{top_p} is outside [0, 1]")
     if temperature < 0:
-        raise RequestError(f"temperature: {temperature} is negative")
+        raise _refuse("temperature", f"{temperature} is negative")
     greedy = (top_k <= 0 and top_p <= 0) or temperature == 0 or top_k == 1
     if greedy:
         return ({"temperature": 1.0, "top_k": 1, "top_p": 1.0} if limits.sampling else {}), True
     if not limits.sampling:
         name = "runtime_top_k" if top_k > 1 else "runtime_top_p"
-        raise RequestError(f"{name}: this deployment decodes greedily (model parameter sampling: greedy); "
-                           "leave runtime_top_k/runtime_top_p unset")
+        raise _refuse(name, "this deployment decodes greedily (model parameter sampling: greedy); "
+                      "leave runtime_top_k/runtime_top_p unset")
     return {"temperature": float(temperature), "top_k": int(min(top_k, limits.vocab) if top_k > 0 else limits.vocab),
             "top_p": float(top_p if top_p > 0 else 1.0)}, False
 
 
 def error_response(message):
-    return pb_utils.InferenceResponse(error=pb_utils.TritonError(f"tensorrt_llm (hf): {message}"))
+    """A FINAL error response; `message` carries its kind's tag (error_kinds), kept in front."""
+    return pb_utils.InferenceResponse(error=pb_utils.TritonError(wrap("tensorrt_llm (hf)", message)))
 
 
 def response_for(gen: Generation, start: int):

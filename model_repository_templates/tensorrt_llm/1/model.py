@@ -28,9 +28,10 @@ import triton_python_backend_utils as pb_utils
 from transformers import AutoModelForCausalLM, GenerationConfig
 from transformers.generation.configuration_utils import ContinuousBatchingConfig
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # hf_requests.py is rendered next to this file
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # hf_requests.py, error_kinds.py: next to this file
+from error_kinds import INTERNAL, UNAVAILABLE, RequestError, tagged  # noqa: E402
 from hf_requests import (  # noqa: E402
-    FINAL, Limits, MinTokensProcessor, RequestError, error_response, install_processor, parse_request, response_for)
+    FINAL, Limits, MinTokensProcessor, error_response, install_processor, parse_request, response_for)
 
 DTYPES = {"auto": "auto", "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 ATTENTION = ("sdpa_mem_efficient", "sdpa", "eager")
@@ -274,7 +275,7 @@ class TritonPythonModel:
                 self._send_error(sender, str(err))
             except Exception as err:  # anything else still ends the request with one error
                 self.m_rejected.increment(1)
-                self._send_error(sender, f"internal error while admitting the request: {err!r}")
+                self._send_error(sender, tagged(INTERNAL, f"internal error while admitting the request: {err!r}"))
         return None
 
     def _admit(self, request, sender):
@@ -286,9 +287,9 @@ class TritonPythonModel:
             while len(self.active) >= self.max_in_flight and self.fatal is None and not self.stopping:
                 self.room.wait(0.1)
             if self.fatal is not None:
-                raise RequestError(f"the generation loop died ({self.fatal}); the server is restarting")
+                raise RequestError(f"the generation loop died ({self.fatal}); the server is restarting", INTERNAL)
             if self.stopping:
-                raise RequestError("the model is shutting down")
+                raise RequestError("the model is shutting down", UNAVAILABLE)
             rid = f"r{self.next_id}"
             self.next_id += 1
             gen.rid = rid
@@ -308,7 +309,7 @@ class TritonPythonModel:
                 self.active.pop(rid, None)
                 self.room.notify()
             self.m_active.set(len(self.active))
-            raise RequestError(f"not accepted by continuous batching: {reason}")
+            raise RequestError(f"not accepted by continuous batching: {reason}", INTERNAL)
 
     def _send_error(self, sender, message):
         try:
@@ -335,7 +336,7 @@ class TritonPythonModel:
                     try:
                         self._on_output(gen, out)
                     except Exception as err:  # one request's failure must not touch the others
-                        self._finish(gen, error=f"internal error: {err!r}")
+                        self._finish(gen, error=tagged(INTERNAL, f"internal error: {err!r}"))
         except BaseException as err:  # the dispatcher itself failed: nothing would answer any more
             self._loop_died(f"dispatcher failed: {err!r}")
 
@@ -360,7 +361,7 @@ class TritonPythonModel:
         return repr(error) if error is not None else "the generation thread exited"
 
     def _on_output(self, gen, out):
-        if out.error:
+        if out.error:  # transformers' own words, untagged: the frontend reads them as it reads Triton's
             self._finish(gen, error=out.error)
             return
         now = time.time_ns()
@@ -475,7 +476,7 @@ class TritonPythonModel:
         pb_utils.Logger.log_error(f"{self.model_name}: the generation loop died: {reason}; failing "
                                   f"{len(items)} active request(s)")
         for gen in items:
-            self._finish(gen, error=f"the generation loop died ({reason})")
+            self._finish(gen, error=tagged(INTERNAL, f"the generation loop died ({reason})"))
         if self.exit_on_fatal and not self.stopping:
             self._stop_server()
 
@@ -506,7 +507,7 @@ class TritonPythonModel:
             items = list(self.active.values())
             self.room.notify_all()
         for gen in items:
-            self._finish(gen, error="the model is shutting down")
+            self._finish(gen, error=tagged(UNAVAILABLE, "the model is shutting down"))
         try:
             self.manager.stop(block=True, timeout=10, hard_stop=True)
         except Exception as err:

@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import triton_python_backend_utils as pb_utils
 from detokenizer import IncrementalDetokenizer, StopStrings, held_ids
+from error_kinds import BAD_REQUEST, INTERNAL, OVERLOADED, RequestError, tagged, wrap
 from transformers import AutoTokenizer
 
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
@@ -68,10 +69,6 @@ PASSED = frozenset(PASSED_OUTPUTS)
 
 class Cancelled(Exception):
     """The client cancelled the request; it ends with Triton's CANCELLED error, as a cancelled LLM request does."""
-
-
-class RequestError(Exception):
-    """A request this model refuses; the message names the input."""
 
 
 class _InFlight:
@@ -152,8 +149,8 @@ class TritonPythonModel:
         # This model accepts requests onto threads, so Triton's queue never fills and cannot refuse: the model
         # enforces the deployment's limit itself, per instance its share of the LLM's batch (max_in_flight) plus its
         # share of max_queue_size, and refuses the excess at once with Triton's own wording (`execute` returns at
-        # once: the worker threads make BLS calls, and this model's stub was seen crashing under load while
-        # `execute` was kept waiting for room).
+        # once: the worker threads make BLS calls, and a stub of this model can crash under load while
+        # `execute` is kept waiting for room).
         instances = sum(int(g.get("count", 1)) for g in config.get("instance_group", [])) or 1
         limit = int(_param(config, "max_in_flight", 0) or 0)
         queue = int(config.get("dynamic_batching", {}).get("default_queue_policy", {}).get("max_queue_size", 0) or 0)
@@ -169,18 +166,20 @@ class TritonPythonModel:
         response = pb_utils.InferenceRequest(model_name=model, inputs=inputs, request_id=request_id,
                                              requested_output_names=list(outputs)).exec()
         if response.has_error():
-            raise RequestError(f"{model}: {response.error().message()}")
+            raise RequestError(wrap(model, response.error().message()), kind=None)
         return response
 
     def _validate(self, request, decoupled_stream):
         if (_first(_input(request, "num_draft_tokens"), 0) or 0) > 0 and not self.draft_name:
             raise RequestError("num_draft_tokens: speculative decoding needs a draft model, and this deployment "
-                               "has none (tensorrt_llm_draft_model_name); leave it unset or 0")
+                               "has none (tensorrt_llm_draft_model_name); leave it unset or 0", BAD_REQUEST,
+                               "num_draft_tokens")
         if _first(_input(request, "use_draft_logits"), False):
-            raise RequestError("use_draft_logits: needs a draft model, and this deployment has none; leave it unset")
+            raise RequestError("use_draft_logits: needs a draft model, and this deployment has none; leave it unset",
+                               BAD_REQUEST, "use_draft_logits")
         if decoupled_stream and not self.decoupled:
             raise RequestError("stream: this deployment is not decoupled (serving.streaming: false); "
-                               "send stream=false or render it with streaming")
+                               "send stream=false or render it with streaming", BAD_REQUEST, "stream")
 
     def _llm_inputs(self, request, batch):
         pre_inputs = [pb_utils.Tensor(target, value) for name, target in TO_PREPROCESSING.items()
@@ -227,9 +226,9 @@ class TritonPythonModel:
     def _run(self, request, send, entry=None):
         text_input = _input(request, "text_input")
         if text_input is None or text_input.size == 0:
-            raise RequestError("text_input: required")
+            raise RequestError("text_input: required", BAD_REQUEST, "text_input")
         if _input(request, "max_tokens") is None:
-            raise RequestError("max_tokens: required (the most tokens to generate)")
+            raise RequestError("max_tokens: required (the most tokens to generate)", BAD_REQUEST, "max_tokens")
         check_input_size(text_input, self.input_cap)
         batch = text_input.shape[0]
         stream = bool(_first(_input(request, "stream"), False))
@@ -256,7 +255,7 @@ class TritonPythonModel:
     def _output_ids(self, response):
         """The LLM response's output_ids; None for the empty final response of a decoupled model. Its error, raised."""
         if response.has_error():
-            raise RequestError(f"{self.llm_name}: {response.error().message()}")
+            raise RequestError(wrap(self.llm_name, response.error().message()), kind=None)
         ids = pb_utils.get_output_tensor_by_name(response, "output_ids")
         return None if ids is None else ids.as_numpy()
 
@@ -353,8 +352,9 @@ class TritonPythonModel:
                     self.in_flight[id(entry)] = entry
             if full:
                 entry.sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(
-                    f"Exceeds maximum queue size: tensorrt_llm_bls holds {self.capacity} requests per instance "
-                    "(its share of max_batch_size in flight plus max_queue_size waiting); retry later")), flags=FINAL)
+                    tagged(OVERLOADED, f"Exceeds maximum queue size: tensorrt_llm_bls holds {self.capacity} requests "
+                           "per instance (its share of max_batch_size in flight plus max_queue_size waiting); "
+                           "retry later"))), flags=FINAL)
                 continue
             self.pool.submit(self._serve, entry)
         return None
@@ -366,7 +366,8 @@ class TritonPythonModel:
             with entry.lock:
                 sender.send(response)
 
-        final = pb_utils.InferenceResponse(error=pb_utils.TritonError("tensorrt_llm_bls: internal error"))
+        final = pb_utils.InferenceResponse(
+            error=pb_utils.TritonError(tagged(INTERNAL, "tensorrt_llm_bls: internal error")))
         try:
             self._run(entry.request, send, entry)
             final = None
@@ -375,7 +376,7 @@ class TritonPythonModel:
             error = pb_utils.TritonError("request cancelled", code) if code is not None else \
                 pb_utils.TritonError("request cancelled")
             final = pb_utils.InferenceResponse(error=error)
-        except Exception as err:
+        except Exception as err:  # a RequestError is tagged (error_kinds); others keep their raiser's words
             final = pb_utils.InferenceResponse(error=pb_utils.TritonError(str(err)))
         finally:
             with self.room:
@@ -435,8 +436,9 @@ def check_input_size(text_input, cap):
     for value in text_input.reshape(-1):
         size = len(value) if isinstance(value, bytes) else len(str(value).encode("utf-8"))
         if size > limit:
-            raise RequestError(f"text_input: {size} bytes exceed the limit of {limit} bytes (at most {tokens} prompt "
-                               f"tokens of at most {longest} bytes each); shorten the prompt")
+            raise RequestError(f"text_input: {size} bytes exceed the limit of {limit} bytes (at most {tokens} "
+                               f"prompt tokens of at most {longest} bytes each); shorten the prompt", BAD_REQUEST,
+                               "text_input")
 
 
 def _output(response, name):
