@@ -37,7 +37,10 @@ def test_http_generate_returns_text(triton):
 
 def test_http_generate_stream_yields_several_events(triton):
     events = list(client.stream_http(triton.http_url, "The quick brown fox", 6, min_tokens=6))
-    assert len(events) == 6
+    whole = client.generate_http(triton.http_url, "The quick brown fox", 6, min_tokens=6)
+    # At most one event per token (the hf model folds tokens queued behind a slow sender into one response), more
+    # than one for a 6-token stream, and together exactly the unstreamed text.
+    assert 2 <= len(events) <= 6 and "".join(events) == whole
 
 
 def test_greedy_is_deterministic_and_min_tokens_fixes_length(triton):
