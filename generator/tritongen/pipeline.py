@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tritongen.errors import CheckFailed, EnvironmentMissing, SpecError, problem
-from tritongen.loadtests.runner import Endpoint, run_loadtest, say, settings_from_args
+from tritongen.loadtests.runner import Endpoint, LoadTest, load_from_args, run_loadtest, say
 from tritongen.plan import Plan
 from tritongen.plan.checks import require_tokenizer
 from tritongen.render import render_for
@@ -34,7 +34,8 @@ def up(args: argparse.Namespace) -> int:
             "run `tritongen deploy SPEC --target docker` (or compose / k8s) and `tritongen loadtest` against it"))
     require_tokenizer(plan.tokenizer.dir)
     _stage(1, total, "validate", f"{args.spec} ({plan.name}, runtime {plan.runtime})")
-    settings = settings_from_args(args, plan)
+    load = load_from_args(args, plan)
+    profile = load.profile
     _stage(2, total, "plan", f"{plan.llm_instance_group.kind} x{plan.llm_instance_group.count}, "
            f"max_batch_size {plan.max_batch_size}, tokenizer {plan.tokenizer.dir}")
     out = Path(args.out or f"up-{plan.name}").resolve()
@@ -59,20 +60,20 @@ def up(args: argparse.Namespace) -> int:
         _stream_one(server.grpc_url, plan.max_tokens_default)
         openai_port = getattr(args, "openai", None)
         overhead = getattr(args, "openai_overhead", False)
-        if openai_port is not None or overhead or settings.protocol == "openai" or plan.frontend.enabled:
+        if openai_port is not None or overhead or profile.protocol == "openai" or plan.frontend.enabled:
             frontend = _start_frontend(plan, repo, server.grpc_url, openai_port, out / "frontend.log")
             _stage(5, total, "serve", f"OpenAI API: {frontend.base_url} (model {plan.frontend.models[0].name})")
         endpoint = Endpoint(grpc_url=server.grpc_url, http_url=server.http_url, metrics_url=server.metrics_url,
                             openai_url=frontend.url if frontend else None)
-        levels = ", ".join(f"{x:g}" for x in settings.levels())
+        levels = ", ".join(f"{x:g}" for x in profile.levels())
         if overhead:
-            _stage(6, total, "loadtest", f"{settings.mode} loop, {settings.level_unit} {levels}, grpc then "
-                   f"openai, {max(1, round(settings.duration_s))} s each")
-            code = _with_server_check(lambda: openai_overhead(plan, endpoint, settings, out, args.spec), server)
+            _stage(6, total, "loadtest", f"{profile.mode} loop, {profile.level_unit} {levels}, grpc then "
+                   f"openai, {max(1, round(profile.duration_s))} s each")
+            code = _with_server_check(lambda: openai_overhead(plan, endpoint, load, out, args.spec), server)
         else:
-            _stage(6, total, "loadtest", f"{settings.mode} loop, {settings.level_unit} {levels}, "
-                   f"{settings.protocol}, {max(1, round(settings.duration_s))} s per level")
-            code = _with_server_check(lambda: run_loadtest(plan, endpoint, settings, out, spec_path=args.spec),
+            _stage(6, total, "loadtest", f"{profile.mode} loop, {profile.level_unit} {levels}, "
+                   f"{profile.protocol}, {max(1, round(profile.duration_s))} s per level")
+            code = _with_server_check(lambda: run_loadtest(plan, endpoint, load, out, spec_path=args.spec),
                                       server)
     finally:
         _stage(7, total, "stop", "stopping " + ("the OpenAI frontend and " if frontend else "") + "tritonserver")
@@ -93,7 +94,7 @@ def _start_frontend(plan: Plan, repo: Path, grpc_url: str, port: int | None, log
     return FrontendProcess(repo, grpc_url, port=chosen, log_path=log).start()
 
 
-def openai_overhead(plan: Plan, endpoint: Endpoint, settings, out: Path, spec_path: str | None = None) -> int:
+def openai_overhead(plan: Plan, endpoint: Endpoint, load: LoadTest, out: Path, spec_path: str | None = None) -> int:
     """The same load through gRPC and through the OpenAI frontend; writes openai_overhead.json with the TTFT
     (and ITL) each protocol's clients saw and the difference. Exit code: the worse SLO verdict of the two."""
     import dataclasses
@@ -103,7 +104,8 @@ def openai_overhead(plan: Plan, endpoint: Endpoint, settings, out: Path, spec_pa
 
     from tritongen.frontend.metrics import histogram_buckets, quantiles
 
-    if len(settings.levels()) != 1:
+    profile = load.profile
+    if len(profile.levels()) != 1:
         raise SpecError(problem("--openai-overhead", "compares the two protocols at one load level",
                                 "drop --sweep (or --trace)"))
 
@@ -115,9 +117,9 @@ def openai_overhead(plan: Plan, endpoint: Endpoint, settings, out: Path, spec_pa
     for protocol in ("grpc", "openai"):
         # Both protocols call the same Triton model: the frontend's (tensorrt_llm_bls unless the spec says ensemble).
         model = plan.frontend.models[0].triton_model if protocol == "grpc" else None
-        run_settings = dataclasses.replace(settings, protocol=protocol, model=model)
+        run = dataclasses.replace(load, profile=profile.model_copy(update={"protocol": protocol}), model=model)
         before = added_buckets() if protocol == "openai" else None
-        code = max(code, run_loadtest(plan, endpoint, run_settings, out / protocol, spec_path=spec_path))
+        code = max(code, run_loadtest(plan, endpoint, run, out / protocol, spec_path=spec_path))
         level = json.loads((out / protocol / "loadtest.json").read_text())["levels"][0]
         runs[protocol] = {key: level["metrics"][key] for key in ("request_count", "error_count", "ttft_ms",
                                                                   "itl_ms", "e2e_ms", "output_token_throughput")}
@@ -132,7 +134,7 @@ def openai_overhead(plan: Plan, endpoint: Endpoint, settings, out: Path, spec_pa
     after = added_buckets()
     added = quantiles({le: n - before.get(le, 0.0) for le, n in after.items()})
     added = {"requests": added.pop("count"), **{k: None if v is None else v * 1e3 for k, v in added.items()}}
-    result = {"mode": settings.mode, "level": settings.levels()[0], "duration_s": settings.duration_s,
+    result = {"mode": profile.mode, "level": profile.levels()[0], "duration_s": profile.duration_s,
               "runs": runs, "frontend_added_ttft_ms": added,
               "openai_minus_grpc_ms": {f"{m}_{s}": delta(m, s) for m in ("ttft_ms", "itl_ms")
                                        for s in ("p50", "p95")}}
@@ -140,7 +142,7 @@ def openai_overhead(plan: Plan, endpoint: Endpoint, settings, out: Path, spec_pa
     d = result["openai_minus_grpc_ms"]
     if d["ttft_ms_p50"] is None:
         raise CheckFailed("openai overhead: a run recorded no time to first token; see the two reports")
-    say(f"OpenAI frontend vs gRPC at {settings.levels()[0]:g} {settings.level_unit}: TTFT p50 "
+    say(f"OpenAI frontend vs gRPC at {profile.levels()[0]:g} {profile.level_unit}: TTFT p50 "
         f"{runs['grpc']['ttft_ms']['p50']:.2f} -> {runs['openai']['ttft_ms']['p50']:.2f} ms "
         f"({d['ttft_ms_p50']:+.2f} ms), p95 {d['ttft_ms_p95']:+.2f} ms; ITL p50 {d['itl_ms_p50']:+.2f} ms")
     if added["p50"] is not None:

@@ -47,10 +47,13 @@ def test_sweep_flag_is_parsed_and_checked():
 _PROMPTS_PROBE = """
 import json, sys
 from transformers import AutoTokenizer
-from tritongen.loadtests.workload import LoadConfig, PromptSource, TokenDist, load_tokenizer
+from tritongen.loadtests.workload import LocustConfig, PromptSource, load_tokenizer
+from tritongen.plan.load import load_profile
+from tritongen.spec import LoadSection
 tok = AutoTokenizer.from_pretrained(sys.argv[1])
-config = LoadConfig(url="x:1", protocol="grpc", samples_dir="/tmp", tokenizer_dir=sys.argv[1], level=1,
-                    input_tokens=TokenDist(40, 0), output_tokens=TokenDist(16, 0), add_special_tokens=False)
+profile = load_profile(LoadSection(input_tokens={"mean": 40}, output_tokens={"mean": 16}), str)
+config = LocustConfig(profile=profile, url="x:1", samples_dir="/tmp", tokenizer_dir=sys.argv[1], level=1,
+                      add_special_tokens=False)
 source = PromptSource(config, load_tokenizer(sys.argv[1]))
 prompts = [source.next() for _ in range(20)]
 print(json.dumps([[p.text, p.input_tokens, len(tok.encode(p.text, add_special_tokens=False)), p.max_tokens,

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import statistics
+from pathlib import Path
 
 import pytest
 
 from tritongen.loadtests.arrivals import arrival_offsets, cancel_decisions, parse_trace
 from tritongen.loadtests.slo import LevelVerdict, SLOResult, capacity
-from tritongen.loadtests.workload import LoadConfig, Pacer
+from tritongen.loadtests.workload import LocustConfig, Pacer
+from tritongen.plan.load import load_profile
+from tritongen.spec import LoadSection
+
+
+def level_config(level: float, **load) -> LocustConfig:
+    """One level's Locust configuration, its profile planned from a `validation.load` with `load` set."""
+    return LocustConfig(profile=load_profile(LoadSection(**load), lambda p: Path(p).resolve()), url="x:1",
+                        level=level, samples_dir="/tmp", tokenizer_dir="/tmp")
 
 
 def gaps(offsets: list[float]) -> list[float]:
@@ -88,25 +97,21 @@ class FakeClock:
 
 def test_pacer_sends_on_schedule_and_reports_lag():
     clock = FakeClock()
-    config = LoadConfig(url="x:1", protocol="grpc", samples_dir="/tmp", tokenizer_dir="/tmp", level=2,
-                        request_rate=2.0, arrival="constant")
-    pacer = Pacer(config, sleep=clock.sleep, clock=clock)
+    pacer = Pacer(level_config(2, request_rate=2.0, arrival="constant"), sleep=clock.sleep, clock=clock)
     assert pacer.wait() == (0.0, None) and clock.now == 100.0
     assert pacer.wait() == (0.0, None) and clock.now == pytest.approx(100.5)
     clock.now += 2.0  # every slot was busy: the next arrival (due at 101.0) goes out 1.5 s late
     lag, _ = pacer.wait()
     assert lag == pytest.approx(1.5)
-    closed = Pacer(LoadConfig(url="x:1", protocol="grpc", samples_dir="/tmp", tokenizer_dir="/tmp", level=4),
-                   sleep=clock.sleep, clock=clock)
+    closed = Pacer(level_config(4, users=4), sleep=clock.sleep, clock=clock)
     assert closed.wait() == (None, None)
 
 
 def test_pacer_sends_nothing_after_the_run():
     # 2 requests/s for 3 s: arrivals at 0, 0.5, ..., 2.5, then the schedule is over (no request after -t).
     clock = FakeClock()
-    config = LoadConfig(url="x:1", protocol="grpc", samples_dir="/tmp", tokenizer_dir="/tmp", level=2,
-                        request_rate=2.0, arrival="constant", duration_s=3.0)
-    pacer = Pacer(config, sleep=clock.sleep, clock=clock)
+    pacer = Pacer(level_config(2, request_rate=2.0, arrival="constant", duration_s=3.0), sleep=clock.sleep,
+                  clock=clock)
     sent = 0
     while pacer.wait() is not None:
         sent += 1
@@ -118,9 +123,7 @@ def test_pacer_replays_a_trace_then_stops(tmp_path):
     trace.write_text('{"timestamp": 0, "input_length": 8, "output_length": 4}\n'
                      '{"timestamp": 250, "input_length": 16, "output_length": 2}\n')
     clock = FakeClock()
-    config = LoadConfig(url="x:1", protocol="grpc", samples_dir="/tmp", tokenizer_dir="/tmp", level=1,
-                        trace_file=str(trace))
-    pacer = Pacer(config, sleep=clock.sleep, clock=clock)
+    pacer = Pacer(level_config(1, trace_file=str(trace)), sleep=clock.sleep, clock=clock)
     assert pacer.wait()[1].input_tokens == 8
     lag, row = pacer.wait()
     assert (lag, row.output_tokens, clock.now) == (0.0, 2, pytest.approx(100.25))

@@ -52,15 +52,15 @@ def test_serve_starts_the_openai_frontend_when_the_repository_enables_it(tmp_pat
 
 
 def test_loadtest_trace_on_the_shipped_example_replaces_its_sweep(tmp_path, tiny_spec_path):
-    from tritongen.loadtests.runner import settings_from_args
+    from tritongen.loadtests.runner import load_from_args
     from tritongen.plan import load_plan
 
     trace = tmp_path / "trace.jsonl"
     trace.write_text('{"timestamp": 0, "input_length": 8, "output_length": 4}\n')
     plan = load_plan(str(tiny_spec_path))
     assert plan.load.sweep  # the example sweeps levels
-    settings = settings_from_args(argparse.Namespace(trace=str(trace)), plan)
-    assert settings.mode == "trace" and settings.sweep == () and settings.processes == 1
+    profile = load_from_args(argparse.Namespace(trace=str(trace)), plan).profile
+    assert profile.mode == "trace" and profile.sweep == () and profile.processes == 1
 
 
 def test_serve_spec_says_exactly_why_it_cannot(tiny_spec_path, tmp_path, capsys):

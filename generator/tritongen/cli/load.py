@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tritongen.errors import SpecError, problem
 from tritongen.plan.checks import require_tokenizer
-from tritongen.loadtests.runner import PROTOCOLS, Endpoint, run_loadtest, settings_from_args
+from tritongen.loadtests.runner import PROTOCOLS, Endpoint, LoadTest, load_from_args, run_loadtest
 
 
 def _endpoint_from_args(args: argparse.Namespace, protocol: str) -> Endpoint:
@@ -39,15 +39,15 @@ def _cmd_loadtest(args: argparse.Namespace) -> int:
 
     plan = load_plan(args.spec)
     require_tokenizer(plan.tokenizer.dir)  # the load generator sizes prompts and counts tokens with it
-    settings = settings_from_args(args, plan)
-    endpoint = _endpoint_from_args(args, settings.protocol)
+    load = load_from_args(args, plan)
+    endpoint = _endpoint_from_args(args, load.profile.protocol)
     if args.worker:
-        return _run_worker(args, plan, settings, endpoint)
-    return run_loadtest(plan, endpoint, settings, Path(args.out or f"loadtest-{plan.name}"), spec_path=args.spec,
-                        distribution=_distribution_from_args(args, settings))
+        return _run_worker(args, plan, load, endpoint)
+    return run_loadtest(plan, endpoint, load, Path(args.out or f"loadtest-{plan.name}"), spec_path=args.spec,
+                        distribution=_distribution_from_args(args, load))
 
 
-def _distribution_from_args(args: argparse.Namespace, settings):
+def _distribution_from_args(args: argparse.Namespace, load: LoadTest):
     """--workers N (local worker processes) or --master --workers N (workers on other hosts); None: one process."""
     from tritongen.loadtests.distributed import DEFAULT_MASTER_PORT, Distribution, free_port
 
@@ -59,7 +59,7 @@ def _distribution_from_args(args: argparse.Namespace, settings):
         return None
     if args.workers < 1:
         raise SpecError(problem("--workers", f"must be >= 1 (got {args.workers})", "pass a positive count"))
-    if settings.processes > 1:
+    if load.profile.processes > 1:
         raise SpecError(problem("--processes", "cannot be combined with --workers",
                                 "use --workers N alone (each worker is its own process)"))
     if args.master:
@@ -69,7 +69,7 @@ def _distribution_from_args(args: argparse.Namespace, settings):
                         wait_s=args.worker_wait)
 
 
-def _run_worker(args: argparse.Namespace, plan, settings, endpoint: Endpoint) -> int:
+def _run_worker(args: argparse.Namespace, plan, load: LoadTest, endpoint: Endpoint) -> int:
     from tritongen.loadtests.distributed import DEFAULT_MASTER_PORT, run_worker
     from tritongen.loadtests.runner import locust_config
 
@@ -81,9 +81,10 @@ def _run_worker(args: argparse.Namespace, plan, settings, endpoint: Endpoint) ->
                                 "the master decides users, duration and levels; pass only --master-host"))
     out = Path(args.out or f"loadtest-{plan.name}-worker")
     # The master stamps each sample with its level; a worker sends its share of an open-loop rate.
-    config = locust_config(plan, settings, endpoint.url_for(settings.protocol), out / "samples",
-                           settings.request_rate or settings.users)
-    return run_worker(config, out, args.master_host, args.master_port or DEFAULT_MASTER_PORT, settings.processes)
+    profile = load.profile
+    config = locust_config(plan, load, endpoint.url_for(profile.protocol), out / "samples",
+                           profile.request_rate or profile.users)
+    return run_worker(config, out, args.master_host, args.master_port or DEFAULT_MASTER_PORT, profile.processes)
 
 
 def _cmd_up(args: argparse.Namespace) -> int:

@@ -70,14 +70,16 @@ def loadtest_files(dep: Deployment) -> dict[str, bytes]:
     # Runtime sections name host folders too; in the container they are the volume's.
     updates["runtime_settings"] = runtime_of(plan).weights_in_container(plan.runtime_settings, CHECKPOINT, ENGINE,
                                                                         MODELS)
-    if plan.paths.prompts_file:
-        files[PROMPTS] = _read(plan.paths.prompts_file, "validation.load.prompts_file")
-        updates["paths"] = updates["paths"].model_copy(update={"prompts_file": f"{LOADTEST_DIR}/{PROMPTS}"})
+    # The load profile's files are absolute (planned); the container has its copies next to the plan.
+    moved_load: dict[str, str] = {}
+    if plan.load.prompts_file:
+        files[PROMPTS] = _read(plan.load.prompts_file, "validation.load.prompts_file")
+        moved_load["prompts_file"] = f"{LOADTEST_DIR}/{PROMPTS}"
     if plan.load.trace_file:
-        trace = Path(plan.load.trace_file)
-        files[TRACE] = _read(str(trace if trace.is_absolute() else Path(plan.spec_dir) / trace),
-                             "validation.load.trace_file")
-        updates["load"] = plan.load.model_copy(update={"trace_file": f"{LOADTEST_DIR}/{TRACE}"})
+        files[TRACE] = _read(plan.load.trace_file, "validation.load.trace_file")
+        moved_load["trace_file"] = f"{LOADTEST_DIR}/{TRACE}"
+    if moved_load:
+        updates["load"] = plan.load.model_copy(update=moved_load)
     if plan.frontend is not None:
         routes = tuple(r.model_copy(update={"tokenizer_dir": TOKENIZER, "chat_template": None})
                        for r in plan.frontend.models)

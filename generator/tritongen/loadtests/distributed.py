@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from tritongen.loadtests.workload import CONFIG_ENV, LocustConfig
 
 LOCUSTFILE = Path(__file__).resolve().parent / "locustfile.py"
 # Seconds a user may take to finish its request after the run time ends; past it Locust kills the user and
@@ -35,9 +36,6 @@ SAMPLES_MESSAGE = "tritongen_samples"
 FORWARD_ENV = "TRITONGEN_LOADTEST_FORWARD"
 DEFAULT_MASTER_PORT = 5557
 FORWARD_INTERVAL_S = 1.0
-# tritongen.loadtests.users.CONFIG_ENV; importing users here would import locust, whose gevent monkey-patching
-# must never happen in the process that starts Locust's processes.
-CONFIG_ENV = "TRITONGEN_LOADTEST_CONFIG"
 WORKER_WAIT_S = 120
 """How long the master waits for its workers to connect before giving up."""
 
@@ -178,7 +176,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _prepare_worker_dir(root: Path, config: dict) -> Path:
+def _prepare_worker_dir(root: Path, config: LocustConfig) -> Path:
     """A worker's own folder: its configuration and the samples it forwards (kept as a local copy)."""
     from tritongen.loadtests.samples import sample_files
 
@@ -187,11 +185,11 @@ def _prepare_worker_dir(root: Path, config: dict) -> Path:
         stale.unlink()
     root.mkdir(parents=True, exist_ok=True)
     config_path = root / "locust_config.json"
-    config_path.write_text(json.dumps(dict(config, samples_dir=str(samples)), indent=2) + "\n")
+    config_path.write_text(config.model_copy(update={"samples_dir": str(samples)}).to_json())
     return config_path
 
 
-def run_master(cmd: list[str], config: dict, out: Path, dist: Distribution,
+def run_master(cmd: list[str], config: LocustConfig, out: Path, dist: Distribution,
                run_locust: Callable[[list[str], float], int], *, timeout_s: float) -> int:
     """Run `cmd` (a headless Locust command) as the master of `dist.workers` workers; start them here if local."""
     workers: list[tuple[subprocess.Popen, Path]] = []
@@ -225,7 +223,7 @@ def run_master(cmd: list[str], config: dict, out: Path, dist: Distribution,
                     proc.wait()
 
 
-def run_worker(config: dict, out: Path, master_host: str, port: int, processes: int = 1) -> int:
+def run_worker(config: LocustConfig, out: Path, master_host: str, port: int, processes: int = 1) -> int:
     """`tritongen loadtest --worker`: one Locust worker (or `processes` of them) until the master quits."""
     from tritongen.errors import EnvironmentMissing
 

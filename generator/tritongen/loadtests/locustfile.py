@@ -1,9 +1,9 @@
 """The Locust entry point of `tritongen loadtest`: one user class, chosen by the run's protocol.
 
-Configuration: the environment variable TRITONGEN_LOADTEST_CONFIG names a JSON file with the keys of
-`tritongen.loadtests.workload.LoadConfig` (url, protocol, samples_dir, tokenizer_dir, level, and optionally
-model, input_tokens, output_tokens, prompts_file, request_rate, arrival, trace_file, cancel_rate, ...).
-`tritongen loadtest` writes it next to the report. To run Locust by hand:
+Configuration: the environment variable TRITONGEN_LOADTEST_CONFIG names a JSON file holding a
+`tritongen.loadtests.workload.LocustConfig`: the Plan's load profile (`profile`, tritongen.plan.load.LoadProfile)
+and the level's facts (url, level, samples_dir, tokenizer_dir, model, ...). `tritongen loadtest` writes it next to
+the report. To run Locust by hand:
 
     TRITONGEN_LOADTEST_CONFIG=out/locust_config.json python -m locust -f loadtests/locustfile.py \
         --headless -u 4 -r 4 -t 20s --stop-timeout 120
@@ -22,7 +22,7 @@ from tritongen.loadtests.metadata import ProcessCPU
 
 _config = users.preload()
 TritonUser = (users.IDS_USER_CLASSES if _config.path == "ids" else
-              {**users.USER_CLASSES, "openai": openai_user.OpenAIChatUser})[_config.protocol]
+              {**users.USER_CLASSES, "openai": openai_user.OpenAIChatUser})[_config.profile.protocol]
 _cpu = ProcessCPU(_config.samples_dir)
 
 

@@ -1,7 +1,7 @@
 """Locust users that drive a deployed ensemble the way its clients do, recording one Sample per request.
 
 Configuration comes from one JSON file whose path is in the environment variable `TRITONGEN_LOADTEST_CONFIG`
-(`tritongen loadtest` writes it; see `tritongen.loadtests.workload.LoadConfig`). Each Locust process
+(`tritongen loadtest` writes it; see `tritongen.loadtests.workload.LocustConfig`). Each Locust process
 (`--processes N` forks after the locustfile is imported) makes its own prompt source, pacer and sample file on
 first use, so nothing made before the fork is shared: no gRPC channel, no open file.
 
@@ -30,7 +30,7 @@ from locust import User, constant, task
 from locust.exception import StopUser
 
 from tritongen.loadtests.samples import Sample, SampleWriter, per_process_path
-from tritongen.loadtests.workload import LoadConfig, Pacer, Prompt, PromptSource, load_tokenizer
+from tritongen.loadtests.workload import LocustConfig, Pacer, Prompt, PromptSource, load_tokenizer
 from tritongen.runtimes import dialect as dialect_named
 from tritongen.runtimes.base import Dialect, RevisedText, TokenCounter
 
@@ -47,7 +47,7 @@ class _ProcessState:
     """Per-process state. The tokenizer loads once, before Locust starts its clock (`preload`); the prompt
     source (seeded per process), the pacer and the sample writer are made per process, after any fork."""
 
-    config: LoadConfig | None = None
+    config: LocustConfig | None = None
     tokenizer: object = None
     codec: object = None
     """The ids path's codec (tritongen.token_ids.Codec): the tokenizer as the server's models load it."""
@@ -57,10 +57,10 @@ class _ProcessState:
     writer: SampleWriter
 
     @classmethod
-    def preload(cls) -> LoadConfig:
+    def preload(cls) -> LocustConfig:
         if cls.config is None:
             # Loading a tokenizer can take seconds; in on_start it would block every greenlet of the run.
-            cls.config = LoadConfig.from_env()
+            cls.config = LocustConfig.from_env()
             cls.tokenizer = load_tokenizer(cls.config.tokenizer_dir)
             if cls.config.path == "ids":
                 from tritongen.token_ids import Codec
@@ -82,7 +82,7 @@ class _ProcessState:
         return cls
 
 
-def preload() -> LoadConfig:
+def preload() -> LocustConfig:
     """Read the configuration and load the tokenizer now (the locustfile calls this at import)."""
     return _ProcessState.preload()
 
@@ -127,7 +127,7 @@ class LLMUser(User):
             raise StopUser()  # the schedule is over (a trace's last request, or the run's end)
         lag, row = due
         prompt = self.prompts.next() if row is None else self.prompts.for_trace(row)
-        if self.config.cancel_rate > 0:
+        if self.config.profile.cancel_rate > 0:
             prompt = Prompt(prompt.text, prompt.input_tokens, prompt.max_tokens, prompt.min_tokens,
                             self.pacer.cancel_after_s())
         sample = Sample.begin(uuid.uuid4().hex, self.protocol, input_tokens=prompt.input_tokens,

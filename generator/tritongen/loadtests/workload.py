@@ -11,10 +11,14 @@ import os
 import random
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from tritongen.loadtests.arrivals import TraceRow, arrival_offsets, cancel_decisions, read_trace
+from tritongen.plan.load import LoadProfile
 
 CONFIG_ENV = "TRITONGEN_LOADTEST_CONFIG"
 
@@ -27,87 +31,60 @@ _FILLER = (
 )
 
 
-@dataclass(frozen=True)
-class TokenDist:
-    mean: int
-    stddev: float = 0.0
+class LocustConfig(BaseModel):
+    """What a Locust process runs: the Plan's load profile and the facts of one level. `tritongen loadtest` writes
+    it as JSON (`<stem>_config.json` next to the report), the locustfile reads it through `CONFIG_ENV`."""
 
-    def draw(self, rng: random.Random) -> int:
-        """gauss(mean, stddev), rounded, at least 1 (stddev 0: always mean)."""
-        if self.stddev <= 0:
-            return self.mean
-        return max(1, round(rng.gauss(self.mean, self.stddev)))
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
-
-@dataclass(frozen=True)
-class LoadConfig:
-    """What the locustfile needs; written as JSON by `tritongen loadtest`, read through `CONFIG_ENV`."""
-
+    profile: LoadProfile
+    """Plan.load with the command line's flags applied (a trace's run stretched to its length), otherwise as planned."""
     url: str
-    """host:port of the endpoint for `protocol` (gRPC port for grpc, HTTP port otherwise)."""
-    protocol: str
-    """grpc | http_stream | http | openai (streamed chat completions through the OpenAI frontend)."""
+    """host:port of the endpoint for `profile.protocol` (gRPC port for grpc, HTTP port otherwise)."""
+    level: float
+    """The level's load (users, or requests/s in open loop), stored in every sample (a sweep groups by it)."""
     samples_dir: str
     """Folder for the per-process sample files."""
     tokenizer_dir: str
     """The deployment's tokenizer (Plan.tokenizer.dir): builds the synthetic prompts (counts come from the server)."""
-    level: float
-    """The level's load (users, or requests/s in open loop), stored in every sample (a sweep groups by it)."""
-    model: str = "ensemble"
-    """Triton model name; for openai, the public model name."""
-    api_key_env: str | None = None
-    """openai: the environment variable holding the API key, when the frontend requires one."""
-    input_tokens: TokenDist = TokenDist(32, 4)
-    output_tokens: TokenDist = TokenDist(32, 0)
-    prompts_file: str | None = None
-    """JSONL of {"text_input", "max_tokens"[, "min_tokens"]}, used instead of synthetic prompts."""
     add_special_tokens: bool = True
     """Tokenize as the preprocessing model does: counts input tokens when the server reports none, and the ids path
     encodes prompts with it."""
     skip_special_tokens: bool = True
     """The ids path decodes as tensorrt_llm_bls does (Plan.tokenizer.skip_special_tokens)."""
-    path: str = "text"
-    """`text`: the model (ensemble, tensorrt_llm_bls) tokenizes and detokenizes; `ids`: the users send token ids to
-    `tensorrt_llm` and detokenize themselves (tritongen.token_ids), gRPC only."""
-    timeout_s: float = 120.0
-    """Per-request limit; a request past it is a failure."""
-    seed: int = 0
-    request_rate: float | None = None
-    """Open loop: requests/s over all processes; None: closed loop."""
-    arrival: str = "poisson"
-    burstiness: float = 1.0
-    trace_file: str | None = None
-    """Replay this JSONL trace (arrival times and lengths) instead of an arrival process."""
-    processes: int = 1
-    """Locust processes sharing the rate (each sends request_rate / processes)."""
-    cancel_rate: float = 0.0
-    cancel_after_ms: float = 100.0
-    duration_s: float | None = None
-    """Open loop: no arrival is sent later than this after the first (Locust's -t ends the users' loop, but a
-    user already waiting for a scheduled arrival would otherwise still send it, loading the server after the run)."""
+    model: str = "ensemble"
+    """Triton model name; for openai, the public model name."""
+    api_key_env: str | None = None
+    """openai: the environment variable holding the API key, when the frontend requires one."""
     dialect: str = "ensemble"
     """`ensemble` (the C++ contract: text_input/max_tokens/stream, streamed text in pieces, the server's counts) or
     the key of a runtime's request dialect (tritongen.runtimes.dialect: its own model's tensors, how its text
     arrives, where its token counts come from)."""
+    path: Literal["text", "ids"] = "text"
+    """`text`: the model (ensemble, tensorrt_llm_bls) tokenizes and detokenizes; `ids`: the users send token ids to
+    `tensorrt_llm` and detokenize themselves (tritongen.token_ids), gRPC only."""
+    timeout_s: float = Field(120.0, gt=0)
+    """Per-request limit; a request past it is a failure."""
+    seed: int = 0
+    rate_shares: int = Field(1, ge=1)
+    """Locust processes that share an open-loop rate, each sending rate / rate_shares: the profile's processes, or
+    the workers of a distributed run."""
+
+    @property
+    def request_rate(self) -> float | None:
+        """Open loop: this level's requests/s over all processes; None in closed loop and trace replay."""
+        return self.level if self.profile.mode == "open" else None
 
     @classmethod
-    def from_dict(cls, data: dict) -> LoadConfig:
-        data = dict(data)
-        for key in ("input_tokens", "output_tokens"):
-            if isinstance(data.get(key), dict):
-                data[key] = TokenDist(**data[key])
-        return cls(**data)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_env(cls) -> LoadConfig:
+    def from_env(cls) -> LocustConfig:
         path = os.environ.get(CONFIG_ENV)
         if not path:
             raise RuntimeError(f"{CONFIG_ENV} is not set; run the locustfile through `tritongen loadtest`, "
-                               "or point it at a JSON file with the LoadConfig keys")
-        return cls.from_dict(json.loads(Path(path).read_text()))
+                               "or point it at the JSON file `tritongen loadtest` wrote next to its report")
+        return cls.model_validate_json(Path(path).read_text())
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2) + "\n"
 
 
 @dataclass(frozen=True)
@@ -125,7 +102,7 @@ class Prompt:
 class PromptSource:
     """Synthetic prompts cut from filler text with the deployment's tokenizer, or lines of a JSONL file."""
 
-    config: LoadConfig
+    config: LocustConfig
     tokenizer: object
     rng: random.Random = field(default_factory=random.Random)
     _filler_ids: list[int] = field(default_factory=list)
@@ -135,11 +112,11 @@ class PromptSource:
         # Seeded per process, so processes do not send identical prompt sequences.
         self.rng.seed(f"{self.config.seed}-{os.getpid()}")
         self._filler_ids = self.tokenizer.encode(_FILLER, add_special_tokens=False)
-        if self.config.prompts_file:
-            rows = [json.loads(line) for line in Path(self.config.prompts_file).read_text().splitlines()
-                    if line.strip()]
+        prompts_file = self.config.profile.prompts_file
+        if prompts_file:
+            rows = [json.loads(line) for line in Path(prompts_file).read_text().splitlines() if line.strip()]
             if not rows:
-                raise ValueError(f"{self.config.prompts_file}: no prompts")
+                raise ValueError(f"{prompts_file}: no prompts")
             self._file_prompts = itertools.cycle([self._file_prompt(row) for row in rows])
 
     def count(self, text: str, *, special: bool = False) -> int:
@@ -147,7 +124,7 @@ class PromptSource:
 
     def _file_prompt(self, row: dict) -> Prompt:
         text = row["text_input"]
-        max_tokens = int(row.get("max_tokens", self.config.output_tokens.mean))
+        max_tokens = int(row.get("max_tokens", self.config.profile.output_tokens.mean))
         return Prompt(text, self.count(text, special=self.config.add_special_tokens), max_tokens,
                       row.get("min_tokens"))
 
@@ -163,7 +140,8 @@ class PromptSource:
     def next(self) -> Prompt:
         if self._file_prompts is not None:
             return next(self._file_prompts)
-        return self.sized(self.config.input_tokens.draw(self.rng), self.config.output_tokens.draw(self.rng))
+        profile = self.config.profile
+        return self.sized(profile.input_tokens.draw(self.rng), profile.output_tokens.draw(self.rng))
 
     def for_trace(self, row: TraceRow) -> Prompt:
         if row.text_input is not None:
@@ -208,18 +186,20 @@ class Pacer:
     order because gevent runs one greenlet at a time.
     """
 
-    def __init__(self, config: LoadConfig, *, sleep: Callable[[float], None] = time.sleep,
+    def __init__(self, config: LocustConfig, *, sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.perf_counter, seed: str | int = 0):
         self.config, self.sleep, self.clock = config, sleep, clock
         self.trace: list[TraceRow] | None = None
         self.offsets: Iterator[float] | None = None
-        if config.trace_file:
-            self.trace = read_trace(config.trace_file)
+        profile = config.profile
+        self.duration_s = profile.duration_s
+        if profile.trace_file:
+            self.trace = read_trace(profile.trace_file)
             self.offsets = iter([row.offset_s for row in self.trace])
         elif config.request_rate is not None:
-            self.offsets = arrival_offsets(config.arrival, config.request_rate / max(1, config.processes),  # type: ignore[arg-type]
-                                           burstiness=config.burstiness, seed=f"{config.seed}-{seed}")
-        self.cancels = cancel_decisions(config.cancel_rate, seed=f"{config.seed}-{seed}")
+            self.offsets = arrival_offsets(profile.arrival, config.request_rate / config.rate_shares,
+                                           burstiness=profile.burstiness, seed=f"{config.seed}-{seed}")
+        self.cancels = cancel_decisions(profile.cancel_rate, seed=f"{config.seed}-{seed}")
         self.origin: float | None = None
         self.claimed = 0
 
@@ -237,7 +217,7 @@ class Pacer:
         self.claimed += 1
         if self.origin is None:
             self.origin = self.clock()
-        if self.config.duration_s is not None and offset >= self.config.duration_s:
+        if offset >= self.duration_s:
             return None  # past the end of the run: the schedule is over
         due = self.origin + offset
         delay = due - self.clock()
@@ -246,4 +226,4 @@ class Pacer:
         return max(0.0, self.clock() - due), row
 
     def cancel_after_s(self) -> float | None:
-        return self.config.cancel_after_ms / 1e3 if next(self.cancels) else None
+        return self.config.profile.cancel_after_ms / 1e3 if next(self.cancels) else None

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from tritongen.errors import SpecError, problem
 from tritongen.plan.deploy import DeployPlan
+from tritongen.plan.load import LoadProfile, TokenDistribution
 from tritongen.plan.make import DEFAULT_GPU_ARCH, make_plan, max_sequence_length, resolve_path
 from tritongen.plan.model import (
     PLAN_FORMAT, InstanceGroup, PathsPlan, PlacementPlan, Plan, ServerGroupPlan, TokenizerPlan,
@@ -21,8 +22,8 @@ from tritongen.plan.model import (
 from tritongen.spec import Spec, load_spec
 
 __all__ = [
-    "DEFAULT_GPU_ARCH", "DeployPlan", "InstanceGroup", "PLAN_FORMAT", "PathsPlan", "PlacementPlan", "Plan",
-    "ServerGroupPlan", "TokenizerPlan",
+    "DEFAULT_GPU_ARCH", "DeployPlan", "InstanceGroup", "LoadProfile", "PLAN_FORMAT", "PathsPlan", "PlacementPlan",
+    "Plan", "ServerGroupPlan", "TokenDistribution", "TokenizerPlan",
     "is_plan_file", "load_plan", "make_plan", "max_sequence_length", "plan_for_deployment", "plan_from_file",
     "plan_from_json",
     "resolve_path",

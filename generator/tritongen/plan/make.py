@@ -13,6 +13,7 @@ from tritongen.errors import SpecError, clip, problem
 from tritongen.plan.checks import missing_tokenizer_files, read_config
 from tritongen.plan.deploy import DeployPlan
 from tritongen.plan.frontend import make_frontend_plan
+from tritongen.plan.load import LoadProfile, load_profile
 from tritongen.plan.model import InstanceGroup, PathsPlan, PlacementPlan, Plan, ServerGroupPlan, TokenizerPlan
 from tritongen.plan.slo import resolve_slo
 from tritongen.runtimes import names, runtime
@@ -164,13 +165,8 @@ def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None, *, engin
     checkpoint = _resolve_dir(spec_dir, spec.model.checkpoint, "model.checkpoint")
     tokenizer_dir = _resolve_dir(spec_dir, spec.model.tokenizer, "model.tokenizer") if spec.model.tokenizer \
         else checkpoint
-    load = spec.validation.load
-    prompts = str(resolve_path(spec_dir, load.prompts_file)) if load.prompts_file else None
-    if prompts:
-        load = load.model_copy(update={"prompts_file": prompts})
+    load = load_profile(spec.validation.load, lambda value: resolve_path(spec_dir, value))
     config = read_config(checkpoint)
-    if load.trace_file:
-        load = load.model_copy(update={"trace_file": str(resolve_path(spec_dir, load.trace_file))})
     ctx = PlanContext(spec=spec, resolve=lambda value: resolve_path(spec_dir, value), checkpoint=checkpoint,
                       config=config, inventory_gpus=lambda: _inventory_gpus(inventory), tokenizer=None,
                       max_batch_size=max_batch_size(spec), kv_tokens=kv_tokens(spec),
@@ -195,7 +191,7 @@ def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None, *, engin
                                                          for g in groups}) > 1)
 
 
-def _plan(rt: Runtime, ctx: PlanContext, spec_dir: Path, load, prepared: RuntimeSettings | None, *, placed: bool,
+def _plan(rt: Runtime, ctx: PlanContext, spec_dir: Path, load: LoadProfile, prepared: RuntimeSettings | None, *, placed: bool,
           **placement) -> Plan:
     from tritongen.runtimes.tensorrtllm import bls_parameters
 
@@ -205,7 +201,7 @@ def _plan(rt: Runtime, ctx: PlanContext, spec_dir: Path, load, prepared: Runtime
     s = spec.serving
     return Plan(
         name=spec.name, runtime=spec.runtime, spec_dir=str(spec_dir),
-        paths=PathsPlan(checkpoint=str(ctx.checkpoint), engine=rt.engine_dir(settings), prompts_file=load.prompts_file),
+        paths=PathsPlan(checkpoint=str(ctx.checkpoint), engine=rt.engine_dir(settings)),
         tokenizer=tokenizer,
         max_batch_size=ctx.max_batch_size, decoupled=s.streaming,
         exclude_input_in_output=s.exclude_input_in_output, max_tokens_default=s.max_tokens_default,

@@ -15,9 +15,9 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from tritongen.plan.deploy import DeployPlan
 from tritongen.plan.frontend import FrontendPlan
+from tritongen.plan.load import LoadProfile
 from tritongen.plan.slo import SLOPlan
 from tritongen.runtimes import RuntimeName, RuntimeSettingsUnion
-from tritongen.spec import LoadSection
 
 # A plan JSON of another format is refused with a hint to re-plan (plan_from_json).
 PLAN_FORMAT = "tritongen-plan/3"
@@ -33,7 +33,6 @@ class PathsPlan(_Frozen):
     checkpoint: str
     engine: str | None = None
     """tensorrtllm: the engine folder the tensorrt_llm model loads (given, or the engine cache entry)."""
-    prompts_file: str | None = None
 
 
 class TokenizerPlan(_Frozen):
@@ -133,7 +132,8 @@ class Plan(_Frozen):
     """Triton backend of tensorrt_llm_bls: `native` (tritongen_bls, C++) or `python` (serving.bls)."""
     bls_backend_reason: str = ""
     """Why `serving.bls: auto` chose the python BLS (the tokenizer's decoder is not table-decodable), else empty."""
-    load: LoadSection
+    load: LoadProfile
+    """What the load test sends (spec `validation.load`, its files absolute); the load test reads nothing else."""
     slo: SLOPlan
     """The SLO gate of the load test: the spec's objectives resolved against the metric registry."""
     deploy: DeployPlan
