@@ -35,7 +35,7 @@ documented under `levels[].server`.
 - `metadata.hardware.gpu_driver` (str|null): NVIDIA driver version.
 - `metadata.hardware.cpu_model` (str|null): CPU model name.
 - `metadata.hardware.cpu_count` (int|null): logical CPUs.
-- `metadata.workload` (object): the load definition the Locust processes ran (LoadConfig fields).
+- `metadata.workload` (object): the load definition the Locust processes ran (tritongen.loadtests.runner.workload).
 - `load` (object): how the load was applied.
 - `load.mode` (str): closed (users), open (request rate) or trace (replayed arrival times).
 - `load.level_unit` (str): users or requests/s.
