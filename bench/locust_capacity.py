@@ -92,13 +92,17 @@ def serve_stub(port: int, tokens: int, ready) -> None:
 
 def run_level(users: int, args: argparse.Namespace, url: str, tokenizer: str, work: Path) -> dict:
     from tritongen.loadtests.samples import read_samples, sample_files
+    from tritongen.loadtests.workload import LocustConfig
+    from tritongen.plan.load import load_profile
+    from tritongen.spec import LoadSection
 
     level_dir = work / f"u{users}"
-    config = {"url": url, "protocol": "grpc", "samples_dir": str(level_dir / "samples"), "tokenizer_dir": tokenizer,
-              "level": users, "input_tokens": {"mean": 32, "stddev": 0},
-              "output_tokens": {"mean": args.tokens, "stddev": 0}, "timeout_s": 30.0}
+    load = LoadSection(users=users, duration_s=args.duration, protocol="grpc", input_tokens={"mean": 32},
+                       output_tokens={"mean": args.tokens})
+    config = LocustConfig(profile=load_profile(load, Path), url=url, level=users,
+                          samples_dir=str(level_dir / "samples"), tokenizer_dir=tokenizer, timeout_s=30.0)
     level_dir.mkdir(parents=True)
-    (level_dir / "config.json").write_text(json.dumps(config))
+    (level_dir / "config.json").write_text(config.to_json())
     probe_out = level_dir / "probe.json"
     env = dict(os.environ, TRITONGEN_LOADTEST_CONFIG=str(level_dir / "config.json"),
                CAPACITY_PROBE_OUT=str(probe_out), TOKENIZERS_PARALLELISM="false")

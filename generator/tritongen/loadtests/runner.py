@@ -102,10 +102,9 @@ def _flag(field_name: str) -> str:
     return {"users": "-u", "duration": "-t", "spawn_rate": "-r"}.get(dest, "--" + dest.replace("_", "-"))
 
 
-def _existing_file(path: str | None, field_name: str) -> str | None:
+def _existing_file(path: str | None, field_name: str) -> None:
     if path and not Path(path).is_file():
         raise SpecError(problem(field_name, f"{path} does not exist", "point it at an existing JSONL file"))
-    return path
 
 
 def load_from_args(args: argparse.Namespace, plan) -> LoadTest:
