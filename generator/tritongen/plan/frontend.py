@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -97,14 +98,15 @@ class FrontendPlan(BaseModel):
         return plan.model_copy(update={"models": routes})
 
 
-def make_frontend_plan(spec, spec_dir: Path, tokenizer_dir: Path, dialect: Dialect | None = None) -> FrontendPlan:
-    """The frontend section of a spec, resolved: public name, template file (absolute), defaults filled in.
-    `dialect`: the runtime's own model and tensors (None: the ensemble's)."""
+def make_frontend_plan(spec, resolve: Callable[[str], Path], tokenizer_dir: Path,
+                       dialect: Dialect | None = None) -> FrontendPlan:
+    """The frontend section of a spec, resolved: public name, template file (absolute: `resolve` is the planner's
+    tritongen.plan.make.resolve_path from the spec's folder), defaults filled in. `dialect`: the runtime's own
+    model and tensors (None: the ensemble's)."""
     f, o = spec.frontend, spec.frontend.openai
     template = None
     if f.chat_template:
-        path = Path(f.chat_template).expanduser()
-        path = (path if path.is_absolute() else spec_dir / path).resolve()
+        path = resolve(f.chat_template)
         if not path.is_file():
             raise SpecError(problem("frontend.chat_template", f"file {path} does not exist",
                                     "point it at a Jinja chat template file, or remove it to use the tokenizer's"))

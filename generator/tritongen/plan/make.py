@@ -225,10 +225,14 @@ def _deploy_plan(spec: Spec) -> DeployPlan:
 def _frontend(rt: Runtime, spec: Spec, spec_dir: Path, tokenizer_dir: Path):
     """The frontend's plan: for an ensemble runtime, or one whose own model speaks a request dialect the frontend
     knows (`Runtime.dialect()`); None for a runtime with neither."""
+
+    def resolve(value: str) -> Path:
+        return resolve_path(spec_dir, value)
+
     if rt.ensemble:
-        return make_frontend_plan(spec, spec_dir, tokenizer_dir)
+        return make_frontend_plan(spec, resolve, tokenizer_dir)
     dialect = rt.dialect()
-    return None if dialect is None else make_frontend_plan(spec, spec_dir, tokenizer_dir, dialect)
+    return None if dialect is None else make_frontend_plan(spec, resolve, tokenizer_dir, dialect)
 
 
 def _bls_backend(spec: Spec, tokenizer: TokenizerPlan) -> dict[str, str]:
