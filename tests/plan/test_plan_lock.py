@@ -152,8 +152,15 @@ def test_hf_on_mig_gets_the_kv_budget_the_plan_says_fits(hf_workdir, capsys):
 
 @pytest.mark.integration
 def test_loadtest_from_the_lock_file_without_spec_or_checkpoint(hf_workdir, triton, capsys):
+    # A prompts file named relative to the spec's folder: the lock holds it absolute, and nothing resolves it again
+    # (the lock's spec_dir points nowhere, and the load test runs from another folder).
+    (hf_workdir / "prompts.jsonl").write_text('{"text_input": "Once upon a time", "max_tokens": 8}\n')
     spec = hf_workdir / "spec.yaml"
+    data = yaml.safe_load(spec.read_text())
+    data["validation"]["load"]["prompts_file"] = "prompts.jsonl"
+    spec.write_text(yaml.safe_dump(data))
     lock = _lock(capsys, spec)
+    lock.write_text(json.dumps({**json.loads(lock.read_text()), "spec_dir": str(hf_workdir / "gone")}))
     spec.unlink()
     shutil.rmtree(hf_workdir / "ckpt")
     out = hf_workdir / "report"
@@ -164,3 +171,4 @@ def test_loadtest_from_the_lock_file_without_spec_or_checkpoint(hf_workdir, trit
     summary = json.loads((out / "loadtest.json").read_text())
     metrics = summary["levels"][0]["metrics"]
     assert metrics["error_count"] == 0 and metrics["request_count"] > 0
+    assert summary["metadata"]["workload"]["prompts_file"] == str(hf_workdir / "prompts.jsonl")
