@@ -109,7 +109,7 @@ def _existing_file(path: str | None, field_name: str) -> None:
 
 def load_from_args(args: argparse.Namespace, plan) -> LoadTest:
     """The plan's load profile with the flags over it; every combination checked here, before any load."""
-    from tritongen.plan.make import resolve_path
+    from tritongen.plan import resolve_path
 
     given = {field_name: getattr(args, dest) for dest, field_name in OVERRIDES.items()
              if getattr(args, dest, None) is not None}
