@@ -190,11 +190,16 @@ struct Stream : std::enable_shared_from_this<Stream> {
     auto it = inputs.find(name);
     return it == inputs.end() ? nullptr : &it->second;
   }
-  void ReleaseRequest() {
+  // The place in the model's in_flight count goes back BEFORE the final response is sent: a client that starts its
+  // next request on receiving this one's final must find the place free (a closed loop at exactly the capacity).
+  void ReleasePlace() {
     if (counted) {
       counted = false;
       model_in_flight->fetch_sub(1);
     }
+  }
+  void ReleaseRequest() {
+    ReleasePlace();
     if (request != nullptr)
       LogIfError(TRITONBACKEND_RequestRelease(request, TRITONSERVER_REQUEST_RELEASE_ALL), "tensorrt_llm_bls: release");
     request = nullptr;
@@ -238,6 +243,7 @@ void SendError(Stream* s, TRITONSERVER_Error_Code code, const std::string& msg) 
   // Caller holds s->mu. Exactly one final response, whatever came before.
   if (s->finished) return;
   s->finished = true;
+  s->ReleasePlace();
   TRITONBACKEND_Response* response = nullptr;
   TRITONSERVER_Error* err = TRITONBACKEND_ResponseNewFromFactory(&response, s->factory);
   if (err != nullptr) {
@@ -331,13 +337,15 @@ void Finish(Stream* s) {
   s->finished = true;
   if (!s->model->decoupled) {
     if (!s->whole) {
-      s->finished = false;
+      s->finished = false;  // SendError sends the one final response (and gives the place back)
       SendError(s, TRITONSERVER_ERROR_INTERNAL, Tag(kInternal) + s->model->llm_name + ": returned no output_ids");
       return;
     }
+    s->ReleasePlace();
     LogIfError(TRITONBACKEND_ResponseSend(s->whole.release(), TRITONSERVER_RESPONSE_COMPLETE_FINAL, nullptr),
                "tensorrt_llm_bls: response");
   } else {
+    s->ReleasePlace();
     LogIfError(TRITONBACKEND_ResponseFactorySendFlags(s->factory, TRITONSERVER_RESPONSE_COMPLETE_FINAL),
                "tensorrt_llm_bls: final flag");
   }
