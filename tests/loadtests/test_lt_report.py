@@ -131,12 +131,16 @@ def test_capacity_line_of_a_sweep(tmp_path):
                                            "required >= 8 users -> PASS")
 
 
+HF_COUNTER = "tritongen_llm_output_tokens_total"
+
+
 def test_token_totals_are_compared_only_when_every_request_ended_normally(tmp_path):
     after = AFTER + '# TYPE tritongen_llm_output_tokens_total counter\n' \
                     'tritongen_llm_output_tokens_total{model="tensorrt_llm",version="1"} 32\n'
     view = server_view(parse_metrics(BEFORE, taken_at=0), parse_metrics(after, taken_at=10))
     ok = [make(1.0 + i, [0.1, 0.2], 4, concurrency=1) for i in range(8)]
-    run = RunInputs(servers={1: LevelServer(window=view, run=view), 2: LevelServer(window=view, run=view)})
+    run = RunInputs(servers={1: LevelServer(window=view, run=view), 2: LevelServer(window=view, run=view)},
+                    output_token_counter=HF_COUNTER)
     rows = build_summary(ok + set_a(), SLO(), run)["levels"]
     assert rows[0]["tokens"] == {"client_output_tokens": 32, "server_output_tokens": 32, "counted_by": "server",
                                  "equal": True}
@@ -150,7 +154,8 @@ def test_a_token_mismatch_fails_the_level(tmp_path):
                     'tritongen_llm_output_tokens_total{model="tensorrt_llm",version="1"} 20\n'
     view = server_view(parse_metrics(BEFORE, taken_at=0), parse_metrics(after, taken_at=10))
     ok = [make(1.0 + i, [0.1, 0.2], 4, concurrency=1) for i in range(8)]
-    summary = build_summary(ok, SLO(), RunInputs(servers={1: LevelServer(window=view, run=view)}))
+    summary = build_summary(ok, SLO(), RunInputs(servers={1: LevelServer(window=view, run=view)},
+                                                 output_token_counter=HF_COUNTER))
     level = summary["levels"][0]
     assert level["tokens"]["equal"] is False and level["slo"]["passed"] is False
     check = level["slo"]["results"][-1]
@@ -204,3 +209,21 @@ def test_metadata_names_the_runtime_and_the_checkpoint_folder(tiny_spec_path):
     plan = plan_from_file(tiny_spec_path)[1]
     meta = run_metadata(plan, None, {})
     assert meta["runtime"] == "hf" and meta["model"] == plan.paths.checkpoint
+
+
+def test_the_token_check_reads_the_runtimes_own_counter():
+    """Each runtime names the counter its server counts generated tokens in: the vLLM backend's is compared, another
+    series of the same value is not, and a runtime with none (NVIDIA's models) gets no check."""
+    from tritongen.runtimes import runtime
+
+    assert runtime("hf").output_token_counter == HF_COUNTER == runtime("synthetic").output_token_counter
+    assert runtime("tensorrtllm").output_token_counter is None and runtime("trtllm").output_token_counter is None
+    vllm = runtime("vllm").output_token_counter
+    after = AFTER + f'# TYPE {vllm} counter\n{vllm}{{model="tensorrt_llm",version="1"}} 32\n' \
+                    f'# TYPE {HF_COUNTER} counter\n{HF_COUNTER}{{model="tensorrt_llm",version="1"}} 5\n'
+    view = server_view(parse_metrics(BEFORE, taken_at=0), parse_metrics(after, taken_at=10))
+    ok = [make(1.0 + i, [0.1, 0.2], 4, concurrency=1) for i in range(8)]
+    for counter, counted, equal in ((vllm, 32, True), (HF_COUNTER, 5, False), (None, None, None)):
+        run = RunInputs(servers={1: LevelServer(window=view, run=view)}, output_token_counter=counter)
+        tokens = build_summary(ok, SLO(), run)["levels"][0]["tokens"]
+        assert (tokens["server_output_tokens"], tokens["equal"]) == (counted, equal), counter

@@ -131,6 +131,8 @@ def test_the_load_test_passes_with_the_servers_counts(served, tmp_path, protocol
     (level,) = summary["levels"]
     assert level["metrics"]["error_count"] == 0 and level["metrics"]["requests_without_token_count"] == 0
     assert level["tokens"]["counted_by"] == "server"
+    # The report's own second source: the backend's counter (the runtime's output_token_counter) over the level.
+    assert level["tokens"]["equal"] is True and level["tokens"]["server_output_tokens"] > 0
     samples = read_samples(summary["files"]["samples"])
     assert len(samples) >= 2 and all(s.ok and s.counted_by == "server" for s in samples)
     # The profile asks 16 tokens (min_tokens = max_tokens): the per-response counts add up to exactly that,

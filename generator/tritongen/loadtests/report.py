@@ -72,7 +72,7 @@ documented under `levels[].server`.
 - `levels[].slo.results[].line` (str): the verdict line, e.g. `FAIL ttft_p95_ms: measured 812.4 ms > limit 500 ms`.
 - `levels[].tokens` (object): client token totals against the server's counter over the whole level.
 - `levels[].tokens.client_output_tokens` (int): sum of the server-reported counts the client received.
-- `levels[].tokens.server_output_tokens` (float|null): delta of tritongen_llm_output_tokens_total; null without it.
+- `levels[].tokens.server_output_tokens` (float|null): delta of the runtime's output-token counter; null without it.
 - `levels[].tokens.counted_by` (str): `server` (counts the server returned) or `client` (the model returns none:
   the deployment's tokenizer's count of the text received, labelled client-counted; no server counter to compare).
 - `levels[].tokens.equal` (bool|null): the two agree; null without the counter, when a request was cancelled
@@ -153,7 +153,6 @@ if TYPE_CHECKING:
     from tritongen.plan.slo import SLOPlan
 
 SCHEMA_VERSION = 2
-OUTPUT_TOKEN_COUNTER = "tritongen_llm_output_tokens_total"
 
 
 @dataclass(frozen=True)
@@ -183,13 +182,15 @@ class RunInputs:
     servers: Mapping[float, LevelServer] = field(default_factory=dict)
     load_generator: Mapping[float, dict] = field(default_factory=dict)
     sample_files: Sequence[str | Path] = ()
+    output_token_counter: str | None = None
+    """The server's counter of generated tokens (the runtime's `output_token_counter`); None: no token check."""
     locust_csv: Sequence[str | Path] = ()
 
 
-def server_output_tokens(view: ServerView | None) -> float | None:
-    if view is None:
+def server_output_tokens(view: ServerView | None, counter: str | None) -> float | None:
+    if view is None or counter is None:
         return None
-    series = [s for s in view.other if s.name == OUTPUT_TOKEN_COUNTER]
+    series = [s for s in view.other if s.name == counter]
     return sum(s.delta or 0 for s in series) if series else None
 
 
@@ -203,7 +204,7 @@ def build_summary(samples: Sequence[Sample], slo: SLOPlan, run: RunInputs | None
                                         duration_s=run.load.duration_s).items():
         results = evaluate(slo, metrics)
         server = run.servers.get(level, LevelServer())
-        counted = server_output_tokens(server.run)
+        counted = server_output_tokens(server.run, run.output_token_counter)
         # Tokens the server sent after a client stopped reading (a cancelled or broken stream) never reach the
         # client: the totals are comparable only when every request of the level ended normally.
         level_samples = [s for s in samples if s.level == level]

@@ -383,7 +383,8 @@ def run_loadtest(plan, endpoint: Endpoint, load: LoadTest, out: Path, *, spec_pa
         load=LoadInfo(mode=profile.mode, level_unit=profile.level_unit, warmup_s=profile.warmup_s,
                       duration_s=profile.duration_s),
         deployment=plan.name, metadata=run_metadata(plan, server_info, ran, spec_path), servers=servers,
-        load_generator=cpu, sample_files=files, locust_csv=[f for run in runs for f in run.csv_files])
+        load_generator=cpu, sample_files=files, locust_csv=[f for run in runs for f in run.csv_files],
+        output_token_counter=runtime_of(plan).output_token_counter)
     report = write_report(out, samples, plan.slo, inputs)
     console.print_report(report.summary, out, report.html_path, report.json_path)
     return report.exit_code

@@ -213,6 +213,9 @@ class Runtime(ABC):
     """Sends one response per serving.stream_interval tokens (else one per token)."""
     honours_stream_flush: ClassVar[bool] = False
     """Sends a streamed request's tokens at most every serving.stream_flush_ms."""
+    output_token_counter: ClassVar[str | None] = None
+    """The server's Prometheus counter of generated tokens, which the load report checks the client's token count
+    against (levels[].tokens); None: the runtime's model exports none."""
     needs_tokenizer_files: ClassVar[bool] = False
     """Planning refuses a tokenizer folder without tokenizer files (else it plans from config.json)."""
     builds_engine: ClassVar[bool] = False

@@ -80,6 +80,7 @@ def hf_parameters(plan: Plan, checkpoint_dir: str, group: ServerGroupPlan | None
 
 class HfRuntime(Runtime):
     name = "hf"
+    output_token_counter = "tritongen_llm_output_tokens_total"
     settings = HFRuntimePlan
     summary = "python-backend model on transformers' continuous batching, the C++ model's tensors (CPU or GPU)"
     executed_here = "yes: CPU in `make test` (embedded tritonserver), H200 (docs/benchmarks.md)"

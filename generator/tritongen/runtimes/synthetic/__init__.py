@@ -47,6 +47,7 @@ def synthetic_parameters(plan: Plan) -> dict[str, str]:
 
 class SyntheticRuntime(Runtime):
     name = "synthetic"
+    output_token_counter = "tritongen_llm_output_tokens_total"
     settings = SyntheticPlan
     summary = "a token source at a configured TTFT/ITL, no model (measures the serving path alone)"
     executed_here = "yes: CPU in `make test` (embedded tritonserver), H200 (docs/benchmarks.md)"

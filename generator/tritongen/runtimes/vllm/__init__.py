@@ -117,6 +117,7 @@ def model_config(plan: Plan, header: str) -> bytes:
 
 class VllmRuntime(Runtime):
     name = "vllm"
+    output_token_counter = "vllm:generation_tokens_total"  # the backend's own (REPORT_CUSTOM_METRICS)
     settings = VllmPlan
     summary = f"Triton's vLLM backend (model.json = vLLM engine args; {IMAGE}), one GPU per server group"
     choice = ("Triton's vLLM backend, one GPU per server group; pick it to serve a checkpoint with vLLM in "
