@@ -8,9 +8,7 @@ import os
 import shutil
 from pathlib import Path
 
-import yaml
-
-from specs import apply_overrides, render_spec
+from specs import render_spec, short_example
 
 ROOT = Path(__file__).resolve().parent.parent
 DOUBLE = Path(__file__).resolve().parent / "doubles" / "llmapi"
@@ -19,14 +17,7 @@ EXAMPLE = ROOT / "examples" / "llama3-8b-llmapi.yaml"
 
 def llmapi_spec(tmp: Path, checkpoint: Path, **overrides) -> Path:
     """examples/llama3-8b-llmapi.yaml on `checkpoint`, with a short load profile."""
-    data = yaml.safe_load(EXAMPLE.read_text())
-    data["model"].update(checkpoint=str(checkpoint), dtype="float32")
-    data["validation"]["load"].update(users=2, spawn_rate=2, duration_s=4, input_tokens={"mean": 16, "stddev": 0},
-                                      output_tokens={"mean": 16, "stddev": 0})
-    apply_overrides(data, overrides)
-    path = tmp / "llmapi.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
+    return short_example(EXAMPLE, tmp / "llmapi.yaml", checkpoint, **overrides)
 
 
 def add_double(repo: Path) -> Path:

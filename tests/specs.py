@@ -21,6 +21,22 @@ def apply_overrides(data: dict, overrides: dict) -> dict:
     return data
 
 
+def short_example(example: Path, out: Path, checkpoint: Path, slo: dict | None = None, **overrides) -> Path:
+    """An examples/*.yaml served here: on `checkpoint` in float32, with a short load profile of 16-token prompts
+    and completions (and `slo` in place of the example's SLOs when given), written to `out`."""
+    import yaml
+
+    data = yaml.safe_load(example.read_text())
+    data["model"].update(checkpoint=str(checkpoint), dtype="float32")
+    data["validation"]["load"].update(users=2, spawn_rate=2, duration_s=4, input_tokens={"mean": 16, "stddev": 0},
+                                      output_tokens={"mean": 16, "stddev": 0})
+    if slo is not None:
+        data["validation"]["slo"] = slo
+    apply_overrides(data, overrides)
+    out.write_text(yaml.safe_dump(data, sort_keys=False))
+    return out
+
+
 def assert_golden(files: dict[str, bytes], golden: Path) -> None:
     """`files` ({relative path: bytes}) equal the golden folder file for file; with TRITONGEN_REGEN_GOLDEN=1
     (`make goldens`) the folder is rewritten from them first. Golden folders are plain files (no tritongen marker)."""

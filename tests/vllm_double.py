@@ -9,9 +9,7 @@ import os
 import shutil
 from pathlib import Path
 
-import yaml
-
-from specs import apply_overrides, render_spec
+from specs import render_spec, short_example
 
 ROOT = Path(__file__).resolve().parent.parent
 DOUBLE = Path(__file__).resolve().parent / "doubles" / "vllm"
@@ -20,16 +18,8 @@ EXAMPLE = ROOT / "examples" / "llama3-8b-vllm.yaml"
 
 def vllm_spec(tmp: Path, checkpoint: Path, **overrides) -> Path:
     """examples/llama3-8b-vllm.yaml on `checkpoint`, with a short load profile and SLOs a CPU meets."""
-    data = yaml.safe_load(EXAMPLE.read_text())
-    data["model"].update(checkpoint=str(checkpoint), dtype="float32")
-    data["validation"]["load"].update(users=2, spawn_rate=2, duration_s=4, input_tokens={"mean": 16, "stddev": 0},
-                                      output_tokens={"mean": 16, "stddev": 0})
-    data["validation"]["slo"] = {"ttft_p95_ms": 10000, "itl_p95_ms": 5000, "e2e_p99_ms": 60000,
-                                 "max_error_rate": 0.0}
-    apply_overrides(data, overrides)
-    path = tmp / "vllm.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
+    slo = {"ttft_p95_ms": 10000, "itl_p95_ms": 5000, "e2e_p99_ms": 60000, "max_error_rate": 0.0}
+    return short_example(EXAMPLE, tmp / "vllm.yaml", checkpoint, slo, **overrides)
 
 
 def on_cpu(repo: Path) -> Path:
