@@ -75,3 +75,42 @@ def test_two_workers_merge_into_one_report(tiny_spec_path, triton, tmp_path):
     ensemble = next(m for m in level["server_run"]["models"] if m["model"] == "ensemble")
     assert ensemble["request_success"] == len(ok)
     assert level["tokens"]["equal"] is True and {s["output_tokens"] for s in ok} == {8}
+
+
+@pytest.mark.slow  # a master and two workers, each a CLI subprocess
+@pytest.mark.integration
+def test_workers_started_elsewhere_share_the_masters_open_loop_rate(tiny_spec_path, triton, tmp_path):
+    """Workers started from the plan alone (`--worker --master-host`, as the generated compose and Kubernetes load
+    tests run them) send the master's rate between them, not each the whole rate."""
+    from tritongen.loadtests.distributed import free_port
+
+    rate, duration = 3.0, 6.0
+    data = yaml.safe_load(tiny_spec_path.read_text())
+    data["validation"]["load"].update(users=8, spawn_rate=8, duration_s=duration, warmup_s=0, sweep=[],
+                                      request_rate=rate, arrival="constant", output_tokens={"mean": 4, "stddev": 0})
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
+    out, port = tmp_path / "report", str(free_port())
+    cli = [sys.executable, "-m", "tritongen.cli", "loadtest", str(spec), "--url", triton.grpc_url]
+    master = subprocess.Popen([*cli, "--metrics-url", triton.metrics_url, "--master", "--workers", "2",
+                               "--master-port", port, "--master-bind-host", "127.0.0.1", "--out", str(out)],
+                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    workers = [subprocess.Popen([*cli, "--worker", "--master-host", "127.0.0.1", "--master-port", port,
+                                 "--out", str(tmp_path / f"worker{i}")], cwd=ROOT, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL) for i in range(2)]
+    try:
+        log, _ = master.communicate(timeout=400)
+    finally:
+        for w in workers:
+            try:
+                w.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                w.kill()
+    assert master.returncode in (0, 1), log
+    files = sorted((out / "samples").rglob("samples-worker-*.jsonl"))
+    samples = [json.loads(line) for p in files for line in p.read_text().splitlines()]
+    per_worker = {p.name: len(p.read_text().splitlines()) for p in files}
+    assert len(per_worker) == 2 and all(per_worker.values()), per_worker
+    # Constant arrivals: rate x duration in all (18), each worker about half; each sending the whole rate made 36.
+    assert rate * duration * 0.6 <= len(samples) <= rate * duration * 1.3, (len(samples), per_worker)
+    assert {s["level"] for s in samples} == {rate}

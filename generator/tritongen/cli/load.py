@@ -80,7 +80,8 @@ def _run_worker(args: argparse.Namespace, plan, load: LoadTest, endpoint: Endpoi
         raise SpecError(problem("--worker", "cannot be combined with --master, --workers or --sweep",
                                 "the master decides users, duration and levels; pass only --master-host"))
     out = Path(args.out or f"loadtest-{plan.name}-worker")
-    # The master stamps each sample with its level; a worker sends its share of an open-loop rate.
+    # Until the run starts, the plan's level and this worker's own processes; then the master's level and the number
+    # of worker processes sharing an open-loop rate (tritongen.loadtests.distributed.LEVEL_MESSAGE).
     profile = load.profile
     config = locust_config(plan, load, endpoint.url_for(profile.protocol), out / "samples",
                            profile.request_rate or profile.users)

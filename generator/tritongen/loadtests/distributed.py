@@ -12,6 +12,10 @@ appends them to `samples-worker-<worker id>.jsonl` in the report's samples folde
 (a worker only knows its own share of the users). The report is then built from the merged files exactly as for
 one process. A worker forwards only when `FORWARD_ENV` is set, so Locust's `--processes` (whose forked workers
 write into the shared samples folder directly) never counts a sample twice.
+
+The level travels the other way: when a run starts, the master sends every worker its level and the number of
+worker processes connected (`LEVEL_MESSAGE`), ahead of Locust's own `spawn`, so an open-loop rate is split over the
+workers that are really there, also for workers started elsewhere from the plan alone (which know neither).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ LOCUSTFILE = Path(__file__).resolve().parent / "locustfile.py"
 # the request goes unrecorded (while the server still counts it). Master and workers both need it.
 STOP_TIMEOUT_S = 120
 SAMPLES_MESSAGE = "tritongen_samples"
+LEVEL_MESSAGE = "tritongen_level"
 FORWARD_ENV = "TRITONGEN_LOADTEST_FORWARD"
 DEFAULT_MASTER_PORT = 5557
 FORWARD_INTERVAL_S = 1.0
@@ -63,6 +68,13 @@ def on_init(environment, **_kwargs) -> None:
     runner = environment.runner
     if isinstance(runner, MasterRunner):
         runner.register_message(SAMPLES_MESSAGE, _SampleSink().receive)
+        level = _config().level
+
+        def share_the_level(**_kw) -> None:
+            # test_start fires on the master before it sends `spawn`; messages to a worker arrive in order.
+            runner.send_message(LEVEL_MESSAGE, {"level": level, "rate_shares": max(runner.worker_count, 1)})
+
+        environment.events.test_start.add_listener(share_the_level)
         quit_now = runner.quit
 
         def quit_after_workers_stopped() -> None:
@@ -74,8 +86,16 @@ def on_init(environment, **_kwargs) -> None:
             quit_now()
 
         runner.quit = quit_after_workers_stopped
-    elif isinstance(runner, WorkerRunner) and os.environ.get(FORWARD_ENV) == "1":
-        _SampleForwarder(runner).install(environment)
+    elif isinstance(runner, WorkerRunner):
+        runner.register_message(LEVEL_MESSAGE, _take_level)
+        if os.environ.get(FORWARD_ENV) == "1":
+            _SampleForwarder(runner).install(environment)
+
+
+def _take_level(environment, msg, **_kwargs) -> None:
+    from tritongen.loadtests.users import adopt_level
+
+    adopt_level(float(msg.data["level"]), int(msg.data["rate_shares"]))
 
 
 def _config():

@@ -87,6 +87,15 @@ def preload() -> LocustConfig:
     return _ProcessState.preload()
 
 
+def adopt_level(level: float, rate_shares: int) -> LocustConfig:
+    """A distributed worker takes the master's level and the number of worker processes sharing an open-loop rate
+    (tritongen.loadtests.distributed.LEVEL_MESSAGE); its next user builds the pacer and prompts from them."""
+    state = _ProcessState
+    state.config = state.preload().model_copy(update={"level": level, "rate_shares": rate_shares})
+    state.pid = None
+    return state.config
+
+
 class RequestFailed(Exception):
     """A request that failed at the server or on the wire; the message becomes the sample's error."""
 
