@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: install
-	$(BIN)/python -m tritongen.demo
+	$(BIN)/python -m tritongen.cli demo
 
 test: install
 	$(BIN)/python -m pytest -q -ra

@@ -152,3 +152,26 @@ def test_the_graph_covers_the_whole_package():
     graph = package_graph()
     for name in ("tritongen.plan.make", "tritongen.loadtests.runner", "tritongen.runtimes", "tritongen.cli"):
         assert name in graph
+
+
+def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph collapsed onto the package's first level: `tritongen.plan.make` -> `plan`, a top-level
+    module is its own node (the package's __init__ is left out: every module runs it)."""
+    def folder(name: str) -> str | None:
+        parts = name.split(".")
+        return parts[1] if len(parts) > 1 else None
+
+    out: dict[str, set[str]] = {}
+    for src, dsts in graph.items():
+        if (a := folder(src)) is not None:
+            out.setdefault(a, set()).update(b for b in map(folder, dsts) if b is not None and b != a)
+    return out
+
+
+def test_the_stage_folders_import_one_way():
+    """No two stages (first-level folders and modules) import each other, even through other modules."""
+    assert cycles(folder_graph(package_graph())) == []
+    planted = {"tritongen": "", "tritongen.plan": "", "tritongen.plan.load": "", "tritongen.loadtests": "",
+               "tritongen.plan.slo": "import tritongen.loadtests.registry\n", "tritongen.loadtests.registry": "",
+               "tritongen.loadtests.runner": "from tritongen.plan.load import LoadProfile\n"}
+    assert cycles(folder_graph(import_graph(planted))) == [["loadtests", "plan"]]

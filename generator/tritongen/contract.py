@@ -334,3 +334,15 @@ MODEL_TENSORS: dict[str, tuple[tuple[Tensor, ...], tuple[Tensor, ...]]] = {
     "tensorrt_llm_bls": (BLS_INPUTS, BLS_OUTPUTS),
     "ensemble": (ENSEMBLE_INPUTS, ENSEMBLE_OUTPUTS),
 }
+
+
+def bls_parameters(accumulate_tokens: bool) -> dict[str, str]:
+    """The `parameters` of tensorrt_llm_bls (every ensemble runtime's). Empty means "use the model's default"
+    (get_valid_param_value)."""
+    # accumulate_tokens re-decodes all tokens so far on every streamed response; it is only valid for beam 1.
+    return {
+        "accumulate_tokens": "true" if accumulate_tokens else "false",
+        "tensorrt_llm_model_name": "tensorrt_llm",
+        "tensorrt_llm_draft_model_name": "",
+        "multimodal_encoders_name": "",
+    }

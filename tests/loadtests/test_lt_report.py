@@ -12,7 +12,7 @@ from test_lt_metrics import make, set_a
 from test_lt_prom import AFTER, BEFORE
 
 import tritongen.loadtests.report
-from tritongen.loadtests.registry import METRICS, STATS_KEYS
+from tritongen.metric_registry import METRICS, STATS_KEYS
 from tritongen.loadtests.prom import parse_metrics, server_view
 from tritongen.loadtests.report import (SCHEMA_VERSION, LevelServer, LoadInfo, RunInputs, build_summary,
                                         write_report)

@@ -19,7 +19,8 @@ from tritongen.runtimes.tensorrtllm import build as trtllm_build
 from tritongen.errors import CheckFailed, EnvironmentMissing, SpecError
 from tritongen.spec import explain, parse_spec
 from specs import trtllm_build_settings as settings, trtllm_section
-from tritongen.runtimes.tensorrtllm import (TRTLLM, Ports, bls_parameters, build_commands, launch_command,
+from tritongen.contract import bls_parameters
+from tritongen.runtimes.tensorrtllm import (TRTLLM, Ports, build_commands, launch_command,
                               orchestrator_env, tensorrt_llm_parameters)
 from tritongen.runtimes.tensorrtllm.build import (CACHE_KEY_FIELDS, CACHE_KEY_IGNORED, MANIFEST, build_engine, cache_key,
                                     checkpoint_digest, container_run_kwargs)

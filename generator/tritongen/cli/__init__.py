@@ -25,6 +25,19 @@ def print_notes(plan) -> None:
         print(note, file=sys.stderr)
 
 
+def _cmd_demo(args: argparse.Namespace) -> int:
+    """`make demo`: a tiny Llama made locally -> rendered ensemble -> the embedded tritonserver -> a streamed
+    completion -> a Locust load test against the example's SLOs, from the repository root. Exit code: the verdict."""
+    from tritongen.demo.model import make_demo_model
+
+    root = Path.cwd()
+    model = make_demo_model(root / "build" / "tiny-llama")
+    print(f"[demo] tiny Llama checkpoint + tokenizer: {model}", flush=True)
+    print("[demo] its weights are random: the generated text is noise by design; the demo proves the serving path "
+          "(rendering, tritonserver, streaming, load test), not a model", flush=True)
+    return main(["up", str(root / "examples" / "tiny-cpu.yaml"), "--out", str(root / "demo-output")])
+
+
 def _cmd_validate(args: argparse.Namespace) -> int:
     from tritongen.spec import explain, load_spec
 
@@ -366,6 +379,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--tokenizer", help="--path ids: the tokenizer folder (default: the one the server's "
                    "preprocessing model names)")
     s.set_defaults(func=_cmd_generate)
+
+    s = sub.add_parser("demo", help="the main job end to end on the embedded default (`make demo`; run it from "
+                       "the repository root: examples/tiny-cpu.yaml on a tiny Llama made in build/tiny-llama)")
+    s.set_defaults(func=_cmd_demo)
 
     s = sub.add_parser("demo-model", help="make a tiny Llama checkpoint and tokenizer locally")
     s.add_argument("dir")

@@ -6,6 +6,7 @@ Registered by tritongen.cli with `add_commands(sub)`; errors reach cli.main, whi
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 
@@ -15,10 +16,11 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
     from tritongen.deploy.docker import docker_client, run_docker
     from tritongen.render import status_lines, write_repository
 
-    from tritongen.cli import print_notes
+    from tritongen.plan.checks import plan_notes
 
     dep = prepare(args.spec, inventory=args.inventory, engine_config=args.engine_config, image=args.image)
-    print_notes(dep.plan)
+    for note in plan_notes(dep.plan):
+        print(note, file=sys.stderr)
     files = render_deployment(dep, args.target, mig_strategy=args.k8s_mig_strategy)
     from tritongen.deploy.image import DOCKERFILE as TRITONGEN_DOCKERFILE
 

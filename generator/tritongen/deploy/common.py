@@ -30,8 +30,7 @@ from tritongen.plan import Plan, is_plan_file, load_plan, plan_for_deployment
 from tritongen.render import HEADER, Locations, environment
 from tritongen.resources import data_dir
 from tritongen.runtimes import RUNTIMES, runtime_of
-from tritongen.runtimes.hf import HF_BASE_IMAGE
-from tritongen.runtimes.tensorrtllm import Ports
+from tritongen.runtimes.base import Ports
 
 TEMPLATES = data_dir("deploy_templates")
 
@@ -246,7 +245,7 @@ def render_template(name: str, dep: Deployment, **context: object) -> bytes:
 
 
 def hf_dockerfile(dep: Deployment) -> bytes:
-    return render_template("Dockerfile.hf.j2", dep, base=HF_BASE_IMAGE)
+    return render_template("Dockerfile.hf.j2", dep, base=runtime_of(dep.plan).base_image)
 
 
 def tritongen_dockerfile(dep: Deployment) -> bytes:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from tritongen.loadtests import registry
+from tritongen import metric_registry as registry
 
 
 def say(line: str) -> None:

@@ -6,9 +6,10 @@ import base64
 import html
 from collections.abc import Sequence
 
-from tritongen.loadtests import plots, registry
+from tritongen import metric_registry as registry
+from tritongen.loadtests import plots
 from tritongen.loadtests.metrics import group_by_level, request_latency
-from tritongen.loadtests.registry import STATS_KEYS, Column
+from tritongen.metric_registry import STATS_KEYS, Column
 from tritongen.loadtests.samples import Sample
 
 _CSS = """

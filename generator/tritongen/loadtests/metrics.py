@@ -33,8 +33,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from tritongen.loadtests import registry
-from tritongen.loadtests.registry import PERCENTILES
+from tritongen import metric_registry as registry
+from tritongen.metric_registry import PERCENTILES
 from tritongen.loadtests.samples import Sample
 
 # Error messages can embed whole server responses; the report groups by a bounded prefix.
@@ -131,7 +131,7 @@ class TimelinePoint:
 
 @dataclass(frozen=True)
 class Metrics:
-    """One level's metrics; every field but `errors` and `timeline` is a metric of tritongen.loadtests.registry,
+    """One level's metrics; every field but `errors` and `timeline` is a metric of tritongen.metric_registry,
     in the registry's order (the report's key order)."""
 
     request_count: int

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from matplotlib.figure import Figure
 
-from tritongen.loadtests import registry
+from tritongen import metric_registry as registry
 
 
 def png(fig: Figure) -> bytes:

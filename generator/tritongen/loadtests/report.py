@@ -48,7 +48,7 @@ documented under `levels[].server`.
 - `levels` (list): one entry per load level, ascending (one entry without a sweep).
 - `levels[].level` (float): users (closed loop) or requests/s (open loop).
 - `levels[].metrics` (object): the level's metrics over its measurement window.
-- `levels[].metrics.<name>`: one key per metric of tritongen.loadtests.registry.METRICS, in its order, with
+- `levels[].metrics.<name>`: one key per metric of tritongen.metric_registry.METRICS, in its order, with
   the type and description given there.
 - `levels[].metrics.errors` (list): failed requests grouped by message, most frequent first.
 - `levels[].metrics.errors[].message` (str): the error message (first 200 characters).

@@ -1,4 +1,4 @@
-"""The SLO gate: the Plan's objectives (the spec's `validation.slo`, the gates of tritongen.loadtests.registry)
+"""The SLO gate: the Plan's objectives (the spec's `validation.slo`, the gates of tritongen.metric_registry)
 against measured metrics, one verdict per load level, and the capacity line of a sweep.
 
 An objective that cannot be measured (no successful request, a TTFT objective over plain `http`) fails: a gate
@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Literal
 
 from tritongen.loadtests.metrics import GoodputLimits, Metrics
-from tritongen.loadtests.registry import BY_NAME, GATES, Gate
+from tritongen.metric_registry import BY_NAME, GATES, Gate
 
 if TYPE_CHECKING:
     from tritongen.plan.slo import SLOPlan

@@ -193,7 +193,7 @@ def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None, *, engin
 
 def _plan(rt: Runtime, ctx: PlanContext, spec_dir: Path, load: LoadProfile, prepared: RuntimeSettings | None, *, placed: bool,
           **placement) -> Plan:
-    from tritongen.runtimes.tensorrtllm import bls_parameters
+    from tritongen.contract import bls_parameters
 
     spec, tokenizer = ctx.spec, ctx.tokenizer
     assert tokenizer is not None

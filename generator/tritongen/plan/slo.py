@@ -1,11 +1,11 @@
 """The Plan's SLO: the objectives of the spec's `validation.slo`, resolved once against the metric registry
-(tritongen.loadtests.registry.GATES); the load test's gate reads only this."""
+(tritongen.metric_registry.GATES); the load test's gate reads only this."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from tritongen.loadtests.registry import GATE_BY_NAME, GATES
+from tritongen.metric_registry import GATE_BY_NAME, GATES
 from tritongen.spec import SLOSection
 
 

@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -57,6 +57,14 @@ class PlanContext:
     engine_dir: str | None
     """--engine-dir given to `plan`/`deploy` (tensorrtllm)."""
     gpu_arch: str | None
+
+
+class Ports(NamedTuple):
+    """A tritonserver's ports."""
+
+    http: int
+    grpc: int
+    metrics: int
 
 
 @dataclass(frozen=True)
@@ -306,6 +314,8 @@ class Runtime(ABC):
 
     builds_image: ClassVar[bool] = False
     """`image()` is built from a generated Dockerfile (deploy writes it)."""
+    base_image: ClassVar[str | None] = None
+    """builds_image: the image that Dockerfile starts from."""
 
     @abstractmethod
     def server_command(self, plan: Plan, world_size: int, repository: str, ports: tuple[int, int, int],

@@ -88,6 +88,7 @@ class HfRuntime(Runtime):
     honours_stream_flush = True
     needs_tokenizer_files = True
     builds_image = True
+    base_image = HF_BASE_IMAGE
 
     def plan_settings(self, ctx: PlanContext, prepared: RuntimeSettings | None) -> HFRuntimePlan:
         spec = ctx.spec

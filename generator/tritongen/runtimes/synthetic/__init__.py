@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from tritongen.runtimes.base import PlanContext, Renderer, Runtime, RuntimeSettings
-from tritongen.runtimes.hf import HF_IMAGE
+from tritongen.runtimes.hf import HF_BASE_IMAGE, HF_IMAGE
 from tritongen.runtimes.tensorrtllm import ensemble_server_command
 
 if TYPE_CHECKING:
@@ -70,6 +70,7 @@ class SyntheticRuntime(Runtime):
         return HF_IMAGE
 
     builds_image = True
+    base_image = HF_BASE_IMAGE
 
     def server_command(self, plan: Plan, world_size: int, repository: str, ports: tuple[int, int, int],
                        extra_args: Sequence[str]) -> list[str]:

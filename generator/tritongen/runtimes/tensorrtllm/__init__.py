@@ -11,14 +11,14 @@ from __future__ import annotations
 import os
 from pathlib import PurePosixPath
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 if TYPE_CHECKING:  # the plan imports the runtimes; its type is needed for annotations only
     from tritongen.plan import Plan
 
-from tritongen.runtimes.base import RuntimeSettings
+from tritongen.runtimes.base import Ports, RuntimeSettings
 from tritongen.runtimes.tensorrtllm.release import TRTLLM, TrtllmRelease  # noqa: F401 (re-exported)
 
 # Where the docker build mounts the TensorRT-LLM checkout's examples folder (see trtllm_build).
@@ -225,23 +225,6 @@ def tensorrt_llm_parameters(plan: Plan, engine_dir: str | os.PathLike[str], gpu_
         "xgrammar_tokenizer_info_path": "",
         "recv_poll_period_ms": "0",
     }
-
-
-def bls_parameters(accumulate_tokens: bool) -> dict[str, str]:
-    """The `parameters` of tensorrt_llm_bls. Empty means "use the model's default" (get_valid_param_value)."""
-    # accumulate_tokens re-decodes all tokens so far on every streamed response; it is only valid for beam 1.
-    return {
-        "accumulate_tokens": _flag(accumulate_tokens),
-        "tensorrt_llm_model_name": "tensorrt_llm",
-        "tensorrt_llm_draft_model_name": "",
-        "multimodal_encoders_name": "",
-    }
-
-
-class Ports(NamedTuple):
-    http: int
-    grpc: int
-    metrics: int
 
 
 def launch_command(world_size: int, repo_dir: str | os.PathLike[str], ports: Ports, *,
