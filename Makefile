@@ -34,8 +34,7 @@ test-fast: install
 # Rewrite the golden folders under tests/golden from what tritongen renders now: only on purpose, then review
 # `git diff tests/golden` (tests/specs.py:assert_golden is the one implementation).
 goldens: install
-	TRITONGEN_REGEN_GOLDEN=1 $(BIN)/python -m pytest -q tests/render/test_render.py tests/runtimes/test_llmapi.py tests/deploy/test_deploy.py \
-		-k golden
+	TRITONGEN_REGEN_GOLDEN=1 $(BIN)/python -m pytest -q -m "not integration" -k golden tests
 
 clean:
 	rm -rf $(VENV) build demo-output

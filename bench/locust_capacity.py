@@ -28,7 +28,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import time
 from concurrent import futures
 from pathlib import Path
 

@@ -32,7 +32,7 @@ from tritongen.deploy import clients, pods
 from tritongen.deploy.artifacts import models_job, models_job_objects
 from tritongen.deploy.common import (
     STARTUP_MINUTES,
-    CONTAINER_PORTS, HF_DOCKERFILE, MODELS, Deployment, hf_dockerfile, k8s_name, llm_is_python_model,
+    CONTAINER_PORTS, HF_DOCKERFILE, MODELS, Deployment, hf_dockerfile, k8s_name,
     tritongen_dockerfile,
 )
 from tritongen.deploy.image import DOCKERFILE as TRITONGEN_DOCKERFILE, image_tag

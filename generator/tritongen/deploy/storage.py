@@ -10,10 +10,14 @@ pods of a kind than one node holds on a ReadWriteOnce volume.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tritongen.deploy import pods
 from tritongen.deploy.common import Deployment, k8s_name
 from tritongen.errors import SpecError, problem
+
+if TYPE_CHECKING:
+    from tritongen.deploy.k8s import K8sKind
 
 
 
