@@ -133,14 +133,11 @@ def verify_load(repo: Path, timeout: float = 300.0) -> dict[str, str]:
     from tritongen.readiness import model_states
     from tritongen.serve import TritonServer
 
-    from tritongen.runtimes.llmapi import completes_own_config
+    from tritongen.runtimes import missing_model_code
 
-    if completes_own_config(repo) and not (repo / "tensorrt_llm" / "1" / "model.py").is_file():
-        raise EnvironmentMissing(problem(
-            f"{repo}/tensorrt_llm/1/model.py", "missing: NVIDIA's llmapi model code is not part of the rendered "
-            "repository (the TensorRT-LLM container adds it at launch)",
-            "copy model.py and helpers.py from the container's llmapi model folder into tensorrt_llm/1/ to load it "
-            "here (it needs TensorRT-LLM), or deploy it"))
+    missing = missing_model_code(repo)
+    if missing is not None:
+        raise EnvironmentMissing(problem(*missing))
     server = TritonServer(repo)
     try:
         server.start(timeout=timeout)

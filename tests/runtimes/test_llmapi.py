@@ -349,3 +349,23 @@ def test_trtllm_plan_is_a_lock_file_render_accepts(tmp_path, tiny_model, capsys)
     lock.write_text(capsys.readouterr().out)
     direct = _render(spec, tmp_path / "direct", "--inventory", inventory)
     assert _render(lock, tmp_path / "locked") == direct
+
+
+def test_servers_ask_the_runtimes_whether_a_repository_completes_its_config(tmp_path, tiny_model, tiny_repo):
+    """The embedded server turns auto-completion on only for a repository whose model completes its config.pbtxt
+    (NVIDIA's llmapi model, from model.yaml), and verify --load names the model code that only the container adds."""
+    from tritongen.errors import EnvironmentMissing
+    from tritongen.runtimes import completes_own_config, missing_model_code
+    from tritongen.serve import TritonServer
+    from tritongen.verify import verify_load
+
+    out = tmp_path / "repo"
+    _render(_spec(tmp_path, tiny_model, "llama3-8b-llmapi.yaml"), out)
+    assert completes_own_config(out) and not completes_own_config(tiny_repo)
+    assert "--disable-auto-complete-config" not in TritonServer(out).command()
+    assert "--disable-auto-complete-config" in TritonServer(tiny_repo).command()
+    assert missing_model_code(tiny_repo) is None
+    with pytest.raises(EnvironmentMissing, match=r"tensorrt_llm/1/model.py.*NVIDIA's llmapi model code"):
+        verify_load(out)
+    (out / "tensorrt_llm" / "1" / "model.py").write_text("")
+    assert missing_model_code(out) is None

@@ -60,3 +60,18 @@ def dialect(key: str) -> Dialect | None:
         return DIALECTS[key]
     except KeyError:
         raise ValueError(f"unknown request dialect {key!r}; known: {', '.join([ENSEMBLE, *DIALECTS])}") from None
+
+
+def completes_own_config(repo) -> bool:
+    """Whether a rendered repository holds a model whose config.pbtxt its code completes at load time
+    (`Runtime.completes_own_config`): tritonserver then runs with auto-completion on."""
+    from pathlib import Path
+
+    return any(r.completes_own_config(Path(repo)) for r in RUNTIMES.values())
+
+
+def missing_model_code(repo) -> tuple[str, str, str] | None:
+    """The first runtime's report of model code the repository lacks here (`Runtime.missing_model_code`)."""
+    from pathlib import Path
+
+    return next((m for r in RUNTIMES.values() if (m := r.missing_model_code(Path(repo))) is not None), None)

@@ -306,6 +306,16 @@ class Runtime(ABC):
         would refuse (`tritongen verify` runs every runtime's check; each looks only at files it owns)."""
         return []
 
+    def completes_own_config(self, repo: Path) -> bool:
+        """Whether `repo` holds this runtime's model with a config.pbtxt its model code completes when it loads
+        (tritonserver must then run with auto-completion on; every other config.pbtxt is complete)."""
+        return False
+
+    def missing_model_code(self, repo: Path) -> tuple[str, str, str] | None:
+        """(path, what is missing, the fix) when the repository lacks model code that only the runtime's container
+        adds at launch, so the embedded tritonserver cannot load it; None when it can."""
+        return None
+
     # -------------------------------------------------------------------------------------------- serving
 
     @abstractmethod

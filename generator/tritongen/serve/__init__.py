@@ -207,7 +207,7 @@ class TritonServer:
         return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
     def command(self) -> list[str]:
-        from tritongen.runtimes.llmapi import completes_own_config
+        from tritongen.runtimes import completes_own_config
 
         backends = backend_dir()
         # NVIDIA's llmapi model sets decoupled and max_batch_size from its model.yaml in auto_complete_config;

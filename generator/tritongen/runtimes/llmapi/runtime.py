@@ -91,6 +91,18 @@ class LlmApiRuntime(Runtime):
         return {"tensorrt_llm/1/model.yaml": llmapi.model_yaml_text(plan, render.header, where.checkpoint, tokenizer),
                 "tensorrt_llm/config.pbtxt": config}
 
+    def completes_own_config(self, repo: Path) -> bool:
+        return llmapi.completes_own_config(repo)
+
+    def missing_model_code(self, repo: Path) -> tuple[str, str, str] | None:
+        if not self.completes_own_config(repo) or (repo / "tensorrt_llm" / "1" / "model.py").is_file():
+            return None
+        return (f"{repo}/tensorrt_llm/1/model.py",
+                "missing: NVIDIA's llmapi model code is not part of the rendered repository (the TensorRT-LLM "
+                "container adds it at launch)",
+                "copy model.py and helpers.py from the container's llmapi model folder into tensorrt_llm/1/ to load "
+                "it here (it needs TensorRT-LLM), or deploy it")
+
     def check_repository(self, repo: Path) -> list[tuple[str, str]]:
         """Every key of an llmapi model's 1/model.yaml is one the pinned release's LLM(...) and model.py accept."""
         import yaml
