@@ -4,11 +4,10 @@ container has."""
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
-from specs import render_spec, short_example
+from specs import render_spec, short_example, start_with_double
 
 ROOT = Path(__file__).resolve().parent.parent
 DOUBLE = Path(__file__).resolve().parent / "doubles" / "llmapi"
@@ -34,12 +33,4 @@ def render_with_double(tmp: Path, checkpoint: Path, **overrides) -> Path:
 
 
 def start(repo: Path, log: Path, itl_ms: float = 5.0):
-    from tritongen.serve import TritonServer
-
-    server = TritonServer(repo, log_path=log, env={**os.environ, "TRITONGEN_DOUBLE_ITL_MS": str(itl_ms)})
-    try:
-        server.start(timeout=300)
-    except Exception:
-        print(server.log_tail(80))
-        raise
-    return server
+    return start_with_double(repo, log, itl_ms)

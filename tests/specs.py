@@ -37,6 +37,21 @@ def short_example(example: Path, out: Path, checkpoint: Path, slo: dict | None =
     return out
 
 
+def start_with_double(repo: Path, log: Path, itl_ms: float, *extra_args: str):
+    """The embedded tritonserver on a repository served by a test double (tests/doubles/*), which reads its decode
+    step from TRITONGEN_DOUBLE_ITL_MS; the server's log tail is printed when it does not come up."""
+    from tritongen.serve import TritonServer
+
+    server = TritonServer(repo, log_path=log, extra_args=list(extra_args),
+                          env={**os.environ, "TRITONGEN_DOUBLE_ITL_MS": str(itl_ms)})
+    try:
+        server.start(timeout=300)
+    except Exception:
+        print(server.log_tail(80))
+        raise
+    return server
+
+
 def assert_golden(files: dict[str, bytes], golden: Path) -> None:
     """`files` ({relative path: bytes}) equal the golden folder file for file; with TRITONGEN_REGEN_GOLDEN=1
     (`make goldens`) the folder is rewritten from them first. Golden folders are plain files (no tritongen marker)."""
