@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 # `make goldens` sets it: the golden tests then rewrite their folders instead of comparing.
@@ -19,6 +21,13 @@ def apply_overrides(data: dict, overrides: dict) -> dict:
             node = node.setdefault(p, {})
         node[leaf] = value
     return data
+
+
+def run_cli(*args: str, timeout: float = 300, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """`tritongen ARGS` in a subprocess (a load test must not run in the test process: locust monkey-patches the
+    whole process for gevent)."""
+    return subprocess.run([sys.executable, "-m", "tritongen.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, check=False)
 
 
 def short_example(example: Path, out: Path, checkpoint: Path, slo: dict | None = None, **overrides) -> Path:

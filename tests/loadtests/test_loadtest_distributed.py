@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from specs import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,8 +26,7 @@ def _ensemble_success(metrics_url: str) -> float:
 
 
 def _cli(*args: str, timeout: float = 400) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tritongen.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    return run_cli(*args, timeout=timeout, cwd=ROOT)
 
 
 @pytest.mark.slow  # three CLI subprocesses

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from llmapi_double import render_with_double, start
+from specs import run_cli
 from streaming_text import grpc_responses
 from tritongen.runtimes.llmapi import dialect
 
@@ -258,15 +259,6 @@ def _triton_metrics(server) -> dict[str, float]:
                 "nv_inference_pending_request_count", "nv_inference_request_success")}
 
 
-def _tritongen(*args: str):
-    import subprocess
-    import sys
-
-    # A subprocess: locust monkey-patches the whole process for gevent.
-    return subprocess.run([sys.executable, "-m", "tritongen.cli", *args], capture_output=True, text=True,
-                          timeout=300, check=False)
-
-
 @pytest.mark.parametrize("protocol", ["grpc", "http_stream"])
 def test_sweep_load_test_counts_tokens_on_the_client_and_says_so(served, tmp_path, protocol):
     from transformers import AutoTokenizer
@@ -276,7 +268,7 @@ def test_sweep_load_test_counts_tokens_on_the_client_and_says_so(served, tmp_pat
     before = _triton_metrics(served)
     out = tmp_path / "lt"
     url = served.grpc_url if protocol == "grpc" else served.http_url
-    proc = _tritongen("loadtest", str(served.spec), "--protocol", protocol, "--url", url, "--metrics-url",
+    proc = run_cli("loadtest", str(served.spec), "--protocol", protocol, "--url", url, "--metrics-url",
                       served.metrics_url, "--sweep", "1,2", "-t", "3", "--out", str(out))
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr  # 1: an SLO of the 8B example's profile failed
     assert "client-counted" in proc.stdout
@@ -311,9 +303,9 @@ def test_verify_load_serves_the_llmapi_repository(served, tmp_path):
     bare = tmp_path / "bare"
     shutil.copytree(served.repository, bare)
     (bare / "tensorrt_llm" / "1" / "model.py").unlink()
-    proc = _tritongen("verify", str(bare), "--load")
+    proc = run_cli("verify", str(bare), "--load")
     assert proc.returncode == 3 and "tensorrt_llm/1/model.py" in proc.stderr, proc.stdout + proc.stderr
     add_double(bare)
-    proc = _tritongen("verify", str(bare), "--load")
+    proc = run_cli("verify", str(bare), "--load")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "READY  tensorrt_llm" in proc.stdout

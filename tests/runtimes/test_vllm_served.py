@@ -12,6 +12,7 @@ import urllib.request
 import numpy as np
 import pytest
 
+from specs import run_cli
 from streaming_text import PROMPTS, grpc_responses
 from tritongen.runtimes.vllm.dialect import DIALECT
 from vllm_double import backends_with_double, render_with_double, start
@@ -107,15 +108,6 @@ def _generation_tokens(server) -> float:
                if s.name == "vllm:generation_tokens_total" and s.labels.get("model") == MODEL)
 
 
-def _tritongen(*args: str):
-    import subprocess
-    import sys
-
-    # A subprocess: locust monkey-patches the whole process for gevent.
-    return subprocess.run([sys.executable, "-m", "tritongen.cli", *args], capture_output=True, text=True,
-                          timeout=300, check=False)
-
-
 @pytest.mark.parametrize("protocol", ["grpc", "http_stream"])
 def test_the_load_test_passes_with_the_servers_counts(served, tmp_path, protocol):
     from tritongen.loadtests.samples import read_samples
@@ -123,7 +115,7 @@ def test_the_load_test_passes_with_the_servers_counts(served, tmp_path, protocol
     before = _generation_tokens(served)
     out = tmp_path / "lt"
     url = served.grpc_url if protocol == "grpc" else served.http_url
-    proc = _tritongen("loadtest", str(served.spec), "--protocol", protocol, "--url", url, "--metrics-url",
+    proc = run_cli("loadtest", str(served.spec), "--protocol", protocol, "--url", url, "--metrics-url",
                       served.metrics_url, "-t", "3", "--out", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "client-counted" not in proc.stdout
