@@ -1,0 +1,239 @@
+"""docs/architecture.md against the code: every module and file it names in backticks exists, and every package
+directly under generator/tritongen/ is on the page.
+
+Run as a script, it prints the figures of the page's "Known debts" section, counted on the current tree:
+`.venv/bin/python tests/test_architecture_doc.py`.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from test_import_graph import ROOT, _imported, package_modules
+
+DOC = ROOT / "docs" / "architecture.md"
+PACKAGE = ROOT / "generator" / "tritongen"
+BEING_ADDED = {
+    "tritongen.tune": "the `tritongen tune` goodput search",
+    "native/CMakeLists.txt": "the native backends' CMake build",
+    "native/build.sh": "the native backends' CMake build",
+}
+"""Names the page lists under "being added this round": skipped while they do not exist, checked once they do."""
+
+_TICKED = re.compile(r"`([^`\n]+)`")
+_PATH = re.compile(r"[\w.-]+(?:/[\w.-]+)+/?|[\w-]+/")
+_DOTTED = re.compile(r"tritongen(?:\.\w+)+")
+
+
+def named(text: str) -> list[str]:
+    """The paths (with a `/`) and `tritongen.` dotted names written alone in backticks; spans with spaces or
+    placeholders (`runtimes/<name>/`) are prose, not names."""
+    return [s for s in _TICKED.findall(text) if _PATH.fullmatch(s) or _DOTTED.fullmatch(s)]
+
+
+def _defines(module: Path, name: str) -> bool:
+    """Whether a module binds `name` at its top level (a def, a class, an assignment or an import)."""
+    for node in ast.parse(module.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            return True
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            return True
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
+            return True
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and \
+                any((a.asname or a.name.split(".")[0]) == name for a in node.names):
+            return True
+    return False
+
+
+def exists(name: str, root: Path = ROOT) -> bool:
+    """A path exists relative to the checkout or to generator/tritongen/ (a room-relative `plan/make.py`); a
+    dotted name is a module or package of generator/, or a module's module-level name (`tritongen.plan.Plan`)."""
+    package = root / "generator" / "tritongen"
+    if "/" in name:
+        return (root / name).exists() or (package / name).exists()
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        base = root / "generator" / Path(*parts[:i])
+        module = base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+        if module.is_file():
+            rest = parts[i:]
+            return not rest or (len(rest) == 1 and _defines(module, rest[0]))
+    return False
+
+
+def packages(root: Path = ROOT) -> list[str]:
+    """The packages directly under generator/tritongen/ (folders with an __init__.py)."""
+    return sorted(p.parent.name for p in (root / "generator" / "tritongen").glob("*/__init__.py"))
+
+
+def unmentioned(text: str, names: list[str]) -> list[str]:
+    """The packages the page never names, as `generator/tritongen/<pkg>/...`, `<pkg>/...` or `tritongen.<pkg>...`."""
+    said = named(text)
+    return [p for p in names if not any(
+        re.match(rf"(generator/tritongen/)?{p}/|tritongen\.{p}(\.|$)", s) for s in said)]
+
+
+def missing(text: str, root: Path = ROOT) -> list[str]:
+    return sorted({n for n in named(text) if n not in BEING_ADDED and not exists(n, root)})
+
+
+def test_every_name_on_the_page_exists():
+    assert missing(DOC.read_text()) == []
+
+
+@pytest.mark.parametrize("name", sorted(BEING_ADDED))
+def test_the_rooms_being_added_exist_once_they_land(name):
+    assert name in named(DOC.read_text()), f"the page no longer names {name}; drop it from BEING_ADDED"
+    if not exists(name):
+        pytest.skip(f"{name} ({BEING_ADDED[name]}) is not in this tree yet")
+
+
+def test_every_package_is_on_the_page():
+    assert unmentioned(DOC.read_text(), packages()) == []
+
+
+def test_the_checks_find_a_dead_name_and_a_missing_package():
+    page = ("`generator/tritongen/plan/make.py`, `tritongen.plan.make.make_plan`, `plan/model.py`, "
+            "`tritongen.runtimes.base.Runtime`, `bench/`, `runtimes/<name>/`, `tritongen tune`\n"
+            "`generator/tritongen/plan/gone.py`, `tritongen.plan.make.nothing_here`, `tritongen.nowhere`, `nope/`")
+    assert missing(page) == ["generator/tritongen/plan/gone.py", "nope/", "tritongen.nowhere",
+                             "tritongen.plan.make.nothing_here"]
+    assert unmentioned(page, ["plan", "runtimes", "spec"]) == ["spec"]
+
+
+# ------------------------------------------------------------------------------------------ the debts' figures
+
+def _function_imports(tree: ast.AST) -> list[ast.stmt]:
+    """Import statements that run when a function runs (at any depth inside a def)."""
+    found: list[ast.stmt] = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        if in_function and isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(node)
+        inside = in_function or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for child in ast.iter_child_nodes(node):
+            visit(child, inside)
+
+    visit(tree, False)
+    return found
+
+
+class _DropFunctionImports(ast.NodeTransformer):
+    """Replaces the import statements inside functions with `pass`, leaving the module-level ones."""
+
+    def visit_FunctionDef(self, node):
+        dropped = {id(n) for n in _function_imports(ast.Module(body=[node], type_ignores=[]))}
+
+        class Drop(ast.NodeTransformer):
+            def generic_visit(self, n):
+                return ast.Pass() if id(n) in dropped else super().generic_visit(n)
+
+        return Drop().visit(node)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+
+def _internal_edges(modules: dict[str, Path], only_module_level: bool) -> set[tuple[str, str]]:
+    """(importer, imported) pairs of package modules, drawn as tests/test_import_graph.py draws them."""
+    names = set(modules)
+    packages_ = {m for m, path in modules.items() if path.name == "__init__.py"}
+    edges = set()
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text())
+        if only_module_level:
+            tree = _DropFunctionImports().visit(tree)
+        for target in _imported(tree, name, name in packages_):
+            parts = target.split(".")
+            for i in range(len(parts), 0, -1):
+                candidate = ".".join(parts[:i])
+                if candidate in names and not (name == candidate or name.startswith(candidate + ".")):
+                    edges.add((name, candidate))
+    return edges
+
+
+def _is_pydantic(cls: ast.ClassDef, models: set[str]) -> bool:
+    return any(isinstance(b, ast.Name) and b.id in models for b in cls.bases)
+
+
+def debts() -> dict:
+    modules = package_modules()
+    base = ast.parse((PACKAGE / "runtimes" / "base.py").read_text())
+    runtime = next(n for n in base.body if isinstance(n, ast.ClassDef) and n.name == "Runtime")
+    methods = [n for n in runtime.body if isinstance(n, ast.FunctionDef)]
+    abstract = [m.name for m in methods if any(getattr(d, "id", None) == "abstractmethod" for d in m.decorator_list)]
+    flags = [n for n in runtime.body if isinstance(n, (ast.AnnAssign, ast.Assign))]
+
+    upward: dict[str, list[str]] = {}
+    for name, path in modules.items():
+        if not name.startswith("tritongen.runtimes"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", "")) == "TYPE_CHECKING":
+                for stmt in node.body:
+                    if isinstance(stmt, ast.ImportFrom) and re.match(r"tritongen\.(plan|render|spec)\b", stmt.module or ""):
+                        upward.setdefault(name, []).append(stmt.module)
+
+    spec_files = sorted((PACKAGE / "spec").glob("*.py"))
+    spec_tree = ast.parse((PACKAGE / "spec" / "__init__.py").read_text())
+    models = {"BaseModel"}
+    classes = []
+    for node in spec_tree.body:
+        if isinstance(node, ast.ClassDef) and _is_pydantic(node, models):
+            models.add(node.name)
+            classes.append(node)
+    serving = next((c for c in classes if c.name == "ServingSection"), None)
+
+    templates = ROOT / "model_repository_templates"
+    shipped_by_file = ast.parse((PACKAGE / "render" / "__init__.py").read_text())
+    by_file = sorted({n.value.id for n in ast.walk(shipped_by_file) if isinstance(n, ast.Attribute)
+                      and n.attr == "__file__" and isinstance(n.value, ast.Name)})
+
+    function_imports = {name: _function_imports(ast.parse(path.read_text())) for name, path in modules.items()}
+    every = _internal_edges(modules, only_module_level=False)
+    module_level = _internal_edges(modules, only_module_level=True)
+
+    def lines(paths) -> int:
+        return sum(len(p.read_text().splitlines()) for p in paths)
+
+    return {
+        "runtime_members": {"total": len(methods) + len(flags), "methods": len(methods), "flags": len(flags),
+                            "abstract": abstract, "optional_methods": len(methods) - len(abstract)},
+        "assert_isinstance_narrowings": sum(
+            isinstance(n, ast.Assert) and isinstance(n.test, ast.Call) and getattr(n.test.func, "id", "") == "isinstance"
+            for path in modules.values() for n in ast.walk(ast.parse(path.read_text()))),
+        "runtimes_type_only_upward": {"modules": len(upward), "imports": sum(map(len, upward.values())),
+                                      "by_module": upward},
+        "spec": {"files": {p.name: len(p.read_text().splitlines()) for p in spec_files},
+                 "pydantic_classes": len(classes),
+                 "serving_fields": sum(isinstance(n, ast.AnnAssign) for n in serving.body) if serving else None,
+                 "max_batch_size_in": [c.name for c in classes if any(
+                     isinstance(n, ast.AnnAssign) and getattr(n.target, "id", "") == "max_batch_size" for n in c.body)]},
+        "served_code": {"python_models_lines": lines(templates.rglob("*.py")),
+                        "python_model_files": len(list(templates.rglob("*.py"))),
+                        "modules_shipped_by___file__": by_file,
+                        "table_loaded_by_path": "spec_from_file_location" in (PACKAGE / "native" / "__init__.py").read_text(),
+                        "cpp_lines": lines([*(PACKAGE / "native").glob("*.cc"), *(PACKAGE / "native").glob("*.h")])},
+        "in_function_imports": {"statements": sum(map(len, function_imports.values())),
+                                "of_tritongen": sum(1 for stmts in function_imports.values() for s in stmts
+                                                    if isinstance(s, ast.ImportFrom) and (s.level or (s.module or "").startswith("tritongen"))
+                                                    or isinstance(s, ast.Import) and any(a.name.startswith("tritongen") for a in s.names)),
+                                "modules_with_any": sum(1 for stmts in function_imports.values() if stmts),
+                                "internal_edges": len(every),
+                                "edges_only_inside_functions": len(every - module_level)},
+    }
+
+
+def test_in_function_imports_are_counted():
+    tree = ast.parse("import os\ndef f():\n    import json\n    class A:\n        def g(self):\n"
+                     "            from . import x\n    return json\nclass B:\n    import re\n")
+    assert [type(n).__name__ for n in _function_imports(tree)] == ["Import", "ImportFrom"]
+
+
+if __name__ == "__main__":
+    print(json.dumps(debts(), indent=1))
