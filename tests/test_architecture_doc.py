@@ -161,68 +161,81 @@ def _is_pydantic(cls: ast.ClassDef, models: set[str]) -> bool:
     return any(isinstance(b, ast.Name) and b.id in models for b in cls.bases)
 
 
+def _type_checking_block(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", "")) == "TYPE_CHECKING"
+
+
+def _of_tritongen(stmt: ast.stmt) -> bool:
+    if isinstance(stmt, ast.ImportFrom):
+        return bool(stmt.level) or (stmt.module or "").startswith("tritongen")
+    return any(a.name.startswith("tritongen") for a in stmt.names)
+
+
+def _narrowing(node: ast.AST) -> bool:
+    """`assert isinstance(...)`."""
+    return isinstance(node, ast.Assert) and isinstance(node.test, ast.Call) and \
+        getattr(node.test.func, "id", "") == "isinstance"
+
+
+def _lines(paths) -> int:
+    return sum(len(p.read_text().splitlines()) for p in paths)
+
+
 def debts() -> dict:
+    """The figures of docs/architecture.md's "Known debts", counted on the current tree."""
     modules = package_modules()
-    base = ast.parse((PACKAGE / "runtimes" / "base.py").read_text())
-    runtime = next(n for n in base.body if isinstance(n, ast.ClassDef) and n.name == "Runtime")
+    trees = {name: ast.parse(path.read_text()) for name, path in modules.items()}
+
+    runtime = next(n for n in trees["tritongen.runtimes.base"].body
+                   if isinstance(n, ast.ClassDef) and n.name == "Runtime")
     methods = [n for n in runtime.body if isinstance(n, ast.FunctionDef)]
     abstract = [m.name for m in methods if any(getattr(d, "id", None) == "abstractmethod" for d in m.decorator_list)]
-    flags = [n for n in runtime.body if isinstance(n, (ast.AnnAssign, ast.Assign))]
+    attributes = [n for n in runtime.body if isinstance(n, (ast.AnnAssign, ast.Assign))]
 
     upward: dict[str, list[str]] = {}
-    for name, path in modules.items():
-        if not name.startswith("tritongen.runtimes"):
-            continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", "")) == "TYPE_CHECKING":
-                for stmt in node.body:
-                    if isinstance(stmt, ast.ImportFrom) and re.match(r"tritongen\.(plan|render|spec)\b", stmt.module or ""):
-                        upward.setdefault(name, []).append(stmt.module)
+    for name, tree in trees.items():
+        if name.startswith("tritongen.runtimes"):
+            for block in filter(_type_checking_block, ast.walk(tree)):
+                upward_here = [stmt.module for stmt in block.body if isinstance(stmt, ast.ImportFrom)
+                               and re.match(r"tritongen\.(plan|render|spec)\b", stmt.module or "")]
+                if upward_here:
+                    upward.setdefault(name, []).extend(upward_here)
 
-    spec_files = sorted((PACKAGE / "spec").glob("*.py"))
-    spec_tree = ast.parse((PACKAGE / "spec" / "__init__.py").read_text())
-    models = {"BaseModel"}
-    classes = []
-    for node in spec_tree.body:
+    models, classes = {"BaseModel"}, []
+    for node in trees["tritongen.spec"].body:
         if isinstance(node, ast.ClassDef) and _is_pydantic(node, models):
             models.add(node.name)
             classes.append(node)
-    serving = next((c for c in classes if c.name == "ServingSection"), None)
+
+    def fields(cls: ast.ClassDef) -> list[str]:
+        return [n.target.id for n in cls.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)]
 
     templates = ROOT / "model_repository_templates"
-    shipped_by_file = ast.parse((PACKAGE / "render" / "__init__.py").read_text())
-    by_file = sorted({n.value.id for n in ast.walk(shipped_by_file) if isinstance(n, ast.Attribute)
+    native = PACKAGE / "native"
+    by_file = sorted({n.value.id for n in ast.walk(trees["tritongen.render"]) if isinstance(n, ast.Attribute)
                       and n.attr == "__file__" and isinstance(n.value, ast.Name)})
-
-    function_imports = {name: _function_imports(ast.parse(path.read_text())) for name, path in modules.items()}
+    function_imports = {name: _function_imports(tree) for name, tree in trees.items()}
     every = _internal_edges(modules, only_module_level=False)
     module_level = _internal_edges(modules, only_module_level=True)
 
-    def lines(paths) -> int:
-        return sum(len(p.read_text().splitlines()) for p in paths)
-
     return {
-        "runtime_members": {"total": len(methods) + len(flags), "methods": len(methods), "flags": len(flags),
-                            "abstract": abstract, "optional_methods": len(methods) - len(abstract)},
-        "assert_isinstance_narrowings": sum(
-            isinstance(n, ast.Assert) and isinstance(n.test, ast.Call) and getattr(n.test.func, "id", "") == "isinstance"
-            for path in modules.values() for n in ast.walk(ast.parse(path.read_text()))),
+        "runtime_members": {"total": len(methods) + len(attributes), "methods": len(methods),
+                            "class_attributes": len(attributes), "abstract": abstract,
+                            "optional_methods": len(methods) - len(abstract)},
+        "assert_isinstance_narrowings": sum(_narrowing(n) for tree in trees.values() for n in ast.walk(tree)),
         "runtimes_type_only_upward": {"modules": len(upward), "imports": sum(map(len, upward.values())),
                                       "by_module": upward},
-        "spec": {"files": {p.name: len(p.read_text().splitlines()) for p in spec_files},
+        "spec": {"files": {p.name: len(p.read_text().splitlines()) for p in sorted((PACKAGE / "spec").glob("*.py"))},
                  "pydantic_classes": len(classes),
-                 "serving_fields": sum(isinstance(n, ast.AnnAssign) for n in serving.body) if serving else None,
-                 "max_batch_size_in": [c.name for c in classes if any(
-                     isinstance(n, ast.AnnAssign) and getattr(n.target, "id", "") == "max_batch_size" for n in c.body)]},
-        "served_code": {"python_models_lines": lines(templates.rglob("*.py")),
+                 "serving_fields": next((len(fields(c)) for c in classes if c.name == "ServingSection"), None),
+                 "max_batch_size_in": [c.name for c in classes if "max_batch_size" in fields(c)]},
+        "served_code": {"python_models_lines": _lines(templates.rglob("*.py")),
                         "python_model_files": len(list(templates.rglob("*.py"))),
                         "modules_shipped_by___file__": by_file,
-                        "table_loaded_by_path": "spec_from_file_location" in (PACKAGE / "native" / "__init__.py").read_text(),
-                        "cpp_lines": lines([*(PACKAGE / "native").glob("*.cc"), *(PACKAGE / "native").glob("*.h")])},
+                        "table_loaded_by_path": "spec_from_file_location" in (native / "__init__.py").read_text(),
+                        "cpp_lines": _lines([*native.glob("*.cc"), *native.glob("*.h")])},
         "in_function_imports": {"statements": sum(map(len, function_imports.values())),
-                                "of_tritongen": sum(1 for stmts in function_imports.values() for s in stmts
-                                                    if isinstance(s, ast.ImportFrom) and (s.level or (s.module or "").startswith("tritongen"))
-                                                    or isinstance(s, ast.Import) and any(a.name.startswith("tritongen") for a in s.names)),
+                                "of_tritongen": sum(map(_of_tritongen, sum(function_imports.values(), []))),
                                 "modules_with_any": sum(1 for stmts in function_imports.values() if stmts),
                                 "internal_edges": len(every),
                                 "edges_only_inside_functions": len(every - module_level)},
