@@ -56,10 +56,12 @@ def _imported(tree: ast.AST, module: str, is_package: bool) -> set[str]:
     return found
 
 
-def import_graph(modules: dict[str, str]) -> dict[str, set[str]]:
+def import_graph(modules: dict[str, str], packages: set[str] | None = None) -> dict[str, set[str]]:
     """module -> the package modules importing it runs. `modules` maps a dotted name to its source text (a name
-    ending in `.__init__`-free form; packages are the names other modules sit under)."""
-    packages = {m.rsplit(".", 1)[0] for m in modules if "." in m}
+    ending in `.__init__`-free form); `packages` names the modules that are packages (an `__init__.py`: relative
+    imports start from the package itself). Without it, packages are the names other modules sit under."""
+    if packages is None:
+        packages = {m.rsplit(".", 1)[0] for m in modules if "." in m}
     graph: dict[str, set[str]] = {}
     for name, source in modules.items():
         edges: set[str] = set()
@@ -117,7 +119,9 @@ def one_way_violations(graph: dict[str, set[str]]) -> list[str]:
 
 
 def package_graph() -> dict[str, set[str]]:
-    return import_graph({name: path.read_text() for name, path in package_modules().items()})
+    modules = package_modules()
+    return import_graph({name: path.read_text() for name, path in modules.items()},
+                        {name for name, path in modules.items() if path.name == "__init__.py"})
 
 
 def test_the_package_has_no_import_cycles():
@@ -175,3 +179,10 @@ def test_the_stage_folders_import_one_way():
                "tritongen.plan.slo": "import tritongen.loadtests.registry\n", "tritongen.loadtests.registry": "",
                "tritongen.loadtests.runner": "from tritongen.plan.load import LoadProfile\n"}
     assert cycles(folder_graph(import_graph(planted))) == [["loadtests", "plan"]]
+
+
+def test_a_package_of_one_init_file_resolves_its_relative_imports_from_itself():
+    planted = {"p": "", "p.errors": "", "p.native": "from ..errors import E\n", "p.flat": "from .errors import E\n"}
+    assert import_graph(planted, {"p", "p.native"})["p.native"] == {"p.errors"}
+    assert import_graph(planted, {"p"})["p.flat"] == {"p.errors"}
+    assert "tritongen.errors" in package_graph()["tritongen.native"]
