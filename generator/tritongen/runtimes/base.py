@@ -28,9 +28,10 @@ if TYPE_CHECKING:
 
 
 class RuntimeSettings(BaseModel):
-    """Base of every runtime's Plan section; each subclass pins `runtime: Literal["<name>"]` (the union's tag)."""
+    """Base of every runtime's Plan section; each subclass pins `runtime: Literal["<name>"]` (the union's tag).
+    Field docstrings are the fields' descriptions (`tritongen plan` prints them)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
 @dataclass(frozen=True)
