@@ -46,7 +46,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     if args.markdown:
         from tritongen.spec import explain_markdown
 
-        print(explain_markdown(), end="")
+        print(REFERENCE_HEAD + explain_markdown(), end="")
         return 0
     if args.explain:
         for path, type_name, default, doc in explain():
@@ -83,6 +83,20 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
         print(plan_text(plan), end="")
     return 0
+
+
+# docs/reference.md is this page (`tritongen validate --markdown > docs/reference.md`; tests/test_docs.py checks it).
+REFERENCE_HEAD = """# Spec reference
+
+Every field of the deployment spec (version 1), generated from the field docstrings by
+`tritongen validate --markdown`; `tritongen validate --explain` prints the same in a terminal. Sections are in
+bold; a field is written `section.field` here and nested in YAML:
+
+    serving:
+      kv_cache:
+        max_tokens: 4096
+
+"""
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
@@ -330,7 +344,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print the verdict as JSON on stdout (ok, checked, notes; "
                    "or errors and exit_code)")
     s.add_argument("--explain", action="store_true", help="list every spec field with its type, default and doc")
-    s.add_argument("--markdown", action="store_true", help="the spec reference as a Markdown table")
+    s.add_argument("--markdown", action="store_true", help="the spec reference as a Markdown page "
+                   "(docs/reference.md)")
     s.add_argument("--inventory", help="also place the model on these GPUs: an inventory file, saved `nvidia-smi "
                    "-L` output, or 'nvml'")
     s.set_defaults(func=_cmd_validate)

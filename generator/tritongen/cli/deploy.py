@@ -9,6 +9,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from tritongen import console
+
 
 def _cmd_deploy(args: argparse.Namespace) -> int:
     from tritongen.deploy import render_deployment
@@ -34,7 +36,7 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
     lines = status_lines(files, out)
     write_repository(files, out, overwrite=args.force)
     for line in lines:
-        print(line)
+        console.info(line)
     groups = dep.placement.server_groups
     print(f"{len(groups)} server group(s), image {dep.image}: {', '.join(g.name for g in groups)}")
     if client is None:

@@ -212,7 +212,7 @@ class Runtime(ABC):
     choice: ClassVar[str]
     """What it is and when to pick it, for the spec's `runtime` field (validate --explain)."""
     executed_here: ClassVar[str]
-    """Where tritongen has run it for real (README's runtime table), or that it has not."""
+    """Where tritongen has run it for real (the runtime table of docs/guide.md), or that it has not."""
 
     ensemble: ClassVar[bool] = True
     """Speaks the TensorRT-LLM C++ model's tensors, so tritongen's preprocessing, postprocessing, BLS, ensemble,
