@@ -16,8 +16,6 @@ import pytest
 
 from tritongen.cli import main
 
-pytestmark = pytest.mark.integration
-
 README = Path(__file__).resolve().parents[2] / "README.md"
 START, END = "<!-- walkthrough:start -->", "<!-- walkthrough:end -->"
 
@@ -69,6 +67,7 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
+@pytest.mark.integration
 def test_the_readme_walkthrough_runs(tmp_path, monkeypatch, capsys):
     spec, commands = walkthrough()
     (tmp_path / "my.yaml").write_text(spec)

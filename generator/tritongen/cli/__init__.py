@@ -16,6 +16,7 @@ import traceback
 from pathlib import Path
 
 from tritongen import console
+from tritongen.cli.flags import FINDS_SERVER, REFERENCE_HEAD, add_verbosity_flags, version
 from tritongen.demo.model import TOKENIZERS
 from tritongen.errors import INTERNAL_ERROR_EXIT, SpecError, TritongenError, clip, problem, scrub
 
@@ -83,20 +84,6 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
         print(plan_text(plan), end="")
     return 0
-
-
-# docs/reference.md is this page (`tritongen validate --markdown > docs/reference.md`; tests/test_docs.py checks it).
-REFERENCE_HEAD = """# Spec reference
-
-Every field of the deployment spec (version 1), generated from the field docstrings by
-`tritongen validate --markdown`; `tritongen validate --explain` prints the same in a terminal. Sections are in
-bold; a field is written `section.field` here and nested in YAML:
-
-    serving:
-      kv_cache:
-        max_tokens: 4096
-
-"""
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
@@ -180,6 +167,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             grpc_url = server.grpc_url
             print(f"ready  http {server.http_url}  grpc {server.grpc_url}  metrics {server.metrics_url}", flush=True)
             console.info(f"log    {server.log_path}   (Ctrl-C stops)")
+            console.detail(f"command {shlex.join(map(str, server.process.args))}")
         if args.openai is not None:
             frontend = _start_openai(args, grpc_url)
         if server is not None:
@@ -446,37 +434,8 @@ def build_parser() -> argparse.ArgumentParser:
     from tritongen.cli.completion import add_command as add_completion_command
 
     add_completion_command(sub, p)
-    _add_verbosity_flags(p, sub)
+    add_verbosity_flags(p, sub)
     return p
-
-
-# How generate and loadtest find a server without --url (the help of both says it).
-FINDS_SERVER = ("Default: the server `tritongen serve` started on this machine (it records its endpoints in a "
-                "state file: $TRITONGEN_STATE, else $XDG_RUNTIME_DIR or /tmp, /tritongen-<uid>/serve.json)")
-
-
-def version() -> str:
-    """The installed tritongen's version (the package metadata of pyproject.toml)."""
-    from importlib.metadata import PackageNotFoundError, version as package_version
-
-    try:
-        return package_version("tritongen")
-    except PackageNotFoundError:
-        return "(not installed: run from a source tree)"
-
-
-def _add_verbosity_flags(parser: argparse.ArgumentParser, sub: argparse._SubParsersAction) -> None:
-    """-q / -v before the command or after it (`tritongen -q render ...`, `tritongen render ... -q`)."""
-    def add(target: argparse.ArgumentParser, default: object) -> None:
-        group = target.add_mutually_exclusive_group()
-        group.add_argument("-q", "--quiet", dest="verbosity", action="store_const", const=console.QUIET,
-                           default=default, help="print only results and errors (no progress or status lines)")
-        group.add_argument("-v", "--verbose", dest="verbosity", action="store_const", const=console.VERBOSE,
-                           default=default, help="print more detail (plan and validate: every field)")
-
-    add(parser, console.NORMAL)
-    for command in sub.choices.values():
-        add(command, argparse.SUPPRESS)  # a subcommand's default must not undo a flag given before it
 
 
 def main(argv: list[str] | None = None) -> int:

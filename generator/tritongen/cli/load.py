@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tritongen.cli.flags import FINDS_SERVER
 from tritongen.errors import SpecError, problem
 from tritongen.plan.checks import require_tokenizer
 from tritongen.loadtests.runner import PROTOCOLS, Endpoint, LoadTest, load_from_args, run_loadtest
@@ -132,10 +133,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     """Register `loadtest` and `up` on tritongen's subcommand parser."""
     s = subparsers.add_parser("loadtest", help="load-test a running deployment against the spec's SLOs")
     s.add_argument("spec", help="a spec, or a plan JSON from `tritongen plan --json`")
-    s.add_argument("--url", help="host:port of the endpoint for --protocol. Default: the server `tritongen serve` "
-                   "started on this machine (it records its endpoints in a state file: $TRITONGEN_STATE, else "
-                   "$XDG_RUNTIME_DIR or /tmp, /tritongen-<uid>/serve.json), else 127.0.0.1:8001 for grpc, :8000 "
-                   "for http, :9000 for openai")
+    s.add_argument("--url", help=f"host:port of the endpoint for --protocol. {FINDS_SERVER}, else 127.0.0.1:8001 "
+                   "for grpc, :8000 for http, :9000 for openai")
     _load_flags(s)
     s.add_argument("-o", "--out", help="report folder (default ./loadtest-<name>)")
     s.add_argument("--metrics-url", help="Triton /metrics URL (default http://<url host>:8002/metrics)")
