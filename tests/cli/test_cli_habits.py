@@ -171,3 +171,13 @@ def test_yaml_tab_indent_says_to_use_spaces(tmp_path, capsys):
     spec.write_text("name: x\n\tmodel: 1\n")
     assert main(["validate", str(spec)]) == 2
     assert "indent with spaces: YAML does not allow tabs there" in capsys.readouterr().err
+
+
+def test_loadtest_json_against_no_server_prints_the_error_and_exit_code(tmp_path, capsys, tiny_spec_path):
+    code = main(["loadtest", str(tiny_spec_path), "--url", "127.0.0.1:9", "--no-metrics", "--json",
+                 "-o", str(tmp_path / "report")])
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    assert code == 3 and doc["exit_code"] == 3 and doc["passed"] is False and doc["report"] is None
+    assert doc["errors"] and "127.0.0.1:9" in doc["errors"][0]
+    assert "error: " in captured.err

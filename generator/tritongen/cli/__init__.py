@@ -82,7 +82,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     if console.verbose():
         from tritongen.plan.show import plan_text
 
-        print(plan_text(plan), end="")
+        print(plan_text(plan, hint=False), end="")
     return 0
 
 
@@ -96,7 +96,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         return 0
     from tritongen.plan.show import plan_text
 
-    print(plan_text(plan, verbose=console.verbose()), end="")
+    print(plan_text(plan, verbose=console.verbose(), hint=not console.quiet()), end="")
     return 0
 
 

@@ -45,18 +45,16 @@ def _cmd_loadtest(args: argparse.Namespace) -> int:
     if args.worker:
         return _run_worker(args, plan, load, endpoint)
     out = Path(args.out or f"loadtest-{plan.name}")
+
+    def run() -> int:
+        return run_loadtest(plan, endpoint, load, out, spec_path=args.spec,
+                            distribution=_distribution_from_args(args, load))
+
     if args.json:
-        import time
+        from tritongen.cli.verdict import with_json_verdict
 
-        from tritongen.cli.verdict import print_verdict_json, stdout_to_stderr
-
-        started = time.time()
-        with stdout_to_stderr():
-            code = run_loadtest(plan, endpoint, load, out, spec_path=args.spec,
-                                distribution=_distribution_from_args(args, load))
-        return print_verdict_json(out, code, started)
-    return run_loadtest(plan, endpoint, load, out, spec_path=args.spec,
-                        distribution=_distribution_from_args(args, load))
+        return with_json_verdict(out, run)
+    return run()
 
 
 def _distribution_from_args(args: argparse.Namespace, load: LoadTest):

@@ -9,7 +9,26 @@ import contextlib
 import json
 import os
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
+
+from tritongen.errors import TritongenError, clip, scrub
+
+
+def with_json_verdict(out: Path, run: Callable[[], int]) -> int:
+    """Run a load test whose report goes to `out` with its output on stderr, then print its verdict as JSON (or,
+    when it fails before a verdict, the errors and the exit code; the error lines still reach stderr)."""
+    started = time.time()
+    try:
+        with stdout_to_stderr():
+            code = run()
+    except TritongenError as err:
+        print(json.dumps({"passed": False, "exit_code": err.exit_code, "capacity": None, "levels": [],
+                          "report": None, "errors": [scrub(clip(line, 2000)) for line in err.problems]},
+                         indent=2), flush=True)
+        raise
+    return print_verdict_json(out, code, started)
 
 
 @contextlib.contextmanager

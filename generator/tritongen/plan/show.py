@@ -176,8 +176,9 @@ def _placement(plan: Plan) -> list[str]:
             table(devices), "", "placement: server groups", table(groups)]
 
 
-def plan_text(plan: Plan, verbose: bool = False) -> str:
-    """What `tritongen plan` prints: the decisions as tables; `verbose` adds every remaining field."""
+def plan_text(plan: Plan, verbose: bool = False, hint: bool = True) -> str:
+    """What `tritongen plan` prints: the decisions as tables; `verbose` adds every remaining field; `hint` ends
+    with where the rest is."""
     tok = plan.tokenizer
     lines = [
         f"plan {plan.name}: runtime {plan.runtime}",
@@ -209,6 +210,6 @@ def plan_text(plan: Plan, verbose: bool = False) -> str:
         if plan.frontend is not None:
             lines += ["", "OpenAI frontend", fields_table(plan.frontend)]
         lines += ["", "deploy", fields_table(plan.deploy)]
-    else:
+    elif hint:
         lines += ["", "(-v shows every field; --json writes the plan as a lock file)"]
     return "\n".join(lines) + "\n"
