@@ -38,7 +38,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     console.info(f"[demo] tiny Llama checkpoint + tokenizer: {model}")
     console.info("[demo] its weights are random: the generated text is noise by design; the demo proves the "
                  "serving path (rendering, tritonserver, streaming, load test), not a model")
-    return main(["up", str(root / "examples" / "tiny-cpu.yaml"), "--out", str(root / "demo-output")])
+    level = {console.QUIET: ["-q"], console.VERBOSE: ["-v"]}.get(console.level(), [])  # main sets it anew
+    return main([*level, "up", str(root / "examples" / "tiny-cpu.yaml"), "--out", str(root / "demo-output")])
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
