@@ -415,7 +415,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("demo-model", help="make a tiny Llama checkpoint and tokenizer locally")
     s.add_argument("dir", help="folder to write the checkpoint and tokenizer to")
     s.add_argument("--seed", type=int, default=0, help="seed of the random weights (default 0)")
-    s.add_argument("--force", action="store_true", help="make it again in a folder that exists (without --force a checkpoint there is kept as is)")
+    s.add_argument("--force", action="store_true", help="make it again in a folder that exists (without "
+                   "--force a checkpoint there is kept as is)")
     s.add_argument("--tokenizer", choices=TOKENIZERS, default="bytelevel",
                    help="bytelevel: byte-level BPE (GPT-2/Llama-3 style); sentencepiece: byte-fallback BPE over "
                         "'▁' words (Llama-2/Mistral style)")
