@@ -189,7 +189,7 @@ def test_openai_chat_streams_exactly_the_unstreamed_text(client):
     text = whole.choices[0].message.content
     assert streamed == text and text and "\ufffd" not in text.rstrip("\ufffd")
     assert whole.choices[0].finish_reason == "length"  # the model's own finish reason
-    # The model returns no counts: usage is the deployment tokenizer's count of the text (README, OpenAI-compatible API).
+    # The model returns no counts: usage is the deployment tokenizer's count of the text (docs/guide.md, OpenAI-compatible API).
     tokenizer = AutoTokenizer.from_pretrained(client.tokenizer_dir)
     assert whole.usage.completion_tokens == len(tokenizer.encode(text, add_special_tokens=False))
     assert chunks[-1].usage.completion_tokens == whole.usage.completion_tokens

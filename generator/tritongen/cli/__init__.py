@@ -7,6 +7,7 @@ command needs is missing from this machine; 70 an internal error (a tritongen bu
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import signal
 import sys
@@ -14,6 +15,8 @@ import time
 import traceback
 from pathlib import Path
 
+from tritongen import console
+from tritongen.cli.flags import FINDS_SERVER, REFERENCE_HEAD, add_verbosity_flags, version
 from tritongen.demo.model import TOKENIZERS
 from tritongen.errors import INTERNAL_ERROR_EXIT, SpecError, TritongenError, clip, problem, scrub
 
@@ -32,10 +35,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     root = Path.cwd()
     model = make_demo_model(root / "build" / "tiny-llama")
-    print(f"[demo] tiny Llama checkpoint + tokenizer: {model}", flush=True)
-    print("[demo] its weights are random: the generated text is noise by design; the demo proves the serving path "
-          "(rendering, tritonserver, streaming, load test), not a model", flush=True)
-    return main(["up", str(root / "examples" / "tiny-cpu.yaml"), "--out", str(root / "demo-output")])
+    console.info(f"[demo] tiny Llama checkpoint + tokenizer: {model}")
+    console.info("[demo] its weights are random: the generated text is noise by design; the demo proves the "
+                 "serving path (rendering, tritonserver, streaming, load test), not a model")
+    level = {console.QUIET: ["-q"], console.VERBOSE: ["-v"]}.get(console.level(), [])  # main sets it anew
+    return main([*level, "up", str(root / "examples" / "tiny-cpu.yaml"), "--out", str(root / "demo-output")])
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
@@ -44,7 +48,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     if args.markdown:
         from tritongen.spec import explain_markdown
 
-        print(explain_markdown(), end="")
+        print(REFERENCE_HEAD + explain_markdown(), end="")
         return 0
     if args.explain:
         for path, type_name, default, doc in explain():
@@ -52,18 +56,34 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         return 0
     if not args.spec:
         raise SpecError("SPEC: missing; pass the spec file to validate")
-    spec = load_spec(args.spec)
-    from tritongen.plan import plan_from_file
+    try:
+        spec = load_spec(args.spec)
+        from tritongen.plan import plan_from_file
 
-    # Everything `plan` checks (the checkpoint and its config: parallelism, dtype, tokenizer; with --inventory
-    # placement and fp8 support), without the engine cache key's GPU architecture: no GPU needed to validate.
-    from tritongen.runtimes import runtime
+        # Everything `plan` checks (the checkpoint and its config: parallelism, dtype, tokenizer; with --inventory
+        # placement and fp8 support), without the engine cache key's GPU architecture: no GPU needed to validate.
+        from tritongen.runtimes import runtime
 
-    arch = (spec.engine.gpu_arch or "unchecked") if runtime(spec.runtime).builds_engine else None
-    _, plan = plan_from_file(args.spec, args.inventory, gpu_arch=arch)
-    print_notes(plan)
+        arch = (spec.engine.gpu_arch or "unchecked") if runtime(spec.runtime).builds_engine else None
+        _, plan = plan_from_file(args.spec, args.inventory, gpu_arch=arch)
+    except TritongenError as err:
+        if args.json:  # scripts read the verdict from stdout; the errors still go to stderr with the exit code
+            print(json.dumps({"ok": False, "spec": args.spec, "exit_code": err.exit_code,
+                              "errors": [scrub(clip(line, 2000)) for line in err.problems]}, indent=2))
+        raise
     checked = "spec, checkpoint and " + ("placement on the inventory" if args.inventory else "model settings")
+    if args.json:
+        from tritongen.plan.checks import plan_notes
+
+        print(json.dumps({"ok": True, "spec": args.spec, "name": spec.name, "runtime": spec.runtime,
+                          "checked": checked, "notes": plan_notes(plan)}, indent=2))
+        return 0
+    print_notes(plan)
     print(f"ok: {args.spec} ({spec.name}, runtime {spec.runtime}): {checked}")
+    if console.verbose():
+        from tritongen.plan.show import plan_text
+
+        print(plan_text(plan, hint=False), end="")
     return 0
 
 
@@ -75,12 +95,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     if args.json:
         print(plan.to_json(), end="")
         return 0
-    data = plan.model_dump(mode="json", exclude={"placement"})
-    for key, value in data.items():
-        print(f"{key:26} {value}")
-    if plan.placement is not None:
-        print()
-        print(plan.placement.placed().to_table())
+    from tritongen.plan.show import plan_text
+
+    print(plan_text(plan, verbose=console.verbose(), hint=not console.quiet()), end="")
     return 0
 
 
@@ -100,7 +117,7 @@ def _cmd_render(args: argparse.Namespace) -> int:
         return 0
     write_repository(files, out, overwrite=args.force)
     for line in lines:
-        print(line)
+        console.info(line)
     print(f"model repository: {out.resolve()}")
     return 0
 
@@ -117,7 +134,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     print(f"ok: {repo} parses and its ensemble wiring is consistent")
     if args.load:
         # Loading every model takes a while (tokenizers, the LLM): say so rather than sit silent.
-        print("loading every model in the embedded tritonserver (up to 300 s) ...", flush=True)
+        console.info("loading every model in the embedded tritonserver (up to 300 s) ...")
         states = verify_load(repo)
         for name, state in sorted(states.items()):
             print(f"{state:>6}  {name}")
@@ -146,11 +163,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         if server is not None:
-            print("starting tritonserver ...", flush=True)
+            console.info("starting tritonserver ...")
             server.start(timeout=args.timeout)
             grpc_url = server.grpc_url
             print(f"ready  http {server.http_url}  grpc {server.grpc_url}  metrics {server.metrics_url}", flush=True)
-            print(f"log    {server.log_path}   (Ctrl-C stops)", flush=True)
+            console.info(f"log    {server.log_path}   (Ctrl-C stops)")
+            console.detail(f"command {shlex.join(map(str, server.process.args))}")
         if args.openai is not None:
             frontend = _start_openai(args, grpc_url)
         if server is not None:
@@ -158,7 +176,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
             path = write_state(grpc=server.grpc_url, http=server.http_url, metrics=server.metrics_url,
                                openai=frontend.url if frontend is not None else None)
-            print(f"state  {path}   (generate and loadtest find this server there)", flush=True)
+            console.info(f"state  {path}   (generate and loadtest find this server there)")
         while True:
             if server is not None and (server.failure or server.process.poll() is not None):
                 # A dead stub or a server that stopped on its own: exit non-zero so an orchestrator restarts us.
@@ -178,7 +196,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         if frontend is not None:
             frontend.stop()
         if server is not None and server.process is not None:
-            print("stopping tritonserver ...", flush=True)
+            console.info("stopping tritonserver ...")
             # Requests in flight get a few seconds; then the server, its stubs and their /dev/shm regions go.
             server.stop(grace=5)
     return 0
@@ -302,20 +320,27 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tritongen", description=__doc__.splitlines()[0],
-                                epilog="--debug (anywhere): print the traceback of an error")
-    sub = p.add_subparsers(dest="command", required=True)
+    p = argparse.ArgumentParser(prog="tritongen", description="One YAML spec in; a Triton Inference Server "
+                                "deployment of an LLM out, proven under load.",
+                                epilog="--debug (anywhere): print the traceback of an error. "
+                                "`tritongen COMMAND -h`: the options of one command.")
+    p.add_argument("--version", action="version", version=f"%(prog)s {version()}",
+                   help="print tritongen's version and exit")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     s = sub.add_parser("validate", help="validate a spec")
-    s.add_argument("spec", nargs="?")
+    s.add_argument("spec", nargs="?", help="the deployment spec (YAML) to check")
+    s.add_argument("--json", action="store_true", help="print the verdict as JSON on stdout (ok, checked, notes; "
+                   "or errors and exit_code)")
     s.add_argument("--explain", action="store_true", help="list every spec field with its type, default and doc")
-    s.add_argument("--markdown", action="store_true", help="the spec reference as a Markdown table")
+    s.add_argument("--markdown", action="store_true", help="the spec reference as a Markdown page "
+                   "(docs/reference.md)")
     s.add_argument("--inventory", help="also place the model on these GPUs: an inventory file, saved `nvidia-smi "
                    "-L` output, or 'nvml'")
     s.set_defaults(func=_cmd_validate)
 
     s = sub.add_parser("plan", help="print the fully resolved Plan (--json: a lock file render/deploy/loadtest take)")
-    s.add_argument("spec")
+    s.add_argument("spec", help="the deployment spec (YAML)")
     s.add_argument("--json", action="store_true", help="the Plan as JSON: pass it to render, deploy or loadtest "
                                                        "in place of the spec")
     s.add_argument("--inventory", help="place on GPUs: 'nvml', an inventory YAML/JSON, or saved `nvidia-smi -L`")
@@ -326,7 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("render", help="render the model repository")
     s.add_argument("spec", help="a spec, or a plan JSON from `tritongen plan --json`")
-    s.add_argument("-o", "--output", required=True)
+    s.add_argument("-o", "--output", required=True, help="folder to write the model repository to")
     s.add_argument("--dry-run", action="store_true", help="show what would be written")
     s.add_argument("--force", action="store_true", help="replace an existing, non-empty output folder")
     s.add_argument("--engine-dir", help="tensorrtllm: a built engine folder (default: the engine cache entry)")
@@ -336,16 +361,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_render)
 
     s = sub.add_parser("verify", help="check a model repository")
-    s.add_argument("repo")
+    s.add_argument("repo", help="a model repository folder (from `tritongen render`)")
     s.add_argument("--load", action="store_true", help="also load it in the embedded tritonserver")
     s.set_defaults(func=_cmd_verify)
 
     s = sub.add_parser("serve", help="serve a model repository with the embedded tritonserver")
-    s.add_argument("repo")
-    s.add_argument("--http-port", type=int, default=0)
-    s.add_argument("--grpc-port", type=int, default=0)
-    s.add_argument("--metrics-port", type=int, default=0)
-    s.add_argument("--timeout", type=float, default=300)
+    s.add_argument("repo", help="a model repository folder (from `tritongen render SPEC -o DIR`)")
+    s.add_argument("--http-port", type=int, default=0, help="Triton's HTTP port (default 0: a free port)")
+    s.add_argument("--grpc-port", type=int, default=0, help="Triton's gRPC port (default 0: a free port)")
+    s.add_argument("--metrics-port", type=int, default=0, help="Triton's /metrics port (default 0: a free port)")
+    s.add_argument("--timeout", type=float, default=300, help="seconds to wait for every model to be ready "
+                   "(default 300)")
     s.add_argument("--openai", nargs="?", type=int, const=-1, default=None, metavar="PORT",
                    help="also serve the OpenAI-compatible API (default port: frontend.openai.port of the spec; "
                    "0: a free port)")
@@ -360,15 +386,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_serve)
 
     s = sub.add_parser("generate", help="send one prompt to a running deployment")
-    s.add_argument("prompt")
-    s.add_argument("--url", help="host:port (default 127.0.0.1:8001 for grpc, :8000 for http)")
-    s.add_argument("--protocol", choices=["grpc", "http"], default="grpc")
-    s.add_argument("--stream", action="store_true")
-    s.add_argument("--max-tokens", type=int, default=32)
-    s.add_argument("--min-tokens", type=int)
-    s.add_argument("--temperature", type=float)
-    s.add_argument("--top-k", type=int)
-    s.add_argument("--top-p", type=float)
+    s.add_argument("prompt", help="the prompt text")
+    s.add_argument("--url", help=f"host:port of Triton's endpoint for --protocol. {FINDS_SERVER}, else "
+                   "127.0.0.1:8001 for grpc and 127.0.0.1:8000 for http")
+    s.add_argument("--protocol", choices=["grpc", "http"], default="grpc",
+                   help="grpc: ModelStreamInfer (default); http: Triton's generate / generate_stream")
+    s.add_argument("--stream", action="store_true", help="print the text as it is generated")
+    s.add_argument("--max-tokens", type=int, default=32, help="most output tokens (default 32)")
+    s.add_argument("--min-tokens", type=int, help="fewest output tokens (the end token is ignored before)")
+    s.add_argument("--temperature", type=float, help="sampling temperature (greedy without --top-k/--top-p)")
+    s.add_argument("--top-k", type=int, help="sample from the k most likely tokens")
+    s.add_argument("--top-p", type=float, help="sample from the smallest set of tokens with this probability")
     s.add_argument("--model", default="tensorrt_llm_bls",
                    help="Triton model to call: tensorrt_llm_bls (default: the ensemble's only step, same inputs; "
                         "Ctrl-C cancels it, while Triton's ensemble scheduler does not pass a cancellation on) or "
@@ -385,9 +413,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_demo)
 
     s = sub.add_parser("demo-model", help="make a tiny Llama checkpoint and tokenizer locally")
-    s.add_argument("dir")
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--force", action="store_true")
+    s.add_argument("dir", help="folder to write the checkpoint and tokenizer to")
+    s.add_argument("--seed", type=int, default=0, help="seed of the random weights (default 0)")
+    s.add_argument("--force", action="store_true", help="make it again in a folder that exists (without "
+                   "--force a checkpoint there is kept as is)")
     s.add_argument("--tokenizer", choices=TOKENIZERS, default="bytelevel",
                    help="bytelevel: byte-level BPE (GPT-2/Llama-3 style); sentencepiece: byte-fallback BPE over "
                         "'▁' words (Llama-2/Mistral style)")
@@ -404,6 +433,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_load_commands(sub)
     add_deploy_commands(sub)
+    from tritongen.cli.completion import add_command as add_completion_command
+
+    add_completion_command(sub, p)
+    add_verbosity_flags(p, sub)
     return p
 
 
@@ -418,13 +451,18 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on bad flags, which is our bad-input code too
         return int(exc.code or 0)
+    console.set_level(args.verbosity)
     try:
         return args.func(args)
     except TritongenError as err:
         if debug:
             traceback.print_exc()
         for line in err.problems:
-            print(f"error: {scrub(clip(line, 2000))}", file=sys.stderr)
+            # A problem may carry context lines (a YAML error's source line and caret): indented under it.
+            first, *context = scrub(clip(line, 2000)).split("\n")
+            print(f"error: {first}", file=sys.stderr)
+            for extra in context:
+                print(f"       {extra}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
         return 130

@@ -9,6 +9,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from tritongen import console
+
 
 def _cmd_deploy(args: argparse.Namespace) -> int:
     from tritongen.deploy import render_deployment
@@ -34,7 +36,7 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
     lines = status_lines(files, out)
     write_repository(files, out, overwrite=args.force)
     for line in lines:
-        print(line)
+        console.info(line)
     groups = dep.placement.server_groups
     print(f"{len(groups)} server group(s), image {dep.image}: {', '.join(g.name for g in groups)}")
     if client is None:
@@ -57,7 +59,9 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
 def add_commands(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("deploy", help="write compose files or Kubernetes manifests, or start containers (docker)")
     s.add_argument("spec", help="a spec, or a plan JSON from `tritongen plan --inventory ... --json`")
-    s.add_argument("--target", choices=["compose", "k8s", "docker"], required=True)
+    s.add_argument("--target", choices=["compose", "k8s", "docker"], required=True,
+                   help="compose: docker compose files; k8s: Kubernetes manifests (kustomize); docker: start the "
+                   "containers through a docker engine")
     s.add_argument("-o", "--output", required=True, help="folder for model_repository/ and the deployment files")
     s.add_argument("--inventory", help="GPUs to place a spec on: 'nvml' (this machine, the default), an inventory "
                                        "YAML/JSON, or saved `nvidia-smi -L`")

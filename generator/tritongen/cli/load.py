@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tritongen.cli.flags import FINDS_SERVER
 from tritongen.errors import SpecError, problem
 from tritongen.plan.checks import require_tokenizer
 from tritongen.loadtests.runner import PROTOCOLS, Endpoint, LoadTest, load_from_args, run_loadtest
@@ -43,8 +44,17 @@ def _cmd_loadtest(args: argparse.Namespace) -> int:
     endpoint = _endpoint_from_args(args, load.profile.protocol)
     if args.worker:
         return _run_worker(args, plan, load, endpoint)
-    return run_loadtest(plan, endpoint, load, Path(args.out or f"loadtest-{plan.name}"), spec_path=args.spec,
-                        distribution=_distribution_from_args(args, load))
+    out = Path(args.out or f"loadtest-{plan.name}")
+
+    def run() -> int:
+        return run_loadtest(plan, endpoint, load, out, spec_path=args.spec,
+                            distribution=_distribution_from_args(args, load))
+
+    if args.json:
+        from tritongen.cli.verdict import with_json_verdict
+
+        return with_json_verdict(out, run)
+    return run()
 
 
 def _distribution_from_args(args: argparse.Namespace, load: LoadTest):
@@ -121,12 +131,14 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     """Register `loadtest` and `up` on tritongen's subcommand parser."""
     s = subparsers.add_parser("loadtest", help="load-test a running deployment against the spec's SLOs")
     s.add_argument("spec", help="a spec, or a plan JSON from `tritongen plan --json`")
-    s.add_argument("--url", help="host:port of the endpoint (default 127.0.0.1:8001 for grpc, :8000 for http, "
-                   ":9000 for openai)")
+    s.add_argument("--url", help=f"host:port of the endpoint for --protocol. {FINDS_SERVER}, else 127.0.0.1:8001 "
+                   "for grpc, :8000 for http, :9000 for openai")
     _load_flags(s)
     s.add_argument("-o", "--out", help="report folder (default ./loadtest-<name>)")
     s.add_argument("--metrics-url", help="Triton /metrics URL (default http://<url host>:8002/metrics)")
     s.add_argument("--no-metrics", action="store_true", help="do not scrape Triton's /metrics")
+    s.add_argument("--json", action="store_true", help="print the verdict as JSON on stdout (passed, exit_code, "
+                   "capacity, failing objectives per level, report path); progress goes to stderr")
     g = s.add_argument_group("distributed load generation (Locust master/worker)")
     g.add_argument("--workers", type=int, help="Locust workers: started here, or with --master the workers to wait for")
     g.add_argument("--master", action="store_true", help="be the master of --workers N started on other hosts")
@@ -138,7 +150,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     s.set_defaults(func=_cmd_loadtest)
 
     s = subparsers.add_parser("up", help="validate, render, verify, serve, load-test and report in one step")
-    s.add_argument("spec")
+    s.add_argument("spec", help="the deployment spec (YAML)")
     s.add_argument("-o", "--out", help="output folder (default ./up-<name>): model_repository/, report, logs")
     _load_flags(s)
     s.add_argument("--engine-dir", help="tensorrtllm: a built engine folder (default: the engine cache entry)")

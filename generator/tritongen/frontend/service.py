@@ -145,7 +145,7 @@ class Run:
         return [piece]
 
     def _count_on_client(self) -> None:
-        """Usage for a model that returns no counts: the deployment's tokenizer's count (README, OpenAI-compatible API)."""
+        """Usage for a model that returns no counts: the deployment's tokenizer's count (docs/guide.md, OpenAI-compatible API)."""
         counter = TokenCounter(self.state.templates[self.route.name].tokenizer)
         self.counts.prompt_tokens = counter.prompt(self.gen.prompt)
         self.counts.completion_tokens = counter.count(self.text.sent)

@@ -28,9 +28,10 @@ if TYPE_CHECKING:
 
 
 class RuntimeSettings(BaseModel):
-    """Base of every runtime's Plan section; each subclass pins `runtime: Literal["<name>"]` (the union's tag)."""
+    """Base of every runtime's Plan section; each subclass pins `runtime: Literal["<name>"]` (the union's tag).
+    Field docstrings are the fields' descriptions (`tritongen plan` prints them)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
 @dataclass(frozen=True)
@@ -211,7 +212,7 @@ class Runtime(ABC):
     choice: ClassVar[str]
     """What it is and when to pick it, for the spec's `runtime` field (validate --explain)."""
     executed_here: ClassVar[str]
-    """Where tritongen has run it for real (README's runtime table), or that it has not."""
+    """Where tritongen has run it for real (the runtime table of docs/guide.md), or that it has not."""
 
     ensemble: ClassVar[bool] = True
     """Speaks the TensorRT-LLM C++ model's tensors, so tritongen's preprocessing, postprocessing, BLS, ensemble,

@@ -1,6 +1,6 @@
 """The deployment spec (v1): one YAML file in, validated into typed sections.
 
-Every field carries a docstring; `tritongen validate --explain` and the README's spec reference are generated
+Every field carries a docstring; `tritongen validate --explain` and docs/reference.md are generated
 from them. Paths are kept as written here; the Plan resolves them against the spec file's folder.
 """
 
@@ -647,7 +647,7 @@ def explain(model: type[BaseModel] = Spec, prefix: str = "") -> list[tuple[str, 
 
 
 def explain_markdown() -> str:
-    """The spec reference as a Markdown table (embedded in README.md; a test keeps the two equal)."""
+    """The spec reference as a Markdown table (docs/reference.md; a test keeps the two equal)."""
     lines = ["| field | type | default | meaning |", "|---|---|---|---|"]
     for path, type_name, default, doc in explain():
         if type_name == "section":

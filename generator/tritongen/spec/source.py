@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from tritongen.errors import SpecError, problem, shown
+from tritongen.errors import SpecError, clip, problem, scrub, shown
 
 # A spec is five levels deep at most; anything far deeper is not a spec (and would exhaust the parser's stack).
 MAX_DEPTH = 64
@@ -62,7 +62,37 @@ def read_yaml(path: Path) -> Any:
     try:
         return loader.get_single_data()
     except yaml.YAMLError as err:
-        raise SpecError(problem(str(path), f"is not valid YAML ({shown(str(err), 300)})",
-                                "fix the YAML syntax")) from None
+        raise SpecError(yaml_problem(path, text, err)) from None
     finally:
         loader.dispose()
+
+
+def yaml_problem(path: Path, text: str, err: yaml.YAMLError) -> str:
+    """A YAML syntax error as tritongen reports it: `FILE: is not valid YAML at line L, column C: what; fix`, then
+    the line it points at with a caret under the column (continuation lines: the CLI indents them under the
+    error)."""
+    mark = getattr(err, "problem_mark", None)
+    what = getattr(err, "problem", None) or str(err).splitlines()[0]
+    context, context_mark = getattr(err, "context", None), getattr(err, "context_mark", None)
+    lines = text.splitlines()
+    fix = "fix the YAML syntax there"
+    if mark is None:
+        return problem(str(path), f"is not valid YAML: {clip(what, 300)}", "fix the YAML syntax")
+    at_end = mark.line >= len(lines) or "end of stream" in what or "<stream end>" in what
+    if at_end and context_mark is not None:
+        # The file ended inside something (a bracket, a quote): point at where that began.
+        opened = str(context).removeprefix("while parsing ").removeprefix("while scanning ")
+        what, mark, fix = f"{opened} that is never closed ({what})", context_mark, "close it"
+    elif context and context_mark is not None and context_mark.line != mark.line:
+        what += f" ({context} at line {context_mark.line + 1}, column {context_mark.column + 1})"
+    elif context:
+        what += f" ({context})"
+    if "'\\t'" in what:
+        fix = "indent with spaces: YAML does not allow tabs there"
+    where = f"{path}: is not valid YAML at line {mark.line + 1}, column {mark.column + 1}"
+    if mark.line >= len(lines):
+        return f"{where}: {clip(what, 300)} at the end of the file; {fix}"
+    number = f"{mark.line + 1} | "
+    shown_line = scrub(clip(lines[mark.line].expandtabs(1), 160))
+    caret = " " * (len(number) - 2) + "| " + " " * min(mark.column, len(shown_line)) + "^"
+    return f"{where}: {clip(what, 300)}; {fix}\n{number}{shown_line}\n{caret}"

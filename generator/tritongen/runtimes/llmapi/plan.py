@@ -22,7 +22,9 @@ class LlmApiPlan(RuntimeSettings):
     tp: int
     pp: int
     max_batch_size: int | None
-    """None: no KV budget known, so model.yaml leaves it (and max_num_tokens) to the LLM API's own default."""
+    """The LLM API's max_batch_size (model.yaml): requests its scheduler runs at once, sized from the KV budget
+    (`sizing`). None: no KV budget known, so model.yaml leaves it (and max_num_tokens) to the LLM API's own
+    default."""
     max_num_tokens: int | None
     max_seq_len: int
     kv_free_gpu_memory_fraction: float
