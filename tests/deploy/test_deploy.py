@@ -131,8 +131,8 @@ def test_compose_hf_builds_its_image(workdir, tmp_path):
     dep = _prepare(workdir, "tiny-hf-gpu")
     out = _write(render_deployment(dep, "compose"), tmp_path)
     config = compose_config(out)
-    assert config["services"]["triton-gpu1"]["build"]["dockerfile"] == "Dockerfile.hf"
-    assert "FROM nvcr.io/nvidia/tritonserver:26.07-py3" in (out / "Dockerfile.hf").read_text()
+    assert config["services"]["triton-gpu1"]["build"]["dockerfile"] == "Dockerfile.serving"
+    assert "FROM nvcr.io/nvidia/tritonserver:26.07-py3 AS backends" in (out / "Dockerfile.serving").read_text()
     pbtxt = (out / "model_repository" / "tensorrt_llm" / "config.pbtxt").read_text()
     assert '"/models/checkpoint"' in pbtxt and "gpus: [ 0 ]" in pbtxt.replace("gpus: [0]", "gpus: [ 0 ]")
 
