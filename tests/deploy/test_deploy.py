@@ -13,6 +13,7 @@ from tritongen import cli
 from tritongen.deploy import render_deployment
 from tritongen.deploy.common import Deployment, prepare
 from tritongen.deploy.docker import docker_run_kwargs, run_docker
+from tritongen.deploy.image import version
 from tritongen.errors import SpecError
 from specs import assert_golden
 from validators import compose_config
@@ -244,7 +245,8 @@ def test_docker_run_kwargs_are_sdk_objects(workdir, tmp_path):
         "/models/engine": (str(FIXTURES / "engines" / "llama3-8b-bf16-tp1"), True, "bind"),
     }
     assert kwargs["ports"] == {"8000/tcp": 8000, "8001/tcp": 8001, "8002/tcp": 8002}
-    assert kwargs["image"] == "nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3"
+    # The pinned container with tritongen's native backends built in (Dockerfile.serving).
+    assert kwargs["image"] == f"tritongen-serving:{version()}-26.07-trtllm-python-py3"
     assert "--allow-gpu-metrics=false" in kwargs["command"] and kwargs["name"] == "llama3-8b-gpu0-mig1"
 
 
@@ -260,6 +262,8 @@ def test_run_docker_starts_every_group_and_waits(workdir, tmp_path):
     assert client.containers.run.call_args_list[1].kwargs["device_requests"][0]["DeviceIDs"] == [
         f"GPU-h100000{i}-0000-4000-8000-00000000000{i}" for i in range(4, 8)]
     assert asked == ["127.0.0.1:8000", "127.0.0.1:8010"]
+    (build,) = client.images.build.call_args_list  # the serving image, before any container starts
+    assert build.kwargs == {"path": str(tmp_path), "dockerfile": "Dockerfile.serving", "tag": dep.image}
     assert endpoints[1].startswith("gpu4-5-6-7: http 127.0.0.1:8010  grpc 127.0.0.1:8011")
 
 
