@@ -75,7 +75,8 @@ def build_as_dockerfile(out: Path, work: Path, args) -> dict:
 
     from tritongen.deploy import serving_image as s
 
-    steps = DockerfileParser(path=str(out / s.DOCKERFILE)).structure
+    with (out / s.DOCKERFILE).open("rb") as f:
+        steps = DockerfileParser(fileobj=f).structure
     run = next(st["value"] for st in steps if st["instruction"] == "RUN" and "build.sh" in st["value"])
     argv = shlex.split(run)
     prefix, build_dir = work / "backends", work / "native-build"

@@ -35,6 +35,8 @@ KUBECTL_IMAGE = "registry.k8s.io/kubectl:v1.34.0"
 # torch is a dependency of tritongen; the load generator and the frontend only tokenise, so the CPU build
 # (about 200 MB instead of the CUDA wheels' several GB) is installed first and satisfies it.
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+TORCH_VERSION = "2.13.0"
+"""Pinned, so every build of the image installs the same torch (tritongen's own dependency is a range)."""
 # Fixed zip timestamps (bdist_wheel honours SOURCE_DATE_EPOCH): deploying twice writes the same wheel.
 REPRODUCIBLE_EPOCH = "315532800"
 
