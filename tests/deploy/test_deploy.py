@@ -226,6 +226,16 @@ def test_golden_deployment_files(workdir, case, target):
     assert_golden(files, GOLDEN / f"{case}-{target}")
 
 
+@pytest.mark.parametrize("case", ["llama3-8b-mig", "llama3-70b-tp4", "tiny-cpu"])
+def test_golden_deployment_repository_runs_the_native_bls_from_its_serving_image(workdir, case):
+    from tritongen.deploy import serving_image
+
+    dep = _prepare(workdir, case)
+    assert 'backend: "tritongen_bls"' in dep.repository["tensorrt_llm_bls/config.pbtxt"].decode()
+    assert "tritongen_bls" in serving_image.native_backends(dep.repository)
+    assert dep.builds_serving_image and dep.image == serving_image.image_tag(dep.plan)
+
+
 # ---------------------------------------------------------------------------------------------- docker
 
 

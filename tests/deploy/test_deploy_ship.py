@@ -120,6 +120,16 @@ def test_explicit_python_bls_keeps_the_python_bls(workdir, tmp_path):
     assert_builds_backends(out / "Dockerfile.serving")  # hf still builds its image (python packages)
 
 
+def test_synthetic_deployment_runs_the_native_token_source(tiny_model, tmp_path):
+    data = yaml.safe_load((Path(__file__).parents[2] / "examples" / "synthetic-cpu.yaml").read_text())
+    data["model"]["checkpoint"] = str(tiny_model)
+    (tmp_path / "synthetic.yaml").write_text(yaml.safe_dump(data))
+    dep = prepare(tmp_path / "synthetic.yaml")
+    assert serving_image.native_backends(dep.repository) == ("tritongen_bls", "tritongen_tokensource")
+    assert 'backend: "tritongen_tokensource"' in dep.repository["tensorrt_llm/config.pbtxt"].decode()
+    assert dep.builds_serving_image
+
+
 def test_deploy_writes_the_native_sources_as_the_build_context(workdir, tmp_path, capsys):
     out = tmp_path / "out"
     assert cli.main(["deploy", str(workdir / "plain.yaml"), "--target", "compose", "-o", str(out),
