@@ -318,3 +318,16 @@ def test_image_flag_warns_that_it_must_carry_the_backends(workdir, tmp_path, cap
     assert ("warning: --image: registry.example.com/triton:1 must carry tritongen's native backends "
             "(/opt/tritonserver/backends/tritongen_bls/libtriton_tritongen_bls.so)") in err
     assert not (tmp_path / "out" / serving_image.DOCKERFILE).exists()
+
+
+def test_kustomizations_and_docs_agree_on_where_images_are_set(workdir, tmp_path):
+    out = _render(workdir, "frontend", "k8s", tmp_path)
+    for overlay in ("base", "with-monitoring", "with-loadtest"):
+        text = (out / "k8s" / overlay / "kustomization.yaml").read_text()
+        assert "Images are set in one place, ../images/kustomization.yaml" in text
+        assert yaml.safe_load(text)["components"][-1] == "../images"
+    docs = (Path(__file__).parents[2] / "docs" / "deploy.md").read_text()
+    assert "`k8s/images/kustomization.yaml`" in docs
+    # Every `kustomize edit set image` the docs show runs in k8s/images, nowhere else.
+    places = re.findall(r"cd (\S+) && kustomize edit set image", docs)
+    assert places and set(places) == {"k8s/images"}

@@ -37,7 +37,7 @@ def k8s_steps(dep: Deployment, mig_strategy: str = "mixed") -> list[str]:
     steps += [f"docker build -t $REGISTRY/{n}:{t} -f {f} . && docker push $REGISTRY/{n}:{t}" for n, t, f in built]
     steps.append("(cd k8s/images && kustomize edit set image "
                  + " ".join(f"{n}=$REGISTRY/{n}:{t}" for n, t, _ in built) + ")   # the one place images are set")
-    steps.append("kubectl apply -k k8s/with-monitoring   # or: kubectl apply -k k8s/base (no Prometheus Operator)")
+    steps.append("kubectl apply -k k8s/base   # with the Prometheus Operator: kubectl apply -k k8s/with-monitoring")
     steps.append(f"kubectl logs -f job/{models_job(dep).name}   # fills the models volume")
     for kind in kinds(dep, mig_strategy):
         if kind.nodes > 1:
@@ -66,7 +66,7 @@ def warnings(dep: Deployment, target: str, image_given: bool) -> list[str]:
     if target == "k8s" and d.checkpoint_uri is None:
         out.append(f"deploy.checkpoint_uri: unset, so the models Job expects the checkpoint already in the volume at "
                    f"{CHECKPOINT} and fails otherwise; set it (hf://org/name or an http(s) .tar.gz), or copy the "
-                   "checkpoint into the volume before the Job runs (docs/deploy.md, step 4)")
+                   "checkpoint into the volume before the Job runs (docs/deploy.md, \"Getting the model onto the nodes\")")
     separate = dep.plan.tokenizer.dir != dep.plan.paths.checkpoint
     if target == "k8s" and separate and d.tokenizer_uri is None:
         out.append(f"deploy.tokenizer_uri: unset while model.tokenizer is a folder of its own, so the servers find no "
