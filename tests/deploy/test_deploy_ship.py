@@ -130,18 +130,41 @@ def test_synthetic_deployment_runs_the_native_token_source(tiny_model, tmp_path)
     assert dep.builds_serving_image
 
 
-def test_deploy_writes_the_native_sources_as_the_build_context(workdir, tmp_path, capsys):
-    out = tmp_path / "out"
-    assert cli.main(["deploy", str(workdir / "plain.yaml"), "--target", "compose", "-o", str(out),
+@pytest.fixture(scope="module")
+def deployed(workdir, tmp_path_factory) -> Path:
+    """`tritongen deploy --target compose` as a user runs it (the CLI writes the build contexts too)."""
+    out = tmp_path_factory.mktemp("deployed") / "out"
+    assert cli.main(["deploy", str(workdir / "frontend.yaml"), "--target", "compose", "-o", str(out),
                      "--inventory", str(INVENTORIES / "h200-1x.yaml")]) == 0
-    capsys.readouterr()
+    return out
+
+
+def test_deploy_writes_the_native_sources_as_the_build_context(deployed):
     import tritongen.native
 
     sources = Path(tritongen.native.__file__).parent
     expected = sorted(p.relative_to(sources).as_posix() for p in sources.rglob("*")
                       if p.is_file() and p.name != "__init__.py" and "__pycache__" not in p.parts)
-    assert expected and sorted(p.relative_to(out / "native").as_posix()
-                               for p in (out / "native").rglob("*") if p.is_file()) == expected
+    assert expected and sorted(p.relative_to(deployed / "native").as_posix()
+                               for p in (deployed / "native").rglob("*") if p.is_file()) == expected
+
+
+def test_tritongen_image_installs_its_dependencies_at_pinned_versions(deployed):
+    import importlib.metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    lines = (deployed / "dist" / "constraints.txt").read_text().splitlines()
+    pins = dict(line.split("==") for line in lines)
+    assert all(re.fullmatch(r"[a-z0-9-]+==[0-9][0-9A-Za-z.]*", line) for line in lines)
+    direct = {canonicalize_name(r.name) for r in map(Requirement, importlib.metadata.requires("tritongen"))
+              if r.marker is None or r.marker.evaluate({"extra": ""})}
+    assert direct - {"torch"} <= set(pins) and "torch" not in pins  # torch: Dockerfile.tritongen's own pin
+    assert pins["numpy"] == importlib.metadata.version("numpy")
+    (install,) = [s["value"] for stage in _stages(deployed / "Dockerfile.tritongen") for s in stage
+                  if s["instruction"] == "RUN" and ".whl" in s["value"]]
+    assert install.startswith("pip install --no-cache-dir -c /tmp/constraints.txt /tmp/tritongen-")
 
 
 @pytest.mark.parametrize("target", ["compose", "k8s"])

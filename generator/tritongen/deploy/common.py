@@ -259,7 +259,7 @@ def tritongen_dockerfile(dep: Deployment) -> bytes:
     from tritongen.deploy import image
 
     return render_template("Dockerfile.tritongen.j2", dep, base=image.BASE_IMAGE, torch_index=image.TORCH_CPU_INDEX,
-                           torch_version=image.TORCH_VERSION,
+                           torch_version=image.TORCH_VERSION, constraints=image.CONSTRAINTS,
                            wheel=image.wheel_name(), dist=image.DIST, tag=image.image_tag(),
                            kubectl_image=image.KUBECTL_IMAGE)
 
