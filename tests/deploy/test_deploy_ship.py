@@ -354,3 +354,23 @@ def test_kustomizations_and_docs_agree_on_where_images_are_set(workdir, tmp_path
     # Every `kustomize edit set image` the docs show runs in k8s/images, nowhere else.
     places = re.findall(r"cd (\S+) && kustomize edit set image", docs)
     assert places and set(places) == {"k8s/images"}
+
+
+@pytest.mark.parametrize("ref,expected", [
+    ("tritongen-serving:0.1.0-26.07-py3", ("tritongen-serving", "0.1.0-26.07-py3")),
+    ("registry.example.com:5000/team/triton:1", ("registry.example.com:5000/team/triton", "1")),
+    ("registry.example.com:5000/team/triton", ("registry.example.com:5000/team/triton", "")),
+    ("nvcr.io/nvidia/tritonserver@sha256:" + "a" * 64, ("nvcr.io/nvidia/tritonserver", "@sha256:" + "a" * 64)),
+])
+def test_images_component_splits_references_as_kustomize_reads_them(ref, expected):
+    from tritongen.deploy.k8s import split_image
+
+    assert split_image(ref) == expected
+
+
+def test_image_given_by_digest_is_kept_by_the_images_component(workdir, tmp_path):
+    digest = "nvcr.io/nvidia/tritonserver@sha256:" + "b" * 64
+    out = _render(workdir, "plain", "k8s", tmp_path, image=digest)
+    images = {c["image"] for d in kustomize(out / "k8s" / "base") if d["kind"] == "Deployment"
+              for c in d["spec"]["template"]["spec"]["containers"]}
+    assert images == {digest}

@@ -353,18 +353,34 @@ IMAGES_NOTE = ("Images are set in one place, ../images/kustomization.yaml, which
                "last\n(an `images` entry in base would not reach the pods a component adds).")
 
 
+def split_image(ref: str) -> tuple[str, str]:
+    """(name, tag or @digest) of an image reference; a registry's port is part of the name."""
+    if "@" in ref:
+        name, _, digest = ref.partition("@")
+        return name, f"@{digest}"
+    name, _, tag = ref.rpartition(":")
+    return (name, tag) if name and "/" not in tag else (ref, "")
+
+
 def image_names(dep: Deployment) -> list[tuple[str, str, str]]:
-    """(name as the manifests write it, tag, Dockerfile that builds it or '') of every image the pods run."""
+    """(name as the manifests write it, tag or @digest, Dockerfile that builds it or '') of every image the pods
+    run."""
     from tritongen.deploy.image import DOCKERFILE as TRITONGEN
 
-    serving, _, tag = dep.image.rpartition(":")
-    out = [(serving, tag, SERVING_DOCKERFILE if dep.builds_serving_image else "")]
-    name, _, tag = image_tag().rpartition(":")
-    return out + [(name, tag, TRITONGEN)]
+    return [(*split_image(dep.image), SERVING_DOCKERFILE if dep.builds_serving_image else ""),
+            (*split_image(image_tag()), TRITONGEN)]
 
 
 def images_component(dep: Deployment) -> dict:
-    return {**COMPONENT, "images": [{"name": n, "newName": n, "newTag": t} for n, t, _ in image_names(dep)]}
+    entries = []
+    for name, tag, _ in image_names(dep):
+        entry = {"name": name, "newName": name}
+        if tag.startswith("@"):
+            entry["digest"] = tag[1:]
+        elif tag:
+            entry["newTag"] = tag
+        entries.append(entry)
+    return {**COMPONENT, "images": entries}
 
 
 def images_comment(dep: Deployment) -> str:
