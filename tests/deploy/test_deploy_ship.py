@@ -374,3 +374,50 @@ def test_image_given_by_digest_is_kept_by_the_images_component(workdir, tmp_path
     images = {c["image"] for d in kustomize(out / "k8s" / "base") if d["kind"] == "Deployment"
               for c in d["spec"]["template"]["spec"]["containers"]}
     assert images == {digest}
+
+
+@pytest.mark.integration
+def test_serve_starts_the_workers_the_repository_plans(tmp_path, tiny_model):
+    """`tritongen serve REPO --openai 0` of a repository whose spec sets frontend.openai.workers: 2 runs two uvicorn
+    workers (sharing the port) and says so; /v1/models answers through them."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    import psutil
+
+    data = yaml.safe_load((Path(__file__).parents[2] / "examples" / "synthetic-cpu.yaml").read_text())
+    data["model"]["checkpoint"] = str(tiny_model)
+    data["frontend"] = {"openai": {"workers": 2}}
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(data))
+    assert cli.main(["render", str(tmp_path / "spec.yaml"), "-o", str(tmp_path / "repo")]) == 0
+    log = (tmp_path / "serve.log").open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "tritongen.cli", "serve", str(tmp_path / "repo"), "--openai", "0"],
+                            stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline, line = time.monotonic() + 240, None
+        while line is None:
+            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "serve.log").read_text()[-3000:]
+            line = next((x for x in (tmp_path / "serve.log").read_text().splitlines() if x.startswith("openai ")),
+                        None)
+            time.sleep(0.2)
+        assert "2 worker(s): frontend.openai.workers" in line, line
+        url = line.split()[1]
+        models = json.loads(urllib.request.urlopen(f"{url}/models", timeout=10).read())
+        assert [m["id"] for m in models["data"]] == [data["name"]]
+        uvicorn = [p for p in psutil.Process(proc.pid).children(recursive=True)
+                   if "uvicorn" in " ".join(p.cmdline())]
+        supervisor = next(p for p in uvicorn if "--workers" in p.cmdline())
+        assert supervisor.cmdline()[supervisor.cmdline().index("--workers") + 1] == "2"
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
