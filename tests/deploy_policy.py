@@ -103,23 +103,25 @@ def image_problems(ref: str, built: set[str]) -> list[str]:
 
 def built_images(out: Path) -> set[str]:
     """Tags the output's Dockerfiles build (their `docker build -t` line, or the image the manifests name)."""
-    from tritongen.runtimes.hf import HF_IMAGE
     from tritongen.deploy.image import image_tag
 
     built = set()
     if (out / "Dockerfile.tritongen").is_file():
         built.add(image_tag())
-    if (out / "Dockerfile.hf").is_file():
-        built.add(HF_IMAGE)
+    serving = out / "Dockerfile.serving"
+    if serving.is_file():
+        built.update(re.findall(r"^#\s+docker build -t (\S+) -f Dockerfile.serving", serving.read_text(), re.M))
     return built
 
 
 def dockerfile_images(out: Path) -> list[str]:
+    """Images the output's Dockerfiles pull (FROM, COPY --from), not the names of their own build stages."""
     refs = []
     for f in out.glob("Dockerfile.*"):
+        stages = set(re.findall(r"^\s*FROM\s+\S+\s+AS\s+(\S+)", f.read_text(), re.M | re.I))
         for line in f.read_text().splitlines():
             m = re.match(r"^\s*(?:FROM\s+(\S+)|COPY\s+--from=(\S+))", line)
-            if m:
+            if m and (m.group(1) or m.group(2)) not in stages:
                 refs.append(m.group(1) or m.group(2))
     return refs
 

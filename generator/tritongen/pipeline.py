@@ -91,6 +91,11 @@ def _start_frontend(plan: Plan, repo: Path, grpc_url: str, port: int | None, log
         raise SpecError(problem("frontend", "the plan has no frontend section (an older lock file?)",
                                 "re-plan with `tritongen plan --json`"))
     chosen = plan.frontend.port if port in (None, -1) else port
+    workers, _ = plan.frontend.workers_on_host()
+    if workers > 1:
+        from tritongen.frontend.server import FrontendWorkers
+
+        return FrontendWorkers(repo, grpc_url, workers=workers, port=chosen, log_path=log).start()
     return FrontendProcess(repo, grpc_url, port=chosen, log_path=log).start()
 
 

@@ -13,6 +13,7 @@ from tritongen import cli
 from tritongen.deploy import render_deployment
 from tritongen.deploy.common import Deployment, prepare
 from tritongen.deploy.docker import docker_run_kwargs, run_docker
+from tritongen.deploy.image import version
 from tritongen.errors import SpecError
 from specs import assert_golden
 from validators import compose_config
@@ -131,8 +132,8 @@ def test_compose_hf_builds_its_image(workdir, tmp_path):
     dep = _prepare(workdir, "tiny-hf-gpu")
     out = _write(render_deployment(dep, "compose"), tmp_path)
     config = compose_config(out)
-    assert config["services"]["triton-gpu1"]["build"]["dockerfile"] == "Dockerfile.hf"
-    assert "FROM nvcr.io/nvidia/tritonserver:26.07-py3" in (out / "Dockerfile.hf").read_text()
+    assert config["services"]["triton-gpu1"]["build"]["dockerfile"] == "Dockerfile.serving"
+    assert "FROM nvcr.io/nvidia/tritonserver:26.07-py3 AS backends" in (out / "Dockerfile.serving").read_text()
     pbtxt = (out / "model_repository" / "tensorrt_llm" / "config.pbtxt").read_text()
     assert '"/models/checkpoint"' in pbtxt and "gpus: [ 0 ]" in pbtxt.replace("gpus: [0]", "gpus: [ 0 ]")
 
@@ -225,6 +226,16 @@ def test_golden_deployment_files(workdir, case, target):
     assert_golden(files, GOLDEN / f"{case}-{target}")
 
 
+@pytest.mark.parametrize("case", ["llama3-8b-mig", "llama3-70b-tp4", "tiny-cpu"])
+def test_golden_deployment_repository_runs_the_native_bls_from_its_serving_image(workdir, case):
+    from tritongen.deploy import serving_image
+
+    dep = _prepare(workdir, case)
+    assert 'backend: "tritongen_bls"' in dep.repository["tensorrt_llm_bls/config.pbtxt"].decode()
+    assert "tritongen_bls" in serving_image.native_backends(dep.repository)
+    assert dep.builds_serving_image and dep.image == serving_image.image_tag(dep.plan)
+
+
 # ---------------------------------------------------------------------------------------------- docker
 
 
@@ -244,7 +255,8 @@ def test_docker_run_kwargs_are_sdk_objects(workdir, tmp_path):
         "/models/engine": (str(FIXTURES / "engines" / "llama3-8b-bf16-tp1"), True, "bind"),
     }
     assert kwargs["ports"] == {"8000/tcp": 8000, "8001/tcp": 8001, "8002/tcp": 8002}
-    assert kwargs["image"] == "nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3"
+    # The pinned container with tritongen's native backends built in (Dockerfile.serving).
+    assert kwargs["image"] == f"tritongen-serving:{version()}-26.07-trtllm-python-py3"
     assert "--allow-gpu-metrics=false" in kwargs["command"] and kwargs["name"] == "llama3-8b-gpu0-mig1"
 
 
@@ -260,6 +272,8 @@ def test_run_docker_starts_every_group_and_waits(workdir, tmp_path):
     assert client.containers.run.call_args_list[1].kwargs["device_requests"][0]["DeviceIDs"] == [
         f"GPU-h100000{i}-0000-4000-8000-00000000000{i}" for i in range(4, 8)]
     assert asked == ["127.0.0.1:8000", "127.0.0.1:8010"]
+    (build,) = client.images.build.call_args_list  # the serving image, before any container starts
+    assert build.kwargs == {"path": str(tmp_path), "dockerfile": "Dockerfile.serving", "tag": dep.image}
     assert endpoints[1].startswith("gpu4-5-6-7: http 127.0.0.1:8010  grpc 127.0.0.1:8011")
 
 

@@ -259,9 +259,8 @@ def test_k8s_loadtest_plan_is_the_deployments_plan_moved_into_the_container(work
     assert moved["tokenizer"].pop("dir") == "/models/tokenizer"
     assert moved["paths"].pop("checkpoint") == "/models/checkpoint"
     assert moved["runtime_settings"].pop("checkpoint_dir") == "/models/checkpoint"
-    # Deployment images do not carry the native BLS backend: deployments run the python BLS.
-    assert (original.pop("bls_backend"), moved.pop("bls_backend")) == ("native", "python")
-    assert "native tritongen_bls" in moved.pop("bls_backend_reason") and original.pop("bls_backend_reason") == ""
+    # The serving image carries the native BLS: the deployment runs what was planned.
+    assert moved["bls_backend"] == original["bls_backend"] == "native"
     for section, key in (("tokenizer", "dir"), ("paths", "checkpoint"), ("runtime_settings", "checkpoint_dir")):
         original[section].pop(key)
     # Provenance moves too: the spec folder and the files placement read are the machine's that planned.

@@ -399,7 +399,7 @@ def test_compose_reserves_gpus_by_uuid_without_host_paths(workdir, tmp_path):
     server = config["services"]["triton-gpu0-1-2-3"]
     ids = server["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"]
     assert ids == [f"GPU-h100000{i}-0000-4000-8000-00000000000{i}" for i in range(4)]
-    assert server["stop_grace_period"] == "1m0s" or server["stop_grace_period"] == "60s"
+    assert server["stop_grace_period"] in ("30s", 30)  # deploy.grace_period_s's default
     sources = {v["target"]: v["source"] for v in server["volumes"]}
     assert sources["/models/engine"].endswith("models/engine")  # ./models/engine unless TRITONGEN_ENGINE_DIR is set
     (out / ".env").write_text(f"TRITONGEN_ENGINE_DIR={ENGINES / 'llama3-70b-fp8-tp4'}\n")
@@ -426,7 +426,7 @@ def test_cpu_profile_deploys_without_gpus(workdir, name, tmp_path):
     assert "tolerations" not in pod and pod["containers"][0]["command"][0] == "/opt/tritonserver/bin/tritonserver"
     out = _write(render_deployment(_prepare(workdir, name), "compose"), tmp_path / "compose")
     services = compose_config(out)["services"]
-    assert "deploy" not in services["triton-cpu"] and services["triton-cpu"]["build"]["dockerfile"] == "Dockerfile.hf"
+    assert "deploy" not in services["triton-cpu"] and services["triton-cpu"]["build"]["dockerfile"] == "Dockerfile.serving"
     from tritongen.deploy.docker import docker_run_kwargs
 
     dep = _prepare(workdir, name)

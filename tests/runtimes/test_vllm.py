@@ -153,7 +153,7 @@ def test_deploy_vllm_to_compose_and_k8s_with_its_image(tmp_path, tiny_model, inv
 
     dep = prepare(_spec(tmp_path, tiny_model, **{"frontend.openai.enabled": True}),
                   inventory=str(FIXTURES / "inventories" / inventory))
-    assert dep.image == vllm.IMAGE and not dep.builds_hf_image
+    assert dep.image == vllm.IMAGE and not dep.builds_serving_image
     assert json.loads(dep.repository["tensorrt_llm/1/model.json"])["model"] == "/models/checkpoint"
     # The frontend and the load test are served as for the other runtimes: through the vLLM dialect.
     assert json.loads(dep.repository["frontend.json"])["models"][0]["dialect"] == "vllm"

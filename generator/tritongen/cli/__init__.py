@@ -226,15 +226,20 @@ def _start_openai(args: argparse.Namespace, grpc_url: str):
 
     config = FrontendPlan.read(args.repo)
     port = config.port if args.openai == -1 else args.openai
-    if args.openai_workers > 1:
+    if args.openai_workers is not None and args.openai_workers < 1:
+        raise SpecError(problem("--openai-workers", f"must be >= 1 (got {args.openai_workers})",
+                                "pass a positive count, or leave it out for the planned one"))
+    workers, why = (args.openai_workers, "--openai-workers") if args.openai_workers else config.workers_on_host()
+    if workers > 1:
         from tritongen.frontend.server import FrontendWorkers
 
-        frontend = FrontendWorkers(Path(args.repo), grpc_url, workers=args.openai_workers, port=port,
+        frontend = FrontendWorkers(Path(args.repo), grpc_url, workers=workers, port=port,
                                    host=args.openai_host, path=args.openai_path).start()
     else:
         frontend = FrontendServer(config, grpc_url, host=args.openai_host, port=port, path=args.openai_path).start()
     names = ", ".join(m.name for m in config.models)
-    print(f"openai {frontend.base_url}  models: {names}  (Triton gRPC {grpc_url})", flush=True)
+    print(f"openai {frontend.base_url}  models: {names}  (Triton gRPC {grpc_url}; {workers} worker(s): {why})",
+          flush=True)
     return frontend
 
 
@@ -376,8 +381,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also serve the OpenAI-compatible API (default port: frontend.openai.port of the spec; "
                    "0: a free port)")
     s.add_argument("--openai-host", default="127.0.0.1", help="address the OpenAI API listens on")
-    s.add_argument("--openai-workers", type=int, default=1, metavar="N",
-                   help="OpenAI API worker processes sharing its port, each with its own gRPC channel (default 1)")
+    s.add_argument("--openai-workers", type=int, default=None, metavar="N",
+                   help="OpenAI API worker processes sharing its port, each with its own gRPC channel (default: the "
+                   "repository's frontend.json: frontend.openai.workers, else planned from the streams the servers "
+                   "carry, at most half this host's cores)")
     s.add_argument("--openai-path", choices=("text", "ids"), default="text",
                    help="text: the API calls the ensemble with text; ids: it calls tensorrt_llm with token ids and "
                    "detokenizes in its workers (same text)")

@@ -6,6 +6,7 @@ Registered by tritongen.cli with `add_commands(sub)`; errors reach cli.main, whi
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
@@ -20,6 +21,8 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
 
     from tritongen.plan.checks import plan_notes
 
+    from tritongen.deploy import next_steps, serving_image
+
     dep = prepare(args.spec, inventory=args.inventory, engine_config=args.engine_config, image=args.image)
     for note in plan_notes(dep.plan):
         print(note, file=sys.stderr)
@@ -30,6 +33,8 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
         from tritongen.deploy.image import tritongen_wheel
 
         files = dict(sorted({**files, **tritongen_wheel()}.items()))  # the build context of Dockerfile.tritongen
+    if serving_image.DOCKERFILE in files:
+        files = dict(sorted({**files, **serving_image.native_sources()}.items()))  # Dockerfile.serving's context
     out = Path(args.output)
     # Ask for the engine before writing anything, so a missing one leaves no half-made deployment behind.
     client = docker_client() if args.target == "docker" else None
@@ -39,6 +44,8 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
         console.info(line)
     groups = dep.placement.server_groups
     print(f"{len(groups)} server group(s), image {dep.image}: {', '.join(g.name for g in groups)}")
+    for warning in next_steps.warnings(dep, args.target, image_given=args.image is not None):
+        print(f"warning: {warning}", file=sys.stderr)
     if client is None:
         if args.target == "compose":
             from tritongen.deploy.compose import compose_endpoints, default_folder_of, model_folders
@@ -49,11 +56,25 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
             # The file names the model's folders by variable; here is what they are on this machine.
             for variable, folder in model_folders(dep).items():
                 print(f"models    {variable}={folder}  (unset: {default_folder_of(variable)} next to the file)")
+            steps = next_steps.compose_steps(dep)
+        else:
+            steps = next_steps.k8s_steps(dep, args.k8s_mig_strategy)
         print(f"deployment files: {out.resolve()}")
+        _print_steps([f"cd {shlex.quote(str(out.resolve()))}", *steps])
         return 0
     for endpoint in run_docker(dep, out.resolve(), client=client, replace=args.force, timeout=args.timeout):
         print(f"ready  {endpoint}")
+    from tritongen.deploy.docker import engine_host
+
+    group = dep.placement.server_groups[0]
+    _print_steps(next_steps.docker_steps(dep, args.spec, f"{engine_host()}:{group.grpc_port}"))
     return 0
+
+
+def _print_steps(steps: list[str]) -> None:
+    print("next steps:")
+    for k, step in enumerate(steps, 1):
+        print(f"  {k}. {step}")
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:

@@ -6,7 +6,8 @@
 
 from __future__ import annotations
 
-from tritongen.deploy.common import HF_DOCKERFILE, Deployment, hf_dockerfile
+from tritongen.deploy.common import Deployment, serving_dockerfile
+from tritongen.deploy.serving_image import DOCKERFILE as SERVING_DOCKERFILE
 
 
 def render_deployment(dep: Deployment, target: str, *, mig_strategy: str = "mixed") -> dict[str, bytes]:
@@ -25,8 +26,8 @@ def render_deployment(dep: Deployment, target: str, *, mig_strategy: str = "mixe
         from tritongen.deploy.common import tritongen_dockerfile
         from tritongen.deploy.image import DOCKERFILE
 
-        if dep.builds_hf_image:
-            files[HF_DOCKERFILE] = hf_dockerfile(dep)
+        if dep.builds_serving_image:
+            files[SERVING_DOCKERFILE] = serving_dockerfile(dep)
         if clients.frontend_mode(dep) == "tritongen":  # the docker target builds and starts the frontend's image
             files[DOCKERFILE] = tritongen_dockerfile(dep)
     return dict(sorted(files.items()))

@@ -54,9 +54,19 @@ def metrics_port(dep: Deployment) -> tuple[str, int]:
 
 
 def frontend_args(dep: Deployment, triton_host: str) -> list[str]:
-    """tritongen's argv (after the image's `tritongen` entrypoint) fronting the Triton at `triton_host`:8001."""
+    """tritongen's argv (after the image's `tritongen` entrypoint) fronting the Triton at `triton_host`:8001, with
+    the planned workers (its container is sized for them, so serve's cap by the host's cores does not apply)."""
+    assert dep.plan.frontend is not None
     return ["serve", REPOSITORY, "--openai", str(openai_port(dep)), "--openai-host", "0.0.0.0",
-            "--triton-url", f"{triton_host}:{CONTAINER_PORTS.grpc}"]
+            "--openai-workers", str(dep.plan.frontend.workers), "--triton-url", f"{triton_host}:{CONTAINER_PORTS.grpc}"]
+
+
+def frontend_resources(dep: Deployment) -> tuple[int, int]:
+    """(CPU cores, memory GiB) of tritongen's frontend container: a core and a GiB (tokenizer, gRPC channel, event
+    loop) per worker, plus one of each for uvicorn's supervisor and the network stack."""
+    assert dep.plan.frontend is not None
+    workers = dep.plan.frontend.workers
+    return workers + 1, workers + 1
 
 
 def loadtest_files(dep: Deployment) -> dict[str, bytes]:

@@ -45,11 +45,6 @@ CONTAINER_PORTS = Ports(8000, 8001, 8002)
 STARTUP_MINUTES = 30
 """How long a server pod may take to become ready (model load, engine build waits) before Kubernetes restarts it."""
 
-# The image a runtime builds from a generated Dockerfile (the hf runtime's: Triton's python image plus torch and
-# transformers, runtimes/hf/__init__.py) is written under this name.
-HF_DOCKERFILE = "Dockerfile.hf"
-
-
 
 @dataclass(frozen=True)
 class Mount:
@@ -83,9 +78,12 @@ class Deployment:
         return self.plan.name.replace("_", "-").replace(".", "-")
 
     @property
-    def builds_hf_image(self) -> bool:
-        rt = runtime_of(self.plan)
-        return rt.builds_image and self.image == rt.image()
+    def builds_serving_image(self) -> bool:
+        """The deployment runs the serving image its Dockerfile.serving builds (deploy/serving_image.py), not an
+        image named with --image or a runtime's container as it is."""
+        from tritongen.deploy import serving_image
+
+        return serving_image.needed(self.plan, self.repository) and self.image == serving_image.image_tag(self.plan)
 
     @property
     def on_cpu(self) -> bool:
@@ -101,7 +99,10 @@ class Deployment:
         frontend = self.plan.frontend
         if frontend is not None and frontend.enabled and frontend.implementation == "triton":
             return self._triton_openai_command(group)
-        extra = []
+        from tritongen.deploy.pods import drain_timeout_s
+
+        # A stopping server drains (no new requests, those in flight finish) within the planned grace period.
+        extra = [f"--exit-timeout-secs={drain_timeout_s(self.plan.deploy.grace_period_s)}"]
         if not group.gpu_metrics:
             # Triton's DCGM metrics fail to start on MIG; every rank gets the flag (only rank 0 serves).
             extra.append("--allow-gpu-metrics=false")
@@ -161,14 +162,6 @@ def prepare(source: str | Path, *, inventory: str | None = None, engine_config: 
     if plan.placement is None and not planned_on_cpu(plan):
         raise SpecError(problem(str(source), "is a plan made without --inventory, so it places no server groups",
                                 "make it with `tritongen plan SPEC --inventory nvml|FILE --json`"))
-    if plan.bls_backend == "native":
-        # The serving images (NGC, the hf image) do not carry the tritongen_bls backend library yet.
-        plan = plan.model_copy(update={"bls_backend": "python", "bls_backend_reason":
-                                       "deployment images do not carry the native tritongen_bls backend yet"})
-    if getattr(plan.runtime_settings, "source", None) == "native":
-        # Nor the tritongen_tokensource backend: a deployed synthetic runtime serves the python source.
-        settings = plan.runtime_settings.model_copy(update={"source": "python"})
-        plan = plan.model_copy(update={"runtime_settings": settings})
     # The host folders the servers read; compose names them by variable (see Mount.variable).
     # A tokenizer inside the checkpoint folder is the same host folder, so the same variable.
     same = plan.tokenizer.dir == plan.paths.checkpoint
@@ -181,7 +174,11 @@ def prepare(source: str | Path, *, inventory: str | None = None, engine_config: 
         mounts.append(Mount(plan.paths.checkpoint, CHECKPOINT, "TRITONGEN_CHECKPOINT_DIR"))
     # Inside a container the files are under /models and each server sees its devices numbered from 0.
     repository = render_for(plan, Locations(tokenizer=TOKENIZER, checkpoint=CHECKPOINT, engine=ENGINE))
-    chosen = image or rt.image()
+    # The serving image carries tritongen's native backends (and the runtime's python packages) when the
+    # repository needs them; --image names one that already does.
+    from tritongen.deploy import serving_image
+
+    chosen = image or (serving_image.image_tag(plan) if serving_image.needed(plan, repository) else rt.image())
     if plan.placement is None:
         placement, gpus, memory = cpu_placement(plan)
     else:
@@ -244,8 +241,17 @@ def render_template(name: str, dep: Deployment, **context: object) -> bytes:
     return (text.rstrip() + "\n").encode()
 
 
-def hf_dockerfile(dep: Deployment) -> bytes:
-    return render_template("Dockerfile.hf.j2", dep, base=runtime_of(dep.plan).base_image)
+def serving_dockerfile(dep: Deployment) -> bytes:
+    """Dockerfile.serving: the pinned container with tritongen's native backends built in (deploy/serving_image.py)."""
+    from tritongen.deploy import serving_image as s
+
+    backends = [{"built": s.library(b, s.BUILD_PREFIX), "installed": s.library(b, s.BACKEND_DIRECTORY)}
+                for b in s.NATIVE_BACKENDS]
+    return render_template("Dockerfile.serving.j2", dep, base=s.base_image(dep.plan), names=s.NATIVE_BACKENDS,
+                           backends=backends, packages=s.python_packages(dep.plan), runtime=dep.plan.runtime,
+                           tag=dep.image, dockerfile=s.DOCKERFILE, context=s.NATIVE_CONTEXT, prefix=s.BUILD_PREFIX,
+                           build_packages=s.BUILD_PACKAGES, triton_include=s.TRITON_INCLUDE,
+                           triton_lib=s.TRITON_LIB)
 
 
 def tritongen_dockerfile(dep: Deployment) -> bytes:
@@ -253,6 +259,7 @@ def tritongen_dockerfile(dep: Deployment) -> bytes:
     from tritongen.deploy import image
 
     return render_template("Dockerfile.tritongen.j2", dep, base=image.BASE_IMAGE, torch_index=image.TORCH_CPU_INDEX,
+                           torch_version=image.TORCH_VERSION, constraints=image.CONSTRAINTS,
                            wheel=image.wheel_name(), dist=image.DIST, tag=image.image_tag(),
                            kubectl_image=image.KUBECTL_IMAGE)
 

@@ -11,7 +11,7 @@ to the file, so the output folder can be copied to the GPU host with the model b
 host's folders through the environment or a .env file.
 
 The load test (profile `loadtest`) is a Locust master (`loadtest`) and validation.load.processes workers
-(`loadtest-worker-<k>`), one process each: `docker-compose --profile loadtest up --exit-code-from loadtest loadtest`.
+(`loadtest-worker-<k>`), one process each: `docker compose --profile loadtest up --exit-code-from loadtest loadtest`.
 """
 
 from __future__ import annotations
@@ -21,17 +21,22 @@ from typing import Any
 
 from tritongen.deploy import clients, pods
 from tritongen.deploy.common import (
-    CONTAINER_PORTS, HF_DOCKERFILE, REPOSITORY, TOKENIZER, Deployment, Mount, device_ids, hf_dockerfile,
-    render_template, tritongen_dockerfile,
+    CONTAINER_PORTS, REPOSITORY, TOKENIZER, Deployment, Mount, device_ids, render_template, serving_dockerfile,
+    tritongen_dockerfile,
 )
+from tritongen.deploy.serving_image import DOCKERFILE as SERVING_DOCKERFILE
 from tritongen.deploy.image import DOCKERFILE as TRITONGEN_DOCKERFILE, image_tag
 from tritongen.deploy.tools import DEFAULT_MASTER_PORT
 from tritongen.placement import ServerGroup
 from tritongen.render import HEADER
 
 NGINX_IMAGE = "nginx:1.27-alpine"  # `http2 on;` needs nginx >= 1.25.1
-SERVER_STOP_GRACE = "60s"
-"""Triton drains in-flight requests on SIGTERM (its exit timeout is 30 s); docker's default 10 s cuts them off."""
+
+
+def stop_grace(dep: Deployment) -> str:
+    """deploy.grace_period_s: servers drain for up to that less a margin (--exit-timeout-secs), and the frontend
+    for as long; docker's default 10 s would cut requests in flight off."""
+    return f"{dep.plan.deploy.grace_period_s}s"
 
 
 @dataclass(frozen=True)
@@ -94,7 +99,7 @@ def compose_services(dep: Deployment) -> list[ComposeService]:
                            ports=list(zip(CONTAINER_PORTS, g.ports))[:2 if triton_openai else 3] + (
                                [(clients.openai_port(dep), g.metrics_port + 1)] if triton_openai else []),
                            volumes=volumes, device_ids=[] if dep.on_cpu else device_ids(g, dep.inventory),
-                           build=HF_DOCKERFILE if dep.builds_hf_image else None)
+                           build=SERVING_DOCKERFILE if dep.builds_serving_image else None)
             for g in dep.placement.server_groups]
 
 
@@ -128,7 +133,7 @@ def server_service(dep: Deployment, s: ComposeService) -> dict[str, Any]:
         "labels": {"tritongen.deployment": dep.plan.name, "tritongen.server-group": s.group.name,
                    "tritongen.devices": ", ".join(s.group.devices)},
         "healthcheck": _healthcheck(f"http://127.0.0.1:{CONTAINER_PORTS.http}/v2/health/ready", 1800),
-        "restart": "unless-stopped", "stop_grace_period": SERVER_STOP_GRACE,
+        "restart": "unless-stopped", "stop_grace_period": stop_grace(dep),
     })
     if s.device_ids:
         out["deploy"] = {"resources": {"reservations": {"devices": [
@@ -153,7 +158,7 @@ def tool_services(dep: Deployment, services: list[ComposeService], lb: LoadBalan
                          "ports": [f"{port}:{port}"], **({"environment": [api_key_env]} if api_key_env else {}),
                          "volumes": [repository, tokenizer],
                          "healthcheck": _healthcheck(f"http://127.0.0.1:{port}/health", 120),
-                         "restart": "unless-stopped", "stop_grace_period": "30s", "depends_on": servers}
+                         "restart": "unless-stopped", "stop_grace_period": stop_grace(dep), "depends_on": servers}
     target = clients.load_target(dep, triton, len(services), frontend_host="openai",
                                  triton_openai_port=clients.openai_port(dep) if mode == "triton" else None)
     openai = target.protocol == "openai"
@@ -204,9 +209,9 @@ def render_compose(dep: Deployment) -> dict[str, bytes]:
     comment = [HEADER.format(name=dep.plan.name),
                f"# One tritonserver per server group of the placement{', nginx (least_conn) in front' if lb else ''}.",
                f"# Model folders on the host that runs it: {variables}.",
-               "# Validate: docker-compose config -q    Start: docker-compose up -d",
+               "# Build: docker compose --profile loadtest build    Start: docker compose up -d --wait",
                "# Load test (profile loadtest: a Locust master and its workers; report in ./loadtest-report):",
-               "#   docker-compose --profile loadtest up --exit-code-from loadtest loadtest"]
+               "#   docker compose --profile loadtest up --exit-code-from loadtest loadtest"]
     why = clients.load_target(dep, "lb" if lb else services[0].service, len(services), frontend_host="openai",
                               triton_openai_port=clients.openai_port(dep) if clients.frontend_mode(dep) == "triton"
                               else None).why_no_metrics
@@ -217,8 +222,8 @@ def render_compose(dep: Deployment) -> dict[str, bytes]:
     if lb:
         files["nginx.conf"] = render_template("nginx.conf.j2", dep, services=services, lb=lb,
                                               openai_port=clients.openai_port(dep) if lb.openai_port else None)
-    if dep.builds_hf_image:
-        files[HF_DOCKERFILE] = hf_dockerfile(dep)
+    if dep.builds_serving_image:
+        files[SERVING_DOCKERFILE] = serving_dockerfile(dep)
     files[TRITONGEN_DOCKERFILE] = tritongen_dockerfile(dep)
     files.update({f"loadtest/{name}": data for name, data in clients.loadtest_files(dep).items()})
     return files

@@ -10,9 +10,10 @@ from typing import Any
 
 from tritongen.deploy import clients
 from tritongen.deploy.common import (
-    CONTAINER_PORTS, HF_DOCKERFILE, REPOSITORY, TOKENIZER, Deployment, container_name, device_ids,
+    CONTAINER_PORTS, REPOSITORY, TOKENIZER, Deployment, container_name, device_ids,
 )
 from tritongen.deploy.image import DOCKERFILE as TRITONGEN_DOCKERFILE, image_tag
+from tritongen.deploy.serving_image import DOCKERFILE as SERVING_DOCKERFILE
 from tritongen.errors import CheckFailed, EnvironmentMissing, problem
 from tritongen.placement import ServerGroup
 from tritongen.readiness import server_ready, wait_until_ready
@@ -124,9 +125,9 @@ def run_docker(dep: Deployment, out_dir: Path, *, client: Any, replace: bool = F
     """Start one container per server group, wait until each is ready, return the endpoints."""
     import docker
 
-    if dep.builds_hf_image:
-        log(f"building {dep.image} from {out_dir / HF_DOCKERFILE} ...")
-        client.images.build(path=str(out_dir), dockerfile=HF_DOCKERFILE, tag=dep.image)
+    if dep.builds_serving_image:
+        log(f"building {dep.image} from {out_dir / SERVING_DOCKERFILE} (compiles the native backends) ...")
+        client.images.build(path=str(out_dir), dockerfile=SERVING_DOCKERFILE, tag=dep.image)
     frontend = frontend_run_kwargs(dep, out_dir)
     if frontend is not None:
         log(f"building {image_tag()} from {out_dir / TRITONGEN_DOCKERFILE} ...")

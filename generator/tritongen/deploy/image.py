@@ -29,12 +29,15 @@ from tritongen.errors import EnvironmentMissing, problem
 
 DOCKERFILE = "Dockerfile.tritongen"
 DIST = "dist"
+CONSTRAINTS = "constraints.txt"
 BASE_IMAGE = "python:3.11-slim-bookworm"
 KUBECTL_IMAGE = "registry.k8s.io/kubectl:v1.34.0"
 """kubectl of the Kubernetes project (registry.k8s.io keeps every release's tag; kubectl is /bin/kubectl)."""
 # torch is a dependency of tritongen; the load generator and the frontend only tokenise, so the CPU build
 # (about 200 MB instead of the CUDA wheels' several GB) is installed first and satisfies it.
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+TORCH_VERSION = "2.13.0"
+"""Pinned, so every build of the image installs the same torch (tritongen's own dependency is a range)."""
 # Fixed zip timestamps (bdist_wheel honours SOURCE_DATE_EPOCH): deploying twice writes the same wheel.
 REPRODUCIBLE_EPOCH = "315532800"
 
@@ -119,7 +122,40 @@ def _wheel_from_installation(dist: importlib.metadata.Distribution) -> bytes:
 
 @functools.cache
 def tritongen_wheel() -> dict[str, bytes]:
-    """{dist/<wheel>: bytes}: the wheel Dockerfile.tritongen installs (built once per process)."""
+    """{dist/<wheel>: bytes, dist/constraints.txt: bytes}: the wheel Dockerfile.tritongen installs (built once per
+    process) and the exact versions its dependencies get."""
     root = _checkout()
     data = _wheel_from_checkout(root) if root else _wheel_from_installation(importlib.metadata.distribution("tritongen"))
-    return {f"{DIST}/{wheel_name()}": data}
+    return {f"{DIST}/{wheel_name()}": data, f"{DIST}/{CONSTRAINTS}": constraints().encode()}
+
+
+def constraints() -> str:
+    """`name==version` of every distribution tritongen needs, as installed here (its requirements, recursively,
+    extras followed, markers evaluated for this interpreter): the image installs the versions this tritongen was
+    run with rather than whatever the index offers on the day of the build. Local version labels (+cpu) are
+    dropped; `==` without one matches them. torch is left to TORCH_VERSION."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    def wanted(req: Requirement, extras: set[str]) -> bool:
+        return req.marker is None or any(req.marker.evaluate({"extra": e}) for e in (extras or {""}))
+
+    pinned: dict[str, tuple[str, set[str]]] = {}
+    todo = [Requirement(r) for r in importlib.metadata.distribution("tritongen").requires or ()]
+    todo = [r for r in todo if wanted(r, set())]
+    while todo:
+        req = todo.pop()
+        name = canonicalize_name(req.name)
+        if name == "torch":
+            continue  # installed first from the CPU index at TORCH_VERSION; a CUDA build here must not decide it
+        try:
+            dist = importlib.metadata.distribution(req.name)
+        except importlib.metadata.PackageNotFoundError:
+            continue  # not needed on this platform, or optional here: the wheel's own range applies
+        extras = set(req.extras)
+        if name in pinned and extras <= pinned[name][1]:
+            continue
+        extras |= pinned.get(name, ("", set()))[1]
+        pinned[name] = (dist.version.split("+")[0], extras)
+        todo += [r for r in (Requirement(x) for x in dist.requires or ()) if wanted(r, extras)]
+    return "".join(f"{name}=={version}\n" for name, (version, _) in sorted(pinned.items()))

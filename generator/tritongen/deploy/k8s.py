@@ -32,9 +32,9 @@ from tritongen.deploy import clients, pods
 from tritongen.deploy.artifacts import models_job, models_job_objects
 from tritongen.deploy.common import (
     STARTUP_MINUTES,
-    CONTAINER_PORTS, HF_DOCKERFILE, MODELS, Deployment, hf_dockerfile, k8s_name,
-    tritongen_dockerfile,
+    CONTAINER_PORTS, MODELS, Deployment, k8s_name, serving_dockerfile, tritongen_dockerfile,
 )
+from tritongen.deploy.serving_image import DOCKERFILE as SERVING_DOCKERFILE
 from tritongen.deploy.image import DOCKERFILE as TRITONGEN_DOCKERFILE, image_tag
 from tritongen.deploy.storage import Storage, pvc_object, storage
 from tritongen.errors import SpecError, problem
@@ -239,13 +239,15 @@ def _server_mounts(extra: list[dict] = ()) -> list[dict]:
 def _server_pod(dep: Deployment, kind: K8sKind, store: Storage, containers: list[dict], *, init: list[dict],
                 extra_volumes: list[dict] = (), service_account: str | None = None) -> dict:
     return pods.pod_spec(containers, init=init, gpu=kind.resource is not None, node_selector=kind.node_selector,
-                         affinity=store.affinity(), grace_s=60, service_account=service_account,
+                         affinity=store.affinity(), grace_s=dep.plan.deploy.grace_period_s,
+                         service_account=service_account,
                          volumes=[pods.models_volume(store.pvc), pods.shm_volume(SHM_GIB), *extra_volumes])
 
 
 def deployment_object(dep: Deployment, kind: K8sKind, store: Storage, job) -> dict:
     c = pods.container("tritonserver", dep.image, command=kind.command, res=_server_resources(dep, kind),
-                       mounts=_server_mounts(), ports=_server_ports(dep), **_probes())
+                       mounts=_server_mounts(), ports=_server_ports(dep), lifecycle=pods.drain_lifecycle(),
+                       **_probes())
     labels = store.labels({**kind.labels, SERVES_LABEL: "true"})
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": pods.metadata(kind.name, kind.labels),
             "spec": {"replicas": kind.replicas,
@@ -294,7 +296,7 @@ def leaderworkerset_object(dep: Deployment, kind: K8sKind, store: Storage, job) 
     leader = pods.container("tritonserver", dep.image, command=["sh", "-c", leader_script(kind)],
                             res=_server_resources(dep, kind), mounts=_server_mounts([tools]), ports=_server_ports(dep),
                             env=[{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
-                            **_probes())
+                            lifecycle=pods.drain_lifecycle(), **_probes())
     # Ranks arrive through `kubectl exec` from the leader; the worker container only holds the GPUs and the volume.
     worker = pods.container("tritonserver", dep.image, command=["sleep", "infinity"],
                             res=_server_resources(dep, kind), mounts=_server_mounts())
@@ -341,6 +343,55 @@ def service_object(dep: Deployment, labels: dict[str, str], selector: dict[str, 
         ports.append({"name": "openai", "port": clients.openai_port(dep), "targetPort": "openai", "protocol": "TCP"})
     return {"apiVersion": "v1", "kind": "Service", "metadata": pods.metadata(dep.name, labels),
             "spec": {"selector": selector, "ports": ports}}
+
+
+# ---------------------------------------------------------------------------------------------- images
+
+IMAGES = "images"
+"""The kustomize Component that sets every image the manifests name: the one place to point them at a registry."""
+IMAGES_NOTE = ("Images are set in one place, ../images/kustomization.yaml, which every kustomization here includes "
+               "last\n(an `images` entry in base would not reach the pods a component adds).")
+
+
+def split_image(ref: str) -> tuple[str, str]:
+    """(name, tag or @digest) of an image reference; a registry's port is part of the name."""
+    if "@" in ref:
+        name, _, digest = ref.partition("@")
+        return name, f"@{digest}"
+    name, _, tag = ref.rpartition(":")
+    return (name, tag) if name and "/" not in tag else (ref, "")
+
+
+def image_names(dep: Deployment) -> list[tuple[str, str, str]]:
+    """(name as the manifests write it, tag or @digest, Dockerfile that builds it or '') of every image the pods
+    run."""
+    from tritongen.deploy.image import DOCKERFILE as TRITONGEN
+
+    return [(*split_image(dep.image), SERVING_DOCKERFILE if dep.builds_serving_image else ""),
+            (*split_image(image_tag()), TRITONGEN)]
+
+
+def images_component(dep: Deployment) -> dict:
+    entries = []
+    for name, tag, _ in image_names(dep):
+        entry = {"name": name, "newName": name}
+        if tag.startswith("@"):
+            entry["digest"] = tag[1:]
+        elif tag:
+            entry["newTag"] = tag
+        entries.append(entry)
+    return {**COMPONENT, "images": entries}
+
+
+def images_comment(dep: Deployment) -> str:
+    built = [(n, t, f) for n, t, f in image_names(dep) if f]
+    lines = ["Every image the manifests name, set once for k8s/base, k8s/with-monitoring and k8s/with-loadtest.",
+             "Build and push the images (in the output folder), then point this file at them:"]
+    lines += [f"  docker build -t $REGISTRY/{n}:{t} -f {f} . && docker push $REGISTRY/{n}:{t}" for n, t, f in built]
+    lines.append("  cd k8s/images && kustomize edit set image " + " ".join(
+        f"{n}=$REGISTRY/{n}:{t}" for n, t, _ in built))
+    lines.append("(or edit newName/newTag below by hand; an image from a mirror: the same, with its name there).")
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------------------------- render
@@ -398,25 +449,19 @@ def render_k8s(dep: Deployment, *, mig_strategy: str = "mixed") -> dict[str, byt
     files.update(tools.openai_files(dep, store, labels))
     resources = sorted(p.removeprefix("k8s/base/") for p in files if p.startswith("k8s/base/"))
     lws = " except LeaderWorkerSet's" if any(k.nodes > 1 for k in ks) else ""
-    notes = [f"kubectl apply -k .   (plain cluster: no CRD needed{lws}); with monitoring: kubectl apply -k "
-             "../with-monitoring; load test: kubectl apply -k ../with-loadtest"]
-    if dep.builds_hf_image:
-        notes.append(f"The serving image is built from ../../{HF_DOCKERFILE}: docker build -t REGISTRY/tritongen-hf:TAG "
-                     f"-f {HF_DOCKERFILE} . (in the output folder), push it, then: kustomize edit set image "
-                     f"{dep.image.split(':')[0]}=REGISTRY/tritongen-hf:TAG")
-    notes.append(f"The tritongen image (kubectl for the LeaderWorkerSet leader, tritongen's OpenAI frontend, the load "
-                 f"test) is built from ../../{TRITONGEN_DOCKERFILE}: kustomize edit set image "
-                 f"tritongen=REGISTRY/tritongen:TAG")
     files["k8s/base/kustomization.yaml"] = pods.dump(name, [{
-        **KUSTOMIZATION, "labels": [{"pairs": {"app.kubernetes.io/part-of": name}}], "resources": resources}],
-        "\n".join(notes))
-    if dep.builds_hf_image:
-        files[HF_DOCKERFILE] = hf_dockerfile(dep)
+        **KUSTOMIZATION, "labels": [{"pairs": {"app.kubernetes.io/part-of": name}}], "resources": resources,
+        "components": [f"../{IMAGES}"]}],
+        f"kubectl apply -k .   (plain cluster: no CRD needed{lws}); with monitoring: kubectl apply -k "
+        f"../with-monitoring; load test: kubectl apply -k ../with-loadtest\n{IMAGES_NOTE}")
+    files[f"k8s/{IMAGES}/kustomization.yaml"] = pods.dump(name, [images_component(dep)], images_comment(dep))
+    if dep.builds_serving_image:
+        files[SERVING_DOCKERFILE] = serving_dockerfile(dep)
     files[TRITONGEN_DOCKERFILE] = tritongen_dockerfile(dep)
     files.update(tools.loadtest_files(dep, ks, store, labels))
     files.update(monitoring.monitoring_files(dep, ks, labels, serving))
     for component in ("loadtest", "monitoring"):
         files[f"k8s/with-{component}/kustomization.yaml"] = pods.dump(name, [{
-            **KUSTOMIZATION, "resources": ["../base"], "components": [f"../{component}"]}],
-            f"The deployment plus the {component} component: kubectl apply -k .")
+            **KUSTOMIZATION, "resources": ["../base"], "components": [f"../{component}", f"../{IMAGES}"]}],
+            f"The deployment plus the {component} component: kubectl apply -k .\n{IMAGES_NOTE}")
     return files

@@ -65,6 +65,7 @@ def openai_files(dep: Deployment, store, labels: dict[str, str]) -> dict[str, by
     assert dep.plan.frontend is not None
     pod_labels, selector = _labels(dep, "openai")
     name, port = k8s_name(dep.name, "openai"), clients.openai_port(dep)
+    cpu, memory_gib = clients.frontend_resources(dep)
     c = pods.container("openai", image_tag(), args=clients.frontend_args(dep, dep.name),
                        env=_api_key_env(dep, dep.plan.frontend.api_key_env),
                        ports=[{"name": "openai", "containerPort": port, "protocol": "TCP"}],
@@ -72,10 +73,11 @@ def openai_files(dep: Deployment, store, labels: dict[str, str]) -> dict[str, by
                        readinessProbe={"httpGet": {"path": "/health", "port": "openai"}, "periodSeconds": 5,
                                        "failureThreshold": 3},
                        livenessProbe={"tcpSocket": {"port": "openai"}, "periodSeconds": 10, "failureThreshold": 6},
-                       res=pods.resources("2", "2Gi"), mounts=[MODELS_MOUNT])
+                       lifecycle=pods.drain_lifecycle(),
+                       res=pods.resources(cpu, f"{memory_gib}Gi"), mounts=[MODELS_MOUNT])
     ready = f"http://{dep.name}:{CONTAINER_PORTS.http}/v2/health/ready"
     spec = pods.pod_spec([c], init=[_wait(ready)], volumes=[pods.models_volume(store.pvc)], affinity=store.affinity(),
-                         gpu=store.tolerate_gpu())
+                         gpu=store.tolerate_gpu(), grace_s=dep.plan.deploy.grace_period_s)
     deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": pods.metadata(name, pod_labels),
                   "spec": {"replicas": 1, "selector": {"matchLabels": selector},
                            "template": {"metadata": {"labels": store.labels(pod_labels)}, "spec": spec}}}
@@ -85,7 +87,9 @@ def openai_files(dep: Deployment, store, labels: dict[str, str]) -> dict[str, by
     return {"k8s/base/openai-deployment.yaml": pods.dump(dep.name, [deployment], (
                 f"tritongen's OpenAI-compatible frontend in front of Service {dep.name}'s gRPC port; it reads "
                 "frontend.json and the tokenizer from the models volume.\nOne gRPC connection to the Service: "
-                "put an L7 proxy in between for per-request balancing over several servers.")),
+                "put an L7 proxy in between for per-request balancing over several servers.\n"
+                f"{dep.plan.frontend.workers} worker(s) ({dep.plan.frontend.workers_why}); the pod requests a core "
+                "and a GiB per worker plus one of each.")),
             "k8s/base/openai-service.yaml": pods.dump(dep.name, [service], f"tritongen's OpenAI-compatible API "
                                                                           f"(Deployment {name}).")}
 

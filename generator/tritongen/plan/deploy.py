@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class DeployPlan(BaseModel):
@@ -31,6 +31,8 @@ class DeployPlan(BaseModel):
     """Nodes one model replica spans (above 1: a LeaderWorkerSet)."""
     replicas: int | None
     """Kubernetes HPA maxReplicas of each device kind; None: what one node holds."""
+    grace_period_s: int = Field(30, ge=1)
+    """Seconds a stopping server or frontend may drain (terminationGracePeriodSeconds, stop_grace_period)."""
     monitor_labels: dict[str, str]
     """Kubernetes: labels of the PodMonitor (the Prometheus Operator's podMonitorSelector)."""
     hpa_waiting_requests: float

@@ -8,6 +8,7 @@ the environment variable that holds the API key is stored.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +21,15 @@ from tritongen.runtimes import ENSEMBLE, Dialect, DialectKey
 
 CONFIG_FILE = "frontend.json"
 TEMPLATE_FILE = "chat_template.jinja"
+STREAMS_PER_WORKER = 48
+"""Streams one frontend worker carries: on a 16-core H200 host, 6 workers carried 37,100 tok/s of exact text at 256
+streams (about 43 each, 5 ms ITL) where 1 worker was the bottleneck (docs/deploy.md, "OpenAI frontend workers")."""
+MAX_PLANNED_WORKERS = 16
+
+
+def planned_workers(streams: int) -> int:
+    """Frontend workers for `streams` concurrent streams: one per STREAMS_PER_WORKER, 1 to MAX_PLANNED_WORKERS."""
+    return max(1, min(MAX_PLANNED_WORKERS, math.ceil(streams / STREAMS_PER_WORKER)))
 
 
 class ModelRoute(BaseModel):
@@ -52,7 +62,25 @@ class FrontendPlan(BaseModel):
     """HTTP port of the OpenAI API (0: a free port)."""
     api_key_env: str | None = None
     """Name of the environment variable that holds the API key; None: no authentication."""
+    workers: int = Field(1, ge=1, le=64)
+    """Worker processes of tritongen's frontend: frontend.openai.workers, else planned from the streams the
+    servers carry at once (`planned_workers`). Deployments run exactly this many (their pod requests a core per
+    worker); `serve` runs `workers_on_host`."""
+    workers_planned: bool = False
+    """True: `workers` was planned (serve caps it at half its host's cores); False: set in the spec (run as is)."""
+    workers_why: str = ""
+    """How `workers` was decided, for `plan` and `serve` to say."""
     models: tuple[ModelRoute, ...]
+
+    def workers_on_host(self, cores: int | None = None) -> tuple[int, str]:
+        """(workers `serve` starts on this host, why): a planned count at most half the host's cores (the
+        tritonserver beside it needs the rest), a count set in the spec as it is."""
+        if not self.workers_planned:
+            return self.workers, self.workers_why
+        cores = cores or len(os.sched_getaffinity(0))
+        n = max(1, min(self.workers, cores // 2))
+        why = self.workers_why if n == self.workers else f"{self.workers_why}; capped at {cores} cores / 2"
+        return n, why
 
     def route(self, name: str) -> ModelRoute | None:
         return next((m for m in self.models if m.name == name), None)
@@ -99,10 +127,11 @@ class FrontendPlan(BaseModel):
 
 
 def make_frontend_plan(spec, resolve: Callable[[str], Path], tokenizer_dir: Path,
-                       dialect: Dialect | None = None) -> FrontendPlan:
+                       dialect: Dialect | None = None, *, streams: int, streams_why: str = "") -> FrontendPlan:
     """The frontend section of a spec, resolved: public name, template file (absolute: `resolve` is the planner's
     tritongen.plan.make.resolve_path from the spec's folder), defaults filled in. `dialect`: the runtime's own
-    model and tensors (None: the ensemble's)."""
+    model and tensors (None: the ensemble's). `streams`: how many streams the servers carry at once (the
+    frontend's planned concurrency), `streams_why` how that count was made."""
     f, o = spec.frontend, spec.frontend.openai
     template = None
     if f.chat_template:
@@ -124,5 +153,12 @@ def make_frontend_plan(spec, resolve: Callable[[str], Path], tokenizer_dir: Path
     route = ModelRoute(name=o.served_model_name or spec.name, triton_model=triton_model, dialect=key,
                        tokenizer_dir=str(tokenizer_dir), chat_template=template,
                        default_max_tokens=o.default_max_tokens or spec.serving.max_tokens_default)
+    if o.workers is not None:
+        workers, planned, why = o.workers, False, "frontend.openai.workers"
+    else:
+        workers, planned = planned_workers(streams), True
+        why = (f"planned: {streams} streams ({streams_why}) / {STREAMS_PER_WORKER} per worker, at most "
+               f"{MAX_PLANNED_WORKERS}" if streams_why else
+               f"planned: {streams} streams / {STREAMS_PER_WORKER} per worker, at most {MAX_PLANNED_WORKERS}")
     return FrontendPlan(enabled=o.enabled, implementation=o.implementation, port=o.port, api_key_env=f.api_key_env,
-                        models=(route,))
+                        workers=workers, workers_planned=planned, workers_why=why, models=(route,))

@@ -212,7 +212,8 @@ def _plan(rt: Runtime, ctx: PlanContext, spec_dir: Path, load: LoadProfile, prep
         runtime_settings=settings, bls_instances=s.bls_instances or _bls_instances(s.streaming, ctx.max_batch_size),
         bls_parameters=bls_parameters(s.bls_accumulate_tokens), load=load, slo=resolve_slo(spec.validation.slo),
         deploy=_deploy_plan(spec), kv_tokens=ctx.kv_tokens, **_bls_backend(spec, tokenizer), **placement,
-        frontend=_frontend(rt, spec, spec_dir, Path(tokenizer.dir)),
+        frontend=_frontend(rt, spec, spec_dir, Path(tokenizer.dir), ctx.max_batch_size,
+                           len(placement.get("server_groups") or ()) or 1),
     )
 
 
@@ -222,17 +223,20 @@ def _deploy_plan(spec: Spec) -> DeployPlan:
     return DeployPlan(**spec.deploy.model_dump())
 
 
-def _frontend(rt: Runtime, spec: Spec, spec_dir: Path, tokenizer_dir: Path):
+def _frontend(rt: Runtime, spec: Spec, spec_dir: Path, tokenizer_dir: Path, max_batch_size: int, servers: int):
     """The frontend's plan: for an ensemble runtime, or one whose own model speaks a request dialect the frontend
-    knows (`Runtime.dialect()`); None for a runtime with neither."""
+    knows (`Runtime.dialect()`); None for a runtime with neither. Its workers are planned for the streams every
+    server group carries at once (max_batch_size each)."""
 
     def resolve(value: str) -> Path:
         return resolve_path(spec_dir, value)
 
+    streams = {"streams": max_batch_size * servers,
+               "streams_why": f"max_batch_size {max_batch_size} x {servers} server group{'s' if servers > 1 else ''}"}
     if rt.ensemble:
-        return make_frontend_plan(spec, resolve, tokenizer_dir)
+        return make_frontend_plan(spec, resolve, tokenizer_dir, **streams)
     dialect = rt.dialect()
-    return None if dialect is None else make_frontend_plan(spec, resolve, tokenizer_dir, dialect)
+    return None if dialect is None else make_frontend_plan(spec, resolve, tokenizer_dir, dialect, **streams)
 
 
 def _bls_backend(spec: Spec, tokenizer: TokenizerPlan) -> dict[str, str]:

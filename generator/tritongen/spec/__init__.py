@@ -417,6 +417,13 @@ class DeploySection(_Section):
     holds times the nodes of that layout; unset: what one node holds. More than one node holds needs
     access_mode ReadWriteMany (a ReadWriteOnce volume keeps every pod on one node)."""
 
+    grace_period_s: int = Field(30, ge=10, le=3600)
+    """Seconds a stopping server (and tritongen's OpenAI frontend) may take to drain: it stops taking new requests
+    and finishes those in flight. Kubernetes terminationGracePeriodSeconds and compose stop_grace_period; the pod
+    first waits 5 s in preStop while the Service stops sending it traffic, then tritonserver gets SIGTERM and
+    waits up to grace_period_s - 8 s for requests in flight (--exit-timeout-secs), leaving 3 s to exit before the
+    kill. Raise it above the longest generation a client may wait for (max tokens x ITL)."""
+
     monitor_labels: dict[str, str] = {"release": "prometheus"}
     """Kubernetes: labels of the PodMonitor, for the Prometheus Operator's podMonitorSelector (kube-prometheus-stack
     selects `release: <helm release name>`)."""
@@ -471,6 +478,13 @@ class OpenAIFrontendSection(_Section):
     implementation: Literal["tritongen", "triton"] = "tritongen"
     """Deploy targets: tritongen's frontend (fronts any Triton, remote too), or Triton's own python/openai
     frontend inside the NGC container (in-process with the server)."""
+
+    workers: int | None = Field(None, ge=1, le=64)
+    """Worker processes of tritongen's frontend (sharing its port; each with its own gRPC channel, tokenizer and
+    event loop). Unset: planned from the streams the servers carry at once (serving.max_batch_size x server
+    groups), one worker per 48 streams, at most 16; `serve` lowers a planned count to half its host's cores, and
+    a deployment's frontend pod requests one core per worker (docs/deploy.md, "OpenAI frontend workers").
+    `tritongen serve --openai-workers N` overrides both."""
 
 
 class FrontendSection(_Section):
