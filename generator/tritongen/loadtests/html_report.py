@@ -53,17 +53,23 @@ def _cell(m: dict, column: Column) -> str:
     return _num(m[column.metric], column.decimals)
 
 
+def _counted_by(levels: list[dict]) -> str:
+    return "client" if any(row["tokens"].get("counted_by") == "client" for row in levels) else "server"
+
+
 def _levels_table(levels: list[dict], unit: str) -> str:
     rows = [[f"{row['level']:g}", "PASS" if row["slo"]["passed"] else "FAIL",
              *(_cell(row["metrics"], c) for c in registry.HTML_LEVEL_COLUMNS)] for row in levels]
-    return _table([unit, "verdict", *(c.header_of() for c in registry.HTML_LEVEL_COLUMNS)], rows)
+    by = _counted_by(levels)
+    return _table([unit, "verdict", *(registry.marked(c.header_of(), c.metric, by)
+                                      for c in registry.HTML_LEVEL_COLUMNS)], rows)
 
 
-def _latency_table(metrics: dict) -> str:
+def _latency_table(metrics: dict, counted_by: str = "server") -> str:
     """Every statistic but the count of each shown stats metric (latencies and token lengths)."""
     keys = [k for k in STATS_KEYS if k != "count"]
-    rows = [[f"{m.label} {m.unit}"] + [_num(_stat(metrics[m.name], k), 2) for k in keys]
-            for m in registry.shown_stats()]
+    rows = [[registry.marked(f"{m.label} {m.unit}", m.name, counted_by)]
+            + [_num(_stat(metrics[m.name], k), 2) for k in keys] for m in registry.shown_stats()]
     return _table(["", *keys], rows)
 
 
@@ -149,7 +155,7 @@ def render_html(summary: dict, samples: Sequence[Sample]) -> str:
             + f": client {tokens['client_output_tokens']}, server "
             f"{_num(tokens['server_output_tokens'], 0)}; server requests still active after the drain: "
             f"{_num(row['server_active_after'], 0)}.</p>",
-            _latency_table(m),
+            _latency_table(m, tokens.get("counted_by", "server")),
         ]
         errors = "".join(f"<li>{e['count']} x {html.escape(e['message'])}</li>" for e in m["errors"])
         if errors:

@@ -50,6 +50,8 @@ documented under `levels[].server`.
 - `levels[].metrics` (object): the level's metrics over its measurement window.
 - `levels[].metrics.<name>`: one key per metric of tritongen.metric_registry.METRICS, in its order, with
   the type and description given there.
+- `levels[].client_counted` (list[str]): the keys of `levels[].metrics` whose values rest on token counts the
+  client made (`tokens.counted_by` is client: the model returns no counts); empty when the server counted.
 - `levels[].metrics.errors` (list): failed requests grouped by message, most frequent first.
 - `levels[].metrics.errors[].message` (str): the error message (first 200 characters).
 - `levels[].metrics.errors[].count` (int): how many requests failed with it.
@@ -69,6 +71,8 @@ documented under `levels[].server`.
 - `levels[].slo.results[].comparison` (str): `<=`, `>=` or `==`: what must hold between measured and limit.
 - `levels[].slo.results[].passed` (bool): whether it holds.
 - `levels[].slo.results[].note` (str): why nothing was measured (or why the token check failed), else empty.
+- `levels[].slo.results[].client_counted` (bool): the measured value rests on token counts the client made; the
+  line says `(client-counted)`.
 - `levels[].slo.results[].line` (str): the verdict line, e.g. `FAIL ttft_p95_ms: measured 812.4 ms > limit 500 ms`.
 - `levels[].tokens` (object): client token totals against the server's counter over the whole level.
 - `levels[].tokens.client_output_tokens` (int): sum of the server-reported counts the client received.
@@ -143,6 +147,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tritongen import metric_registry as registry
 from tritongen.loadtests.html_report import render_html
 from tritongen.loadtests.metrics import compute_sweep
 from tritongen.loadtests.prom import ServerView
@@ -202,20 +207,21 @@ def build_summary(samples: Sequence[Sample], slo: SLOPlan, run: RunInputs | None
     levels, verdicts = [], []
     for level, metrics in compute_sweep(samples, limits, warmup_s=run.load.warmup_s,
                                         duration_s=run.load.duration_s).items():
-        results = evaluate(slo, metrics)
+        level_samples = [s for s in samples if s.level == level]
+        counted_by = "client" if any(s.counted_by == "client" for s in level_samples) else "server"
+        results = evaluate(slo, metrics, counted_by)
         server = run.servers.get(level, LevelServer())
         counted = server_output_tokens(server.run, run.output_token_counter)
         # Tokens the server sent after a client stopped reading (a cancelled or broken stream) never reach the
         # client: the totals are comparable only when every request of the level ended normally.
-        level_samples = [s for s in samples if s.level == level]
         # A request the server reported no count for has nothing to compare.
         comparable = counted is not None and all(s.ok and s.output_tokens is not None for s in level_samples)
-        counted_by = "client" if any(s.counted_by == "client" for s in level_samples) else "server"
         if comparable:
             results.append(token_check(metrics.output_tokens_total, counted))
         verdicts.append(LevelVerdict(level, results))
         levels.append({
             "level": level, "metrics": metrics.to_dict(),
+            "client_counted": [m.name for m in registry.counted()] if counted_by == "client" else [],
             "slo": {"passed": all(r.passed for r in results), "results": [r.to_dict() for r in results]},
             "tokens": {"client_output_tokens": metrics.output_tokens_total, "server_output_tokens": counted,
                        "counted_by": counted_by,
