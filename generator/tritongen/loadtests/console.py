@@ -6,6 +6,7 @@ import csv
 from pathlib import Path
 
 from tritongen import metric_registry as registry
+from tritongen.loadtests.stages import line as stages_line
 
 
 def say(line: str) -> None:
@@ -69,6 +70,8 @@ def print_report(summary: dict, out: Path, html_path: Path, json_path: Path) -> 
             + f"; client total {tokens['client_output_tokens']}, server counter "
             + ("not available" if counted is None else f"{counted:g}")
             + ("" if tokens["equal"] is not False else "  <-- MISMATCH"))
+        if level.get("stages") is not None:
+            say(f"{head}{stages_line(level['stages'])}")
         if level["server_active_after"] is not None:
             say(f"{head}server: {level['server_active_after']:g} requests still active after the drain")
         for error in m["errors"][:3]:
