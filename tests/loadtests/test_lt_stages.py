@@ -64,3 +64,17 @@ def test_stages_add_up_to_the_client_e2e_at_every_level(stages_setup, tmp_path):
     assert "dominant: per-token" in proc.stdout
     html = (tmp_path / "loadtest.html").read_text()
     assert "Where the time goes" in html and 'alt="Where the time goes"' in html
+
+
+def test_dashboard_queries_what_a_real_tritonserver_exports(stages_setup):
+    """The dashboard's Triton series and the synthetic runtime's are all in a served tritonserver's /metrics, and
+    so is every name of the declared Triton list (the GPU list cannot run here)."""
+    from tritongen.deploy import dashboard as dash
+    from tritongen.loadtests.prom import scrape
+
+    _, server = stages_setup
+    exported = {name for name, _ in scrape(server.metrics_url).values}
+    board = dash.dashboard("x", "synthetic", "server_group", frontend=False, gpu=False, called_model="ensemble")
+    used = set().union(*map(dash.series_names, dash.queries(board)))
+    assert used <= exported, used - exported
+    assert set(dash.TRITON) | set(dash.RUNTIME_SERIES["synthetic"].names) <= exported

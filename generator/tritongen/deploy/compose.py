@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tritongen.deploy import clients, pods
+from tritongen.deploy import clients, dashboard, pods
 from tritongen.deploy.common import (
     CONTAINER_PORTS, HF_DOCKERFILE, REPOSITORY, TOKENIZER, Deployment, Mount, device_ids, hf_dockerfile,
     render_template, tritongen_dockerfile,
@@ -195,6 +195,7 @@ def compose_document(dep: Deployment) -> dict[str, Any]:
                      "restart": "unless-stopped", "stop_grace_period": "30s",
                      "depends_on": {s.service: {"condition": "service_healthy"} for s in services}}
     doc.update(tool_services(dep, services, lb))
+    doc.update(dashboard.compose_services(dep, services))
     return {"services": doc}
 
 
@@ -206,7 +207,9 @@ def render_compose(dep: Deployment) -> dict[str, bytes]:
                f"# Model folders on the host that runs it: {variables}.",
                "# Validate: docker-compose config -q    Start: docker-compose up -d",
                "# Load test (profile loadtest: a Locust master and its workers; report in ./loadtest-report):",
-               "#   docker-compose --profile loadtest up --exit-code-from loadtest loadtest"]
+               "#   docker-compose --profile loadtest up --exit-code-from loadtest loadtest",
+               "# Dashboard (profile monitoring: Prometheus on :9090, Grafana on :3000 with the dashboard provisioned):",
+               "#   docker compose --profile monitoring up -d prometheus grafana"]
     why = clients.load_target(dep, "lb" if lb else services[0].service, len(services), frontend_host="openai",
                               triton_openai_port=clients.openai_port(dep) if clients.frontend_mode(dep) == "triton"
                               else None).why_no_metrics
@@ -221,6 +224,7 @@ def render_compose(dep: Deployment) -> dict[str, bytes]:
         files[HF_DOCKERFILE] = hf_dockerfile(dep)
     files[TRITONGEN_DOCKERFILE] = tritongen_dockerfile(dep)
     files.update({f"loadtest/{name}": data for name, data in clients.loadtest_files(dep).items()})
+    files.update(dashboard.compose_files(dep, services))
     return files
 
 
