@@ -222,8 +222,8 @@ def queries(board: dict) -> list[str]:
 
 # --------------------------------------------------------------------------------------------- deployment files
 
-PROMETHEUS_IMAGE = "prom/prometheus:v3.5.0"
-GRAFANA_IMAGE = "grafana/grafana:12.1.1"
+PROMETHEUS_IMAGE = "quay.io/prometheus/prometheus:v3.5.0"
+GRAFANA_IMAGE = "docker.io/grafana/grafana:12.1.1"
 COMPOSE_DIR = "monitoring"
 DASHBOARD_FOLDER = "/var/lib/grafana/dashboards"
 
