@@ -62,7 +62,9 @@ RUNTIME_SERIES: dict[str, RuntimeSeries] = {
         waiting=(("in flight", "sum by ({G}) (tritongen_llm_active_requests)"),),
         names=TRITONGEN_LLM + ("tritongen_llm_steps_total", "tritongen_llm_step_requests_total",
                                "tritongen_llm_step_requests_max", "tritongen_llm_rejected_requests_total",
-                               "tritongen_llm_generation_loop_up", "tritongen_llm_setting")),
+                               "tritongen_llm_generation_loop_up", "tritongen_llm_setting",
+                               "tritongen_llm_first_response_us_total", "tritongen_llm_generation_us_total",
+                               "tritongen_llm_later_tokens_total", "tritongen_llm_finished_requests_total")),
     "synthetic": RuntimeSeries(
         output_tokens="sum by ({G}) (rate(tritongen_llm_output_tokens_total[" + RATE + "]))",
         waiting=(("in flight", "sum by ({G}) (tritongen_llm_active_requests)"),), names=TRITONGEN_LLM),
