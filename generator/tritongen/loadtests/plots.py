@@ -67,8 +67,9 @@ def sweep(levels: list[dict], unit: str, capacity: float | None) -> Figure:
         if any(y is not None for y in ys):
             lat.plot(xs, [float("nan") if y is None else y for y in ys], marker="o", label=f"{metric.label} {p}")
     lat.set(title="Latency vs load", xlabel=unit, ylabel="ms", yscale="log")
+    client = "client" if any(row.get("tokens", {}).get("counted_by") == "client" for row in levels) else "server"
     thr.plot(xs, [row["metrics"]["output_token_throughput"] or 0 for row in levels], marker="o", color="#4c72b0",
-             label="output tok/s (window)")
+             label=registry.marked("output tok/s (window)", "output_token_throughput", client))
     thr.set(title="Throughput vs load", xlabel=unit, ylabel="output tokens/s")
     for row in levels:
         ok = row["slo"]["passed"]
