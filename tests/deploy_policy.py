@@ -5,7 +5,7 @@ output to run as generated. Each check returns the violations it finds, one line
   ephemeral-storage requests on every container;
 - images: every reference pinned (a tag that is not `latest`, or a digest) and resolvable by name: built from a
   Dockerfile of the output, or from a registry that keeps its tags (nvcr.io/nvidia, registry.k8s.io, Docker Hub
-  official images); versioned bitnami tags were withdrawn, so bitnami is refused;
+  official images, Prometheus' quay.io and Grafana's Docker Hub repositories); versioned bitnami tags were withdrawn, so bitnami is refused;
 - storage: a ReadWriteOnce claim is mounted only by pods that must share one node (required pod affinity on
   kubernetes.io/hostname to a label every consumer carries, no multi-node LeaderWorkerSet); ReadWriteOncePod by
   one pod;
@@ -23,7 +23,9 @@ from pathlib import Path
 import yaml
 
 # Registries whose tags are kept (a tag that resolves today resolves later), and Docker Hub official images.
-KEPT_REGISTRIES = ("nvcr.io/nvidia/", "registry.k8s.io/")
+# The Prometheus and Grafana projects publish every release under its own tag and keep them (the dashboard's
+# monitoring services).
+KEPT_REGISTRIES = ("nvcr.io/nvidia/", "registry.k8s.io/", "quay.io/prometheus/", "docker.io/grafana/")
 OFFICIAL = re.compile(r"^(python|nginx|busybox|alpine|debian|ubuntu):[\w.-]+$")
 ALLOWED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected",
                    "secret"}

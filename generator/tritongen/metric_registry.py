@@ -21,6 +21,9 @@ PERCENTILES = (50, 90, 95, 99)
 
 Kind = Literal["count", "fraction", "seconds", "rate", "stats", "total"]
 
+CLIENT_COUNTED = "client-counted"
+"""The mark of a value that rests on token counts the client made (`levels[].tokens.counted_by` is `client`)."""
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -49,6 +52,10 @@ class Metric:
     bound (throughput). None: no gate may use it."""
     unmeasured: str = ""
     """Why a gate finds no value for it (the verdict's note)."""
+    counted: bool = False
+    """The value rests on token counts. They are the server's, except for a model that returns none (NVIDIA's
+    llmapi model): then the client counted the text it received, and every place the value is shown says
+    CLIENT_COUNTED."""
 
 
 M = Metric
@@ -77,24 +84,27 @@ METRICS: tuple[Metric, ...] = (
       unit="req/s", label="req/s", csv="req_per_s", phrase="{} req/s", digits=2),
     M("output_token_throughput", "rate", "float|null", "output tokens that arrived inside the window per second.",
       unit="tok/s", label="output tok/s", csv="output_tok_per_s", phrase="{} output tok/s", better="higher",
-      unmeasured="no response arrived"),
-    M("goodput", "rate", "float|null", "good requests completed inside the window per second.", unit="req/s",
-      label="goodput req/s", csv="goodput_req_per_s", phrase="goodput {} req/s", digits=2),
+      unmeasured="no response arrived", counted=True),
+    M("goodput", "rate", "float|null", "good requests completed inside the window per second (a request's ITL, "
+      "which one of its limits may bound, rests on its token count).", unit="req/s",
+      label="goodput req/s", csv="goodput_req_per_s", phrase="goodput {} req/s", digits=2, counted=True),
     M("ttft_ms", "stats", "<stats>", "time to first token, requests sent inside the window (streaming).",
       unit="ms", label="TTFT", csv="ttft", percentiles=("p50", "p95"), better="lower",
       unmeasured="no successful streamed request (plain `http` has no first token; use grpc or http_stream)"),
     M("itl_ms", "stats", "<stats>", "inter-token latency, such requests with more than one output token.",
       unit="ms", label="ITL", csv="itl", percentiles=("p50", "p95"), better="lower",
-      unmeasured="no successful streamed request with more than one output token"),
+      unmeasured="no successful streamed request with more than one output token", counted=True),
     M("e2e_ms", "stats", "<stats>", "end-to-end request latency, requests sent inside the window.", unit="ms",
       label="e2e", csv="e2e", percentiles=("p50", "p99"), better="lower", unmeasured="no successful request"),
-    M("input_tokens", "stats", "<stats>", "prompt lengths (server's num_input_tokens) of those requests.",
-      unit="tokens", label="input"),
-    M("output_tokens", "stats", "<stats>", "output lengths (server's num_output_tokens) of those requests.",
-      unit="tokens", label="output"),
-    M("output_tokens_total", "total", "int", "server-counted output tokens of every request of the level.",
-      unit="tokens"),
-    M("input_tokens_total", "total", "int", "prompt tokens of every request of the level.", unit="tokens"),
+    M("input_tokens", "stats", "<stats>", "prompt lengths of those requests (the server's num_input_tokens; "
+      "client-counted where `levels[].tokens.counted_by` is client).", unit="tokens", label="input", counted=True),
+    M("output_tokens", "stats", "<stats>", "output lengths of those requests (the server's num_output_tokens; "
+      "client-counted where `levels[].tokens.counted_by` is client).", unit="tokens", label="output", counted=True),
+    M("output_tokens_total", "total", "int", "output tokens of every request of the level: the sum of the "
+      "server's counts, or of the client's counts where `levels[].tokens.counted_by` is client.", unit="tokens",
+      counted=True),
+    M("input_tokens_total", "total", "int", "prompt tokens of every request of the level (client-counted where "
+      "`levels[].tokens.counted_by` is client).", unit="tokens", counted=True),
     M("requests_without_token_count", "count", "int",
       "successful requests the server reported no count for."),
     M("schedule_lag_ms", "stats", "<stats>", "open loop: send time - scheduled arrival.", unit="ms"),
@@ -187,6 +197,16 @@ PLOT_PERCENTILE = "p95"
 def shown_stats() -> tuple[Metric, ...]:
     """Stats metrics with a label: the rows of the HTML statistics table of a level."""
     return tuple(m for m in METRICS if m.kind == "stats" and m.label)
+
+
+def counted() -> tuple[Metric, ...]:
+    """Metrics whose value rests on token counts: client-counted when the model returns no counts."""
+    return tuple(m for m in METRICS if m.counted)
+
+
+def marked(label: str, metric: str, counted_by: str) -> str:
+    """`label`, with the CLIENT_COUNTED mark when `metric` rests on counts the client made."""
+    return f"{label} ({CLIENT_COUNTED})" if counted_by == "client" and BY_NAME[metric].counted else label
 
 
 def latencies() -> tuple[Metric, ...]:

@@ -16,7 +16,11 @@ false is rejected with an error naming it rather than silently ignored. Emission
 arrival (due = arrival + ttft + i * itl), so a serving path that cannot keep up shows as growing lateness, not as
 a slower clock.
 
-Metrics: tritongen_llm_output_tokens_total (tokens sent in responses) and tritongen_llm_active_requests.
+Metrics: tritongen_llm_output_tokens_total (tokens sent in responses) and tritongen_llm_active_requests; and the
+model's own timings, summed over the requests that got their last response, so a load test can split a request's
+time (tritongen.loadtests.stages): tritongen_llm_first_response_us_total (arrival at the model -> first response),
+tritongen_llm_generation_us_total (first -> last response), tritongen_llm_later_tokens_total (tokens after the
+first, the gaps that time spans) and tritongen_llm_finished_requests_total.
 """
 
 import heapq
@@ -48,9 +52,10 @@ def _scalar(request, name, default=None, cast=float):
 
 
 class _Request:
-    def __init__(self, sender, prompt_len, n_out, streaming, counts, first_id, triton_id):
+    def __init__(self, sender, prompt_len, n_out, streaming, counts, first_id, triton_id, arrival):
         self.sender, self.prompt_len, self.n_out, self.streaming = sender, prompt_len, n_out, streaming
         self.counts, self.first_id, self.triton_id = counts, first_id, triton_id
+        self.arrival, self.first_sent = arrival, None
         self.stopped = False
         self.tokens = []
         self.sent = 0  # tokens already sent (streaming)
@@ -81,9 +86,19 @@ class TritonPythonModel:
         self.families = [
             pb_utils.MetricFamily("tritongen_llm_output_tokens_total", "Output tokens sent in responses", counter),
             pb_utils.MetricFamily("tritongen_llm_active_requests", "Requests in flight", gauge),
+            pb_utils.MetricFamily("tritongen_llm_first_response_us_total",
+                                  "Microseconds from arrival at the model to the first response, finished requests",
+                                  counter),
+            pb_utils.MetricFamily("tritongen_llm_generation_us_total",
+                                  "Microseconds from the first to the last response, finished requests", counter),
+            pb_utils.MetricFamily("tritongen_llm_later_tokens_total",
+                                  "Output tokens after the first, finished requests", counter),
+            pb_utils.MetricFamily("tritongen_llm_finished_requests_total",
+                                  "Requests that got their last response with tokens", counter),
         ]
         self.m_tokens = self.families[0].Metric(labels=labels)
         self.m_active = self.families[1].Metric(labels=labels)
+        self.m_timings = [family.Metric(labels=labels) for family in self.families[2:]]
         self.heap = []  # (due time, sequence, request)
         self.seq = itertools.count()
         self.active = 0
@@ -125,7 +140,7 @@ class TritonPythonModel:
                                streaming=self.decoupled and _scalar(request, "streaming", False, bool),
                                counts=(_scalar(request, "return_num_input_tokens", False, bool),
                                        _scalar(request, "return_num_output_tokens", False, bool)),
-                               first_id=prompt_len, triton_id=request.request_id())
+                               first_id=prompt_len, triton_id=request.request_id(), arrival=now)
             except Exception as err:  # a RequestError is tagged (error_kinds); others keep their raiser's words
                 sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(err))), flags=FINAL)
                 continue
@@ -154,6 +169,18 @@ class TritonPythonModel:
             # Per response, as TensorRT-LLM's C++ backend counts: the ids in this response's output_ids.
             tensors.append(pb_utils.Tensor("num_output_tokens", np.array([[n]], dtype=np.int32)))
         return pb_utils.InferenceResponse(output_tensors=tensors)
+
+    def _sent(self, req, last):
+        """Time the response just sent; at the last one, add the request's timings to the counters."""
+        now = time.monotonic()
+        if req.first_sent is None:
+            req.first_sent = now
+        if last:
+            first, generation, later, finished = self.m_timings
+            first.increment(round((req.first_sent - req.arrival) * 1e6))
+            generation.increment(round((now - req.first_sent) * 1e6))
+            later.increment(len(req.tokens) - 1 if req.streaming else 0)  # one response: no gap timed
+            finished.increment(1)
 
     def _done(self):
         with self.cv:
@@ -184,9 +211,11 @@ class TritonPythonModel:
                     chunk, req.sent = req.tokens[req.sent:], len(req.tokens)
                     self.m_tokens.increment(len(chunk))
                     req.sender.send(self._response(req, chunk), flags=FINAL if last else 0)
+                    self._sent(req, last)
                 elif last and not req.streaming:
                     self.m_tokens.increment(len(req.tokens))
                     req.sender.send(self._response(req, req.tokens), flags=FINAL)
+                    self._sent(req, last)
             except Exception as err:  # a request whose client is gone must not stop the others
                 last = True
                 try:

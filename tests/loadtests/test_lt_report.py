@@ -70,12 +70,20 @@ CPU = {"processes": [{"pid": 1, "role": "worker", "wall_s": 10.0, "cpu_s": 9.0, 
        "max_cpu_fraction": 0.9, "warning": "WARNING: a Locust process used 90% of a CPU core"}
 
 
+def stage_edges():
+    """Two reads of Triton's statistics and the model's own counters at a window's edges."""
+    from test_lt_stages_unit import ensemble_path, own, snapshots
+
+    return snapshots(ensemble_path(), own(300_000, 2_000_000, 200, 10))
+
+
 def full_report(tmp_path, slo=None):
     view = server_view(parse_metrics(BEFORE, taken_at=0), parse_metrics(AFTER, taken_at=10))
     slo = slo or SLO(ttft_p95_ms=300, itl_p95_ms=500, e2e_p99_ms=1000, min_output_tokens_per_s=1,
                      max_error_rate=0.1)
     run = RunInputs(load=LoadInfo(), deployment="tiny-cpu", metadata=METADATA,
-                    servers={2: LevelServer(window=view, run=view, active_after=0)}, load_generator={8: CPU},
+                    servers={2: LevelServer(window=view, run=view, active_after=0, edges=stage_edges(),
+                                            called_model="ensemble")}, load_generator={8: CPU},
                     sample_files=[tmp_path / "samples-h-1.jsonl"], locust_csv=[tmp_path / "locust_stats.csv"])
     return write_report(tmp_path, sweep_samples(), slo, run)
 
@@ -178,8 +186,10 @@ def test_html_embeds_all_plots_for_a_sweep(tmp_path):
     report = full_report(tmp_path)
     page = report.html_path.read_text()
     pngs = embedded_pngs(page)
-    assert set(pngs) == {"Latency and throughput vs users", *(f"{kind} (users {n})" for n in (2, 8) for kind in (
-        "TTFT distribution", "ITL distribution", "Throughput over time"))}
+    assert set(pngs) == {"Latency and throughput vs users", "Where the time goes", *(
+        f"{kind} (users {n})" for n in (2, 8) for kind in ("TTFT distribution", "ITL distribution",
+                                                         "Throughput over time"))}
+    assert "dominant stage: <b>per-token</b>" in page
     assert all(png.startswith(b"\x89PNG\r\n\x1a\n") for png in pngs.values())
     # Level 2 TTFTs 100..400 -> p95 385.
     assert "FAIL ttft_p95_ms: measured 385.0 ms &gt; limit 300 ms" in page

@@ -32,7 +32,8 @@ def _endpoint_from_args(args: argparse.Namespace, protocol: str) -> Endpoint:
               file=sys.stderr, flush=True)
     return Endpoint(grpc_url=url if protocol == "grpc" else None,
                     http_url=url if protocol in ("http", "http_stream") else None, metrics_url=metrics,
-                    openai_url=url if protocol == "openai" else None)
+                    openai_url=url if protocol == "openai" else None,
+                    triton_grpc_url=state.get("grpc") if protocol == "openai" else None)
 
 
 def _cmd_loadtest(args: argparse.Namespace) -> int:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tritongen.deploy import clients, pods
+from tritongen.deploy import clients, dashboard, pods
 from tritongen.deploy.common import (
     CONTAINER_PORTS, REPOSITORY, TOKENIZER, Deployment, Mount, device_ids, render_template, serving_dockerfile,
     tritongen_dockerfile,
@@ -200,6 +200,7 @@ def compose_document(dep: Deployment) -> dict[str, Any]:
                      "restart": "unless-stopped", "stop_grace_period": "30s",
                      "depends_on": {s.service: {"condition": "service_healthy"} for s in services}}
     doc.update(tool_services(dep, services, lb))
+    doc.update(dashboard.compose_services(dep, services))
     return {"services": doc}
 
 
@@ -211,7 +212,9 @@ def render_compose(dep: Deployment) -> dict[str, bytes]:
                f"# Model folders on the host that runs it: {variables}.",
                "# Build: docker compose --profile loadtest build    Start: docker compose up -d --wait",
                "# Load test (profile loadtest: a Locust master and its workers; report in ./loadtest-report):",
-               "#   docker compose --profile loadtest up --exit-code-from loadtest loadtest"]
+               "#   docker compose --profile loadtest up --exit-code-from loadtest loadtest",
+               "# Dashboard (profile monitoring: Prometheus on :9090, Grafana on :3000 with the dashboard provisioned):",
+               "#   docker compose --profile monitoring up -d prometheus grafana"]
     why = clients.load_target(dep, "lb" if lb else services[0].service, len(services), frontend_host="openai",
                               triton_openai_port=clients.openai_port(dep) if clients.frontend_mode(dep) == "triton"
                               else None).why_no_metrics
@@ -226,6 +229,7 @@ def render_compose(dep: Deployment) -> dict[str, bytes]:
         files[SERVING_DOCKERFILE] = serving_dockerfile(dep)
     files[TRITONGEN_DOCKERFILE] = tritongen_dockerfile(dep)
     files.update({f"loadtest/{name}": data for name, data in clients.loadtest_files(dep).items()})
+    files.update(dashboard.compose_files(dep, services))
     return files
 
 

@@ -11,8 +11,9 @@ Deployment on CPU nodes.
 Layout (`kubectl apply -k k8s/base` applies on a plain cluster; nothing needs a CRD but LeaderWorkerSet's):
   k8s/base/             models volume and the Job that fills it, server workloads, PDBs, Service
   k8s/monitoring/       kustomize Component: PodMonitor, HPAs on LLM saturation (deploy/monitoring.py)
+  k8s/dashboard/        kustomize Component: the Grafana dashboard ConfigMap for the sidecar (deploy/dashboard.py)
   k8s/loadtest/         kustomize Component: Locust master Job + Service and workers (deploy/tools.py)
-  k8s/with-monitoring/, k8s/with-loadtest/  the base plus one component each
+  k8s/with-monitoring/, k8s/with-loadtest/, k8s/with-dashboard/  the base plus one component each
 
 Storage: the models volume is correct on one node and on many (deploy/storage.py).
 
@@ -399,7 +400,7 @@ def images_comment(dep: Deployment) -> str:
 
 def render_k8s(dep: Deployment, *, mig_strategy: str = "mixed") -> dict[str, bytes]:
     """The base kustomization (k8s/base), the monitoring and load-test components, and overlays that apply them."""
-    from tritongen.deploy import monitoring, tools
+    from tritongen.deploy import dashboard, monitoring, tools
 
     ks = kinds(dep, mig_strategy)
     store = storage(dep, ks)
@@ -460,7 +461,8 @@ def render_k8s(dep: Deployment, *, mig_strategy: str = "mixed") -> dict[str, byt
     files[TRITONGEN_DOCKERFILE] = tritongen_dockerfile(dep)
     files.update(tools.loadtest_files(dep, ks, store, labels))
     files.update(monitoring.monitoring_files(dep, ks, labels, serving))
-    for component in ("loadtest", "monitoring"):
+    files.update(dashboard.k8s_files(dep, labels))
+    for component in ("loadtest", "monitoring", "dashboard"):
         files[f"k8s/with-{component}/kustomization.yaml"] = pods.dump(name, [{
             **KUSTOMIZATION, "resources": ["../base"], "components": [f"../{component}", f"../{IMAGES}"]}],
             f"The deployment plus the {component} component: kubectl apply -k .\n{IMAGES_NOTE}")

@@ -6,6 +6,7 @@ import csv
 from pathlib import Path
 
 from tritongen import metric_registry as registry
+from tritongen.loadtests.stages import line as stages_line
 
 
 def say(line: str) -> None:
@@ -37,15 +38,16 @@ def _row(level: dict) -> list:
             t["client_output_tokens"], t["server_output_tokens"]]
 
 
-def _level_lines(m: dict) -> tuple[str, str]:
-    """The level's requests and rates, and its latency percentiles, as the registry's metrics say them."""
+def _level_lines(m: dict, counted_by: str = "server") -> tuple[str, str]:
+    """The level's requests and rates, and its latency percentiles, as the registry's metrics say them; values
+    that rest on the client's token counts say so."""
     counts = [metric.phrase.format(m[metric.name]) for metric in registry.METRICS
               if metric.phrase and metric.kind == "count"]
-    rates = [metric.phrase.format(_fmt(m[metric.name], metric.digits)) for metric in registry.METRICS
-             if metric.phrase and metric.kind == "rate"]
+    rates = [registry.marked(metric.phrase.format(_fmt(m[metric.name], metric.digits)), metric.name, counted_by)
+             for metric in registry.METRICS if metric.phrase and metric.kind == "rate"]
     requests = f"{counts[0]} ({', '.join(counts[1:])}); {', '.join(rates)}"
-    latency = " | ".join(f"{metric.label} " + " ".join(f"{p} {_fmt(_stat(m[metric.name], p), metric.digits)}"
-                                                      for p in metric.percentiles)
+    latency = " | ".join(registry.marked(metric.label, metric.name, counted_by) + " "
+                         + " ".join(f"{p} {_fmt(_stat(m[metric.name], p), metric.digits)}" for p in metric.percentiles)
                          for metric in registry.latencies())
     return requests, latency
 
@@ -56,7 +58,7 @@ def print_report(summary: dict, out: Path, html_path: Path, json_path: Path) -> 
     for level in levels:
         m, tokens = level["metrics"], level["tokens"]
         head = f"[{unit} {level['level']:g}] " if len(levels) > 1 else ""
-        requests, latency = _level_lines(m)
+        requests, latency = _level_lines(m, tokens.get("counted_by", "server"))
         say(f"{head}window [{m['window_start_s']:.1f}, {m['window_end_s']:.1f}] s: {requests}")
         say(f"{head}latency ms: {latency}")
         out_tokens = m["output_tokens"]
@@ -68,6 +70,8 @@ def print_report(summary: dict, out: Path, html_path: Path, json_path: Path) -> 
             + f"; client total {tokens['client_output_tokens']}, server counter "
             + ("not available" if counted is None else f"{counted:g}")
             + ("" if tokens["equal"] is not False else "  <-- MISMATCH"))
+        if level.get("stages") is not None:
+            say(f"{head}{stages_line(level['stages'])}")
         if level["server_active_after"] is not None:
             say(f"{head}server: {level['server_active_after']:g} requests still active after the drain")
         for error in m["errors"][:3]:

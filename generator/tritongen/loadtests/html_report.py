@@ -53,17 +53,23 @@ def _cell(m: dict, column: Column) -> str:
     return _num(m[column.metric], column.decimals)
 
 
+def _counted_by(levels: list[dict]) -> str:
+    return "client" if any(row["tokens"].get("counted_by") == "client" for row in levels) else "server"
+
+
 def _levels_table(levels: list[dict], unit: str) -> str:
     rows = [[f"{row['level']:g}", "PASS" if row["slo"]["passed"] else "FAIL",
              *(_cell(row["metrics"], c) for c in registry.HTML_LEVEL_COLUMNS)] for row in levels]
-    return _table([unit, "verdict", *(c.header_of() for c in registry.HTML_LEVEL_COLUMNS)], rows)
+    by = _counted_by(levels)
+    return _table([unit, "verdict", *(registry.marked(c.header_of(), c.metric, by)
+                                      for c in registry.HTML_LEVEL_COLUMNS)], rows)
 
 
-def _latency_table(metrics: dict) -> str:
+def _latency_table(metrics: dict, counted_by: str = "server") -> str:
     """Every statistic but the count of each shown stats metric (latencies and token lengths)."""
     keys = [k for k in STATS_KEYS if k != "count"]
-    rows = [[f"{m.label} {m.unit}"] + [_num(_stat(metrics[m.name], k), 2) for k in keys]
-            for m in registry.shown_stats()]
+    rows = [[registry.marked(f"{m.label} {m.unit}", m.name, counted_by)]
+            + [_num(_stat(metrics[m.name], k), 2) for k in keys] for m in registry.shown_stats()]
     return _table(["", *keys], rows)
 
 
@@ -78,6 +84,26 @@ def _server_table(server: dict) -> str:
                      _num(m["pending_request_count_max"], 0)])
     return _table(["model", "success", "failures", "executions", "queue ms/req", "compute ms/req",
                    "request ms/req", "max pending"], rows)
+
+
+def _stages_table(stages: dict) -> str:
+    """The level's stages (ms per request of the called model), their sum against the client's e2e, and Triton's
+    per-model statistics over the window."""
+    rows = [[s["name"], _num(s["ms"], 2), s["source"], s["note"]] for s in stages["stages"]]
+    ratio = stages["sum_over_client_e2e"]
+    rows.append(["sum", _num(stages["sum_ms"], 2), "",
+                 f"client e2e (mean) {_num(stages['client_e2e_ms'], 2)} ms"
+                 + ("" if ratio is None else f": the stages account for {ratio:.0%}")])
+    head = (f"<p>Called model {html.escape(str(stages['called_model']))}, {stages['requests']} requests in the "
+            f"window; dominant stage: <b>{html.escape(str(stages['dominant']))}</b>"
+            + (f"; per-token {stages['per_token_ms']:.3f} ms" if stages["per_token_ms"] is not None else "")
+            + (f'.</p><p class="warn">{html.escape(stages["note"])}' if stages["note"] else "") + "</p>")
+    models = [[m["model"], str(m["requests"]), *(_num(m[k], 3) for k in ("queue_ms", "compute_input_ms",
+              "compute_infer_ms", "compute_output_ms", "request_ms")), m["note"] or ("" if m["plausible"] else "-")]
+              for m in stages["models"]]
+    return (head + _table(["stage", "ms/request", "source", "note"], rows)
+            + _table(["model (Triton statistics)", "requests", "queue ms", "compute input ms", "compute infer ms",
+                      "compute output ms", "request ms", "note"], models))
 
 
 def _metadata(meta: dict | None) -> str:
@@ -100,6 +126,8 @@ def render_html(summary: dict, samples: Sequence[Sample]) -> str:
     plots_html = []
     if len(levels) > 1:
         plots_html.append(_figure(f"Latency and throughput vs {unit}", plots.sweep(levels, unit, cap["level"])))
+    if any(row.get("stages") and row["stages"]["stages"] for row in levels):
+        plots_html.append(_figure("Where the time goes", plots.stages(levels, unit)))
     for row in levels:
         latencies = [lat for lat in map(request_latency, by_level.get(row["level"], [])) if lat is not None]
         suffix = f" ({unit} {row['level']:g})" if len(levels) > 1 else ""
@@ -149,11 +177,13 @@ def render_html(summary: dict, samples: Sequence[Sample]) -> str:
             + f": client {tokens['client_output_tokens']}, server "
             f"{_num(tokens['server_output_tokens'], 0)}; server requests still active after the drain: "
             f"{_num(row['server_active_after'], 0)}.</p>",
-            _latency_table(m),
+            _latency_table(m, tokens.get("counted_by", "server")),
         ]
         errors = "".join(f"<li>{e['count']} x {html.escape(e['message'])}</li>" for e in m["errors"])
         if errors:
             parts.append(f"<h3>Errors</h3><ul>{errors}</ul>")
+        if row.get("stages") is not None:
+            parts += ["<h3>Where the time goes (server, per request)</h3>", _stages_table(row["stages"])]
         if row["server"] is not None:
             parts += ["<h3>Server view over the window (Triton /metrics)</h3>", _server_table(row["server"])]
     parts += [_metadata(summary["metadata"]), "<h2>Plots</h2>", *plots_html]

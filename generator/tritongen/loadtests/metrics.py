@@ -10,7 +10,8 @@ request the client cancelled on purpose counts toward nothing but `cancelled_cou
 - ITL (inter-token latency) = (e2e - TTFT) / (output_tokens - 1); streaming only, and only when
   output_tokens > 1 (one token has no gap between tokens).
 - e2e latency = last response - send.
-- output_tokens = the sum of the server's per-response num_output_tokens (never a re-tokenisation of the text).
+- output_tokens = the sum of the server's per-response num_output_tokens (never a re-tokenisation of the text,
+  except for a model that returns no counts: then the sample is client-counted, see Sample.counted_by).
 Which requests a statistic covers: those *sent* inside the window, including the ones still in flight at its
 end, which are followed until they finish (AIPerf's grace period); requests sent during the warm-up or the
 drain are not in the statistics.

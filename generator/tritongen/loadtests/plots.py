@@ -67,8 +67,9 @@ def sweep(levels: list[dict], unit: str, capacity: float | None) -> Figure:
         if any(y is not None for y in ys):
             lat.plot(xs, [float("nan") if y is None else y for y in ys], marker="o", label=f"{metric.label} {p}")
     lat.set(title="Latency vs load", xlabel=unit, ylabel="ms", yscale="log")
+    client = "client" if any(row.get("tokens", {}).get("counted_by") == "client" for row in levels) else "server"
     thr.plot(xs, [row["metrics"]["output_token_throughput"] or 0 for row in levels], marker="o", color="#4c72b0",
-             label="output tok/s (window)")
+             label=registry.marked("output tok/s (window)", "output_token_throughput", client))
     thr.set(title="Throughput vs load", xlabel=unit, ylabel="output tokens/s")
     for row in levels:
         ok = row["slo"]["passed"]
@@ -80,4 +81,31 @@ def sweep(levels: list[dict], unit: str, capacity: float | None) -> Figure:
             ax.axvline(capacity, color="#17702a", linestyle="--", label=f"capacity {capacity:g}")
         if ax.lines:
             ax.legend(fontsize="small")
+    return fig
+
+
+STAGE_COLORS = ("#8172b3", "#dd8452", "#55a868", "#c44e52", "#4c72b0", "#937860", "#da8bc3")
+
+
+def stages(levels: list[dict], unit: str) -> Figure:
+    """Where the time goes: one stacked horizontal bar per level (server ms per request, stages in
+    tritongen.loadtests.stages.ORDER), the client's mean e2e latency marked on each."""
+    from tritongen.loadtests.stages import ORDER
+
+    rows = [row for row in levels if row.get("stages") and row["stages"]["stages"]]
+    fig = Figure(figsize=(9, 1.2 + 0.6 * len(rows)))
+    ax = fig.subplots()
+    ys = list(range(len(rows)))
+    left = [0.0] * len(rows)
+    for name, color in zip(ORDER, STAGE_COLORS):
+        widths = [next((s["ms"] or 0.0 for s in row["stages"]["stages"] if s["name"] == name), 0.0) for row in rows]
+        if any(widths):
+            ax.barh(ys, widths, left=left, color=color, label=name)
+            left = [a + b for a, b in zip(left, widths)]
+    e2e = [row["stages"]["client_e2e_ms"] for row in rows]
+    ax.scatter([e if e is not None else float("nan") for e in e2e], ys, marker="|", s=400, color="black",
+               label="client e2e (mean)", zorder=3)
+    ax.set_yticks(ys, [f"{row['level']:g}" for row in rows])
+    ax.set(title="Where the time goes (server ms per request)", xlabel="ms", ylabel=unit)
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))
     return fig

@@ -4,7 +4,9 @@ Triton's nv_inference_* duration and count metrics are cumulative counters per (
 a load test is the difference between a snapshot taken before it and one taken after. Snapshots taken during
 the run (`PromPoller`) add the range a gauge went through (pending requests, KV-cache blocks, GPU utilisation).
 Every series that is not one of the per-model counters below is passed through by name, custom metrics included.
-The text format is parsed by prometheus_client's `text_string_to_metric_families`.
+The text format is parsed by prometheus_client's `text_string_to_metric_families`. Given a statistics source, each
+scrape also reads Triton's statistics extension (tritongen.loadtests.model_stats) at the same moment, so both
+views of a window come from the same two reads.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from tritongen.errors import CheckFailed, problem
 
@@ -48,6 +50,9 @@ class Snapshot:
     values: dict[SeriesKey, float]
     types: dict[str, str]
     taken_at: float
+    models: dict | None = None
+    """Triton's statistics extension read with this scrape (model name -> model_stats.ModelStats); None when
+    not read or unavailable."""
 
     def get(self, name: str, **labels: str) -> float | None:
         return self.values.get((name, tuple(sorted(labels.items()))))
@@ -88,15 +93,24 @@ def parse_metrics(text: str, taken_at: float | None = None) -> Snapshot:
     return Snapshot(values, types, time.time() if taken_at is None else taken_at)
 
 
-def scrape(url: str, timeout_s: float = 5.0) -> Snapshot:
-    """Fetch and parse `url` (e.g. http://localhost:8002/metrics)."""
+def scrape(url: str, timeout_s: float = 5.0, stats=None) -> Snapshot:
+    """Fetch and parse `url` (e.g. http://localhost:8002/metrics); with `stats` (model_stats.StatsSource), read
+    Triton's statistics right after it (a failed read leaves `models` None: the breakdown then says so)."""
+    from tritongen.loadtests.model_stats import StatsUnavailable
+
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as response:
             text = response.read().decode("utf-8")
     except (urllib.error.URLError, OSError) as err:
         fix = "check that tritonserver runs with --allow-metrics=true and the metrics port"
         raise CheckFailed(problem(url, f"cannot scrape metrics ({err})", fix)) from None
-    return parse_metrics(text)
+    snapshot = parse_metrics(text)
+    if stats is not None:
+        try:
+            snapshot = replace(snapshot, models=stats.fetch(timeout_s))
+        except StatsUnavailable:
+            pass
+    return snapshot
 
 
 class PromPoller:
@@ -105,8 +119,8 @@ class PromPoller:
     Scrape failures are collected in `errors` rather than raised: a missed scrape should not abort a load test.
     """
 
-    def __init__(self, url: str, interval_s: float = 1.0, timeout_s: float = 5.0):
-        self.url, self.interval_s, self.timeout_s = url, interval_s, timeout_s
+    def __init__(self, url: str, interval_s: float = 1.0, timeout_s: float = 5.0, stats=None):
+        self.url, self.interval_s, self.timeout_s, self.stats = url, interval_s, timeout_s, stats
         self.snapshots: list[Snapshot] = []
         self.errors: list[str] = []
         self._stop = threading.Event()
@@ -115,7 +129,7 @@ class PromPoller:
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
             try:
-                self.snapshots.append(scrape(self.url, self.timeout_s))
+                self.snapshots.append(scrape(self.url, self.timeout_s, self.stats))
             except (CheckFailed, MetricsParseError) as err:
                 self.errors.append(str(err))
 

@@ -50,6 +50,8 @@ documented under `levels[].server`.
 - `levels[].metrics` (object): the level's metrics over its measurement window.
 - `levels[].metrics.<name>`: one key per metric of tritongen.metric_registry.METRICS, in its order, with
   the type and description given there.
+- `levels[].client_counted` (list[str]): the keys of `levels[].metrics` whose values rest on token counts the
+  client made (`tokens.counted_by` is client: the model returns no counts); empty when the server counted.
 - `levels[].metrics.errors` (list): failed requests grouped by message, most frequent first.
 - `levels[].metrics.errors[].message` (str): the error message (first 200 characters).
 - `levels[].metrics.errors[].count` (int): how many requests failed with it.
@@ -69,6 +71,8 @@ documented under `levels[].server`.
 - `levels[].slo.results[].comparison` (str): `<=`, `>=` or `==`: what must hold between measured and limit.
 - `levels[].slo.results[].passed` (bool): whether it holds.
 - `levels[].slo.results[].note` (str): why nothing was measured (or why the token check failed), else empty.
+- `levels[].slo.results[].client_counted` (bool): the measured value rests on token counts the client made; the
+  line says `(client-counted)`.
 - `levels[].slo.results[].line` (str): the verdict line, e.g. `FAIL ttft_p95_ms: measured 812.4 ms > limit 500 ms`.
 - `levels[].tokens` (object): client token totals against the server's counter over the whole level.
 - `levels[].tokens.client_output_tokens` (int): sum of the server-reported counts the client received.
@@ -107,6 +111,39 @@ documented under `levels[].server`.
 - `levels[].server.other[].max` (float): highest value seen.
 - `levels[].server_run` (<server view>|null): the same difference over the whole level, drain included.
 - `levels[].server_active_after` (float|null): requests the server still worked on after the drain (must be 0).
+- `levels[].stages` (object|null): where the time goes: the level's server time per request of the called model,
+  split into stages (docs/loadtest-report.md, "Where the time goes"); null when Triton's statistics were not read.
+- `levels[].stages.called_model` (str|null): the model whose requests the stages are per (ensemble, tensorrt_llm_bls
+  or the runtime's own model).
+- `levels[].stages.requests` (int): its successful requests inside the window, as Triton counted them.
+- `levels[].stages.stages` (list): frontend (protocol openai only), queue, preprocessing, first token, per-token,
+  detokenizer, ensemble/BLS, in this order.
+- `levels[].stages.stages[].name` (str): the stage.
+- `levels[].stages.stages[].ms` (float|null): milliseconds per request; null when the server does not measure it (or
+  measured nonsense).
+- `levels[].stages.stages[].source` (str): triton (statistics extension), tritongen (the model's own counters),
+  frontend (its /metrics) or derived (the ensemble's request time minus the stages inside it).
+- `levels[].stages.stages[].note` (str): why it is missing, or how it was measured.
+- `levels[].stages.per_token_ms` (float|null): the model's own time per output token after the first.
+- `levels[].stages.sum_ms` (float|null): sum of the stages that have a value.
+- `levels[].stages.client_e2e_ms` (float|null): the client's mean end-to-end latency over the same window
+  (metrics.e2e_ms.avg).
+- `levels[].stages.sum_over_client_e2e` (float|null): sum_ms / client_e2e_ms: how much of the client's latency the
+  server accounts for.
+- `levels[].stages.dominant` (str|null): the stage with the most time.
+- `levels[].stages.models` (list): Triton's statistics per model over the window (versions summed), sorted by name.
+- `levels[].stages.models[].model` (str): model name.
+- `levels[].stages.models[].requests` (int): successful requests.
+- `levels[].stages.models[].queue_ms` (float|null): queue time per request.
+- `levels[].stages.models[].compute_input_ms` (float|null): input-copy time per request.
+- `levels[].stages.models[].compute_infer_ms` (float|null): execution time per request (a decoupled model's
+  execute() call, not the whole request).
+- `levels[].stages.models[].compute_output_ms` (float|null): output-copy time per request.
+- `levels[].stages.models[].request_ms` (float|null): Triton's request time per request.
+- `levels[].stages.models[].plausible` (bool): false when a value was negative or above a day per request (a wrapped
+  counter): then every value is null.
+- `levels[].stages.models[].note` (str): what was implausible, else empty.
+- `levels[].stages.note` (str): models whose statistics were dropped as implausible, else empty.
 - `levels[].load_generator` (object|null): CPU use of the Locust processes during the level.
 - `levels[].load_generator.processes` (list): one entry per Locust process.
 - `levels[].load_generator.processes[].pid` (int): process id.
@@ -143,11 +180,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tritongen import metric_registry as registry
 from tritongen.loadtests.html_report import render_html
 from tritongen.loadtests.metrics import compute_sweep
 from tritongen.loadtests.prom import ServerView
 from tritongen.loadtests.samples import Sample
 from tritongen.loadtests.slo import LevelVerdict, capacity, evaluate, goodput_limits, token_check
+from tritongen.loadtests.stages import breakdown
 
 if TYPE_CHECKING:
     from tritongen.plan.slo import SLOPlan
@@ -170,6 +209,12 @@ class LevelServer:
     window: ServerView | None = None
     run: ServerView | None = None
     active_after: float | None = None
+    edges: tuple | None = None
+    """The two scrapes (prom.Snapshot, carrying Triton's statistics) at the window's edges."""
+    frontend_edges: tuple = ()
+    """The OpenAI frontend's scrapes at the same edges (protocol openai)."""
+    called_model: str | None = None
+    """The Triton model the users called (the frontend's, for protocol openai)."""
 
 
 @dataclass
@@ -202,20 +247,21 @@ def build_summary(samples: Sequence[Sample], slo: SLOPlan, run: RunInputs | None
     levels, verdicts = [], []
     for level, metrics in compute_sweep(samples, limits, warmup_s=run.load.warmup_s,
                                         duration_s=run.load.duration_s).items():
-        results = evaluate(slo, metrics)
+        level_samples = [s for s in samples if s.level == level]
+        counted_by = "client" if any(s.counted_by == "client" for s in level_samples) else "server"
+        results = evaluate(slo, metrics, counted_by)
         server = run.servers.get(level, LevelServer())
         counted = server_output_tokens(server.run, run.output_token_counter)
         # Tokens the server sent after a client stopped reading (a cancelled or broken stream) never reach the
         # client: the totals are comparable only when every request of the level ended normally.
-        level_samples = [s for s in samples if s.level == level]
         # A request the server reported no count for has nothing to compare.
         comparable = counted is not None and all(s.ok and s.output_tokens is not None for s in level_samples)
-        counted_by = "client" if any(s.counted_by == "client" for s in level_samples) else "server"
         if comparable:
             results.append(token_check(metrics.output_tokens_total, counted))
         verdicts.append(LevelVerdict(level, results))
         levels.append({
             "level": level, "metrics": metrics.to_dict(),
+            "client_counted": [m.name for m in registry.counted()] if counted_by == "client" else [],
             "slo": {"passed": all(r.passed for r in results), "results": [r.to_dict() for r in results]},
             "tokens": {"client_output_tokens": metrics.output_tokens_total, "server_output_tokens": counted,
                        "counted_by": counted_by,
@@ -223,6 +269,9 @@ def build_summary(samples: Sequence[Sample], slo: SLOPlan, run: RunInputs | None
             "server": None if server.window is None else server.window.to_dict(),
             "server_run": None if server.run is None else server.run.to_dict(),
             "server_active_after": server.active_after,
+            "stages": None if server.edges is None else breakdown(
+                *server.edges, None if metrics.e2e_ms is None else metrics.e2e_ms.avg, called=server.called_model,
+                frontend=server.frontend_edges),
             "load_generator": run.load_generator.get(level),
         })
     cap = capacity(verdicts, run.load.level_unit, slo.min_capacity)

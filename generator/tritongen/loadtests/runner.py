@@ -49,6 +49,17 @@ class Endpoint:
     metrics_url: str | None
     openai_url: str | None = None
     """host:port of the OpenAI frontend (protocol openai)."""
+    triton_grpc_url: str | None = None
+    """Triton's gRPC host:port behind the OpenAI frontend, for its statistics (protocol openai); None: unknown."""
+
+    def stats_source(self):
+        """Where Triton's statistics extension answers (model_stats.StatsSource), or None."""
+        from tritongen.loadtests.model_stats import StatsSource
+
+        if self.http_url:
+            return StatsSource(self.http_url, "http")
+        url = self.grpc_url or self.triton_grpc_url
+        return StatsSource(url, "grpc") if url else None
 
     def url_for(self, protocol: str) -> str:
         url = {"grpc": self.grpc_url, "openai": self.openai_url}.get(protocol, self.http_url)
@@ -206,6 +217,8 @@ class LevelRun:
     csv_files: list[Path]
     snapshots: list = field(default_factory=list)
     """before, during..., after (Prometheus snapshots, wall-clock ordered); empty without metrics."""
+    frontend_snapshots: list = field(default_factory=list)
+    """The OpenAI frontend's /metrics, scraped alike (protocol openai)."""
     active_after: float | None = None
 
 
@@ -277,13 +290,21 @@ def _run_level(plan, endpoint: Endpoint, load: LoadTest, out: Path, level: float
         users = profile.max_concurrency or DEFAULT_MAX_CONCURRENCY
         spawn_rate = users
     run = LevelRun(level, samples_dir, [])
-    poller = None
+    poller = frontend_poller = None
+    stats = endpoint.stats_source()
     if endpoint.metrics_url:
         try:
-            run.snapshots.append(scrape(endpoint.metrics_url))
-            poller = PromPoller(endpoint.metrics_url, interval_s=1.0).start()
+            run.snapshots.append(scrape(endpoint.metrics_url, stats=stats))
+            poller = PromPoller(endpoint.metrics_url, interval_s=1.0, stats=stats).start()
         except CheckFailed as err:
             say(f"warning: no server view: {err}")
+    if profile.protocol == "openai" and endpoint.openai_url:
+        frontend_url = f"http://{endpoint.openai_url}/metrics"
+        try:
+            run.frontend_snapshots.append(scrape(frontend_url))
+            frontend_poller = PromPoller(frontend_url, interval_s=1.0).start()
+        except CheckFailed:
+            pass  # the breakdown then has no frontend stage
     what = {"closed": f"{users} users", "open": f"{level:g} requests/s ({profile.arrival}) with at most "
             f"{users} in flight", "trace": f"trace {profile.trace_file} with at most {users} in flight"}
     say(f"locust: {what[profile.mode]}, {profile.protocol} -> {url}, {max(1, math.ceil(profile.duration_s))} s"
@@ -302,10 +323,12 @@ def _run_level(plan, endpoint: Endpoint, load: LoadTest, out: Path, level: float
     finally:
         if poller is not None:
             run.snapshots += poller.stop()
+        if frontend_poller is not None:
+            run.frontend_snapshots += frontend_poller.stop()
     if endpoint.metrics_url and run.snapshots:
         try:
             run.active_after, _ = wait_until_idle(endpoint.metrics_url)
-            run.snapshots.append(scrape(endpoint.metrics_url))
+            run.snapshots.append(scrape(endpoint.metrics_url, stats=stats))
         except CheckFailed as err:
             say(f"warning: no server view after the level: {err}")
             run.snapshots = []
@@ -313,18 +336,30 @@ def _run_level(plan, endpoint: Endpoint, load: LoadTest, out: Path, level: float
     return run
 
 
-def _views(run: LevelRun, start_wall: float, window_start_s: float, window_end_s: float):
-    """(server view over the window, over the whole level): differences of the scrapes nearest the edges."""
-    from tritongen.loadtests.prom import server_view
-
-    snaps = sorted(run.snapshots, key=lambda s: s.taken_at)
+def _edges(snapshots: list, ws: float, we: float):
+    """The scrapes nearest a window's edges: the last at or before its start, the first at or after its end."""
+    snaps = sorted(snapshots, key=lambda s: s.taken_at)
     if len(snaps) < 2:
-        return None, None
-    ws, we = start_wall + window_start_s, start_wall + window_end_s
+        return None
     before = max((s for s in snaps if s.taken_at <= ws), key=lambda s: s.taken_at, default=snaps[0])
     after = min((s for s in snaps if s.taken_at >= we), key=lambda s: s.taken_at, default=snaps[-1])
+    return before, after
+
+
+def _views(run: LevelRun, start_wall: float, window_start_s: float, window_end_s: float):
+    """(server view over the window, over the whole level, the window's edge scrapes, the frontend's edge scrapes):
+    differences of the scrapes nearest the edges."""
+    from tritongen.loadtests.prom import server_view
+
+    ws, we = start_wall + window_start_s, start_wall + window_end_s
+    edges = _edges(run.snapshots, ws, we)
+    if edges is None:
+        return None, None, None, ()
+    before, after = edges
+    snaps = sorted(run.snapshots, key=lambda s: s.taken_at)
     inside = [s for s in snaps if before.taken_at < s.taken_at < after.taken_at]
-    return server_view(before, after, inside), server_view(snaps[0], snaps[-1], snaps[1:-1])
+    return (server_view(before, after, inside), server_view(snaps[0], snaps[-1], snaps[1:-1]), edges,
+            _edges(run.frontend_snapshots, ws, we) or ())
 
 
 def run_loadtest(plan, endpoint: Endpoint, load: LoadTest, out: Path, *, spec_path: str | None = None,
@@ -375,8 +410,9 @@ def run_loadtest(plan, endpoint: Endpoint, load: LoadTest, out: Path, *, spec_pa
         mine = [s for s in samples if s.level == run.level]
         if mine:
             start, window = measurement_window(mine, profile.warmup_s, profile.duration_s)
-            view, view_run = _views(run, start, window.start_s, window.end_s)
-            servers[run.level] = LevelServer(window=view, run=view_run, active_after=run.active_after)
+            view, view_run, edges, frontend = _views(run, start, window.start_s, window.end_s)
+            servers[run.level] = LevelServer(window=view, run=view_run, active_after=run.active_after, edges=edges,
+                                             frontend_edges=frontend, called_model=target.get("model"))
         cpu[run.level] = load_generator_cpu(run.samples_dir)
     ran = workload(locust_config(plan, load, url, Path("."), levels[0]))
     inputs = RunInputs(

@@ -6,7 +6,9 @@ distributed workers never interleave writes; `read_samples` merges the files.
 
 Token counts are the server's: every request asks for `return_num_output_tokens` and `return_num_input_tokens`,
 and each response's `num_output_tokens` is stored next to its arrival time, so tokens can be placed in time (a
-measurement window counts the tokens that arrived inside it). Nothing is re-tokenised.
+measurement window counts the tokens that arrived inside it). Nothing is re-tokenised, except for a model that
+returns no counts (NVIDIA's llmapi model): its samples are `counted_by` client, and the report marks every value
+that rests on them client-counted.
 
 The count is per response, and a request's total is the sum over its responses: TensorRT-LLM's C++ backend fills
 `num_output_tokens` with the number of token ids in that response's `output_ids` (a streamed response carries only

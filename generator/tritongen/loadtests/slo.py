@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Literal
 
 from tritongen.loadtests.metrics import GoodputLimits, Metrics
-from tritongen.metric_registry import BY_NAME, GATES, Gate
+from tritongen.metric_registry import BY_NAME, CLIENT_COUNTED, GATES, Gate
 
 if TYPE_CHECKING:
     from tritongen.plan.slo import SLOPlan
@@ -35,13 +35,17 @@ class SLOResult:
     passed: bool
     note: str = ""
     """Why nothing was measured, when measured is None."""
+    client_counted: bool = False
+    """The measured value rests on token counts the client made (the model returns none); the line says so."""
 
     @property
     def line(self) -> str:
-        """`PASS|FAIL name: measured X unit <op> limit Y unit`, with the operator that actually holds."""
+        """`PASS|FAIL name: measured X unit <op> limit Y unit`, with the operator that actually holds, and the
+        client-counted mark where the value rests on the client's token counts."""
         verdict = "PASS" if self.passed else "FAIL"
         unit = f" {self.unit}" if self.unit else ""
         limit = f"{self.limit:g}{unit}"
+        mark = f" ({CLIENT_COUNTED})" if self.client_counted else ""
         if self.measured is None:
             return f"{verdict} {self.name}: not measured ({self.note}); limit {limit}"
         shown = f"{self.measured:.4f}" if self.unit == "" else f"{self.measured:.1f}"
@@ -49,7 +53,7 @@ class SLOResult:
             op = self.comparison
         else:
             op = {"<=": ">", ">=": "<", "==": "!="}[self.comparison]
-        return f"{verdict} {self.name}: measured {shown}{unit} {op} limit {limit}"
+        return f"{verdict} {self.name}: measured {shown}{unit}{mark} {op} limit {limit}"
 
     def to_dict(self) -> dict:
         return {**asdict(self), "line": self.line}
@@ -62,20 +66,23 @@ def _measured(metrics: Metrics, gate: Gate) -> float | None:
     return None if value is None else float(value)
 
 
-def evaluate(slo: SLOPlan, metrics: Metrics) -> list[SLOResult]:
-    """One result per objective of `slo`, in the registry's gate order."""
+def evaluate(slo: SLOPlan, metrics: Metrics, counted_by: str = "server") -> list[SLOResult]:
+    """One result per objective of `slo`, in the registry's gate order; `counted_by` (`server` or `client`) says
+    whose token counts the metrics rest on."""
     results = []
     for gate in GATES:
         limit = slo.objectives.get(gate.name)
         if limit is None:
             continue
+        client = counted_by == "client" and BY_NAME[gate.metric].counted
         measured = _measured(metrics, gate)
         if measured is None:
             results.append(SLOResult(gate.name, None, limit, gate.unit, gate.comparison, False,
-                                     BY_NAME[gate.metric].unmeasured))
+                                     BY_NAME[gate.metric].unmeasured, client))
             continue
         passed = measured <= limit if gate.comparison == "<=" else measured >= limit
-        results.append(SLOResult(gate.name, measured, limit, gate.unit, gate.comparison, passed))
+        results.append(SLOResult(gate.name, measured, limit, gate.unit, gate.comparison, passed,
+                                 client_counted=client))
     return results
 
 

@@ -97,6 +97,8 @@ class Generation:
     arrival_ns: int = field(default_factory=time.time_ns)
     first_token_ns: int = 0
     last_token_ns: int = 0
+    first_sent_ns: int = 0  # the first and the last response with tokens went out (the model's own timings)
+    last_sent_ns: int = 0
     closed: bool = False  # FINAL sent
     lock: threading.Lock = field(default_factory=threading.Lock)
 

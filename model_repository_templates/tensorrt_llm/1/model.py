@@ -213,6 +213,17 @@ class TritonPythonModel:
             # The load test checks its client-side token totals against this counter.
             "output_tokens": pb_utils.MetricFamily("tritongen_llm_output_tokens_total",
                                                    "Output tokens sent in responses", counter),
+            # The model's own timings of finished requests: the load report splits a request's time with them.
+            "first_us": pb_utils.MetricFamily("tritongen_llm_first_response_us_total",
+                                              "Microseconds from arrival at the model to the first response, "
+                                              "finished requests", counter),
+            "generation_us": pb_utils.MetricFamily("tritongen_llm_generation_us_total",
+                                                   "Microseconds from the first to the last response, finished "
+                                                   "requests", counter),
+            "later_tokens": pb_utils.MetricFamily("tritongen_llm_later_tokens_total",
+                                                  "Output tokens after the first, finished requests", counter),
+            "finished": pb_utils.MetricFamily("tritongen_llm_finished_requests_total",
+                                              "Requests that got their last response with tokens", counter),
         }
         self.labels = labels
         self.m_steps = self.metric_families["steps"].Metric(labels=labels)
@@ -223,6 +234,8 @@ class TritonPythonModel:
         self.m_loop = self.metric_families["loop"].Metric(labels=labels)
         self.m_loop.set(1)
         self.m_output_tokens = self.metric_families["output_tokens"].Metric(labels=labels)
+        self.m_timings = [self.metric_families[k].Metric(labels=labels)
+                          for k in ("first_us", "generation_us", "later_tokens", "finished")]
         self.step_max = 0
 
     def _export_settings(self):
@@ -398,6 +411,18 @@ class TritonPythonModel:
         self.m_output_tokens.increment(len(gen.tokens) - start if gen.streaming else len(gen.tokens))
         gen.sender.send(response_for(gen, start), flags=flags)
         gen.sent_at = time.monotonic()
+        gen.last_sent_ns = time.time_ns()
+        gen.first_sent_ns = gen.first_sent_ns or gen.last_sent_ns
+
+    def _count_timings(self, gen):
+        """A request that ended normally: add its own timings (arrival -> first response -> last response)."""
+        if not gen.first_sent_ns:
+            return
+        first, generation, later, finished = self.m_timings
+        first.increment((gen.first_sent_ns - gen.arrival_ns) // 1000)
+        generation.increment((gen.last_sent_ns - gen.first_sent_ns) // 1000)
+        later.increment(max(0, len(gen.tokens) - 1) if gen.streaming else 0)  # one response: no gap timed
+        finished.increment(1)
 
     def _finish(self, gen, *, error=None, cancelled=False):
         """End a request exactly once: the first caller wins, later ones return."""
@@ -429,6 +454,8 @@ class TritonPythonModel:
                         gen.sender.send(flags=FINAL)
                 else:
                     self._send_tokens(gen, 0, FINAL)
+                if error is None and not cancelled:
+                    self._count_timings(gen)
             except Exception as err:
                 pb_utils.Logger.log_error(f"{self.model_name}: could not send the final response of {gen.rid}: {err}")
 
