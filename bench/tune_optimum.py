@@ -39,7 +39,7 @@ SPEC = {
     "version": 1, "name": "tune-optimum", "runtime": "synthetic",
     "model": {"checkpoint": str(ROOT / "build" / "tiny-llama")},
     "synthetic": {"engine": {"enabled": True, "step_base_ms": 6.1, "per_sequence_ms": 0.038,
-                             "per_prefill_token_ms": 0.003}},
+                             "per_prefill_token_ms": 0.001}},
     "serving": {"max_batch_size": 4, "streaming": True, "kv_cache": {"max_tokens": 2048}},
     "placement": {"device": "cpu"},
     "validation": {"load": {"users": 48, "spawn_rate": 1000, "duration_s": 12, "warmup_s": 3, "protocol": "grpc",

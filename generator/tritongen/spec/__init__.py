@@ -274,7 +274,7 @@ class SyntheticEngineSection(_Section):
     per_sequence_ms: float = Field(0.153, ge=0)
     """Added step time per running request (decode), milliseconds."""
 
-    per_prefill_token_ms: float = Field(0.012, ge=0)
+    per_prefill_token_ms: float = Field(0.004, ge=0)
     """Added step time per prompt token prefilled in the step, milliseconds."""
 
 

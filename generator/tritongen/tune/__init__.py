@@ -62,6 +62,9 @@ def tune(opts: TuneOptions, evaluator: Any = None, say=print) -> int:
     data = read_yaml(spec_path)
     spec = parse_spec(data)
     check_slo(spec)
+    if spec.validation.load.protocol == "openai":
+        raise SpecError(problem("validation.load.protocol", "openai: tune serves trials without the OpenAI frontend",
+                                "tune over grpc (or http / http_stream)"))
     if opts.budget is not None and opts.budget < 1:
         raise SpecError(problem("--budget", f"must be >= 1 trial (got {opts.budget})", "pass e.g. --budget 16"))
     if opts.rounds < 1:
