@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from tritongen.cli import main
-from tritongen.errors import CheckFailed, SpecError
+from tritongen.errors import CheckFailed
 from tritongen.spec import parse_spec
 from tritongen.tune import TuneOptions, tune
 from tritongen.tune.measure import EngineModelEvaluator
@@ -89,6 +89,24 @@ def test_an_slo_no_trial_meets_exits_1_naming_the_slo(tmp_path):
     assert str(err.value) == ("validation.slo: no trial met it (ttft_p95_ms 1) in 3 trial(s); loosen it, lower the "
                               "load, or widen the knob ranges (--knob)")
     assert not list(tmp_path.glob("*.tuned*.yaml"))
+
+
+def test_a_trial_that_misses_the_slo_in_its_first_round_stops_there_pruned(tmp_path):
+    import optuna
+
+    spec = engine_spec(tmp_path, slo={"ttft_p95_ms": 300})
+    evaluator = EngineModelEvaluator(rounds=3)
+    lines: list[str] = []
+    # Trial 0 is the spec's own batch of 4 for 32 users: requests queue, TTFT p95 is seconds.
+    with pytest.raises(CheckFailed):
+        tune(TuneOptions(spec=str(spec), budget=1, out=str(tmp_path / "out"), rounds=3), evaluator=evaluator,
+             say=lines.append)
+    study = optuna.load_study(study_name="tune", storage=f"sqlite:///{tmp_path / 'out' / 'study.db'}")
+    (trial,) = study.trials
+    assert trial.state == optuna.trial.TrialState.PRUNED
+    assert trial.user_attrs["result"]["rounds"] == 1 and list(trial.intermediate_values) == [0]
+    assert "stopped after round 1" in trial.user_attrs["result"]["note"]
+    assert any(line.startswith("[trial 0 1/1]") and "pruned" in line for line in lines)
 
 
 class KilledAt(EngineModelEvaluator):

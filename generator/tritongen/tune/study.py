@@ -74,7 +74,6 @@ class Search:
         return study
 
     def run(self):
-        import optuna
         from optuna.trial import TrialState
 
         study = self.study()
@@ -104,7 +103,6 @@ class Search:
         return study
 
     def _one(self, study, trial, done: int) -> None:
-        import optuna
         from optuna.trial import TrialState
 
         values = suggest(trial, self.knobs)
@@ -121,15 +119,15 @@ class Search:
 
         def report(step: int, partial: TrialResult) -> bool:
             trial.report(objective_value(partial), step)
-            if not partial.feasible:
-                partial.note = (partial.note + "; " if partial.note else "") + f"stopped after round {step + 1}"
-                return True
-            return trial.should_prune()
+            return not partial.feasible or trial.should_prune()
 
         where = self.out / "trials" / f"{trial.number:03d}"
         result = self.evaluator.evaluate(spec, values, report, where)
-        self._record(trial, result)
         pruned = result.rounds < getattr(self.evaluator, "rounds", 1)
+        if pruned:
+            why = "missed the SLO" if not result.feasible else "below the median of earlier trials"
+            result.note = "; ".join(x for x in (result.note, f"stopped after round {result.rounds}: {why}") if x)
+        self._record(trial, result)
         if pruned:
             study.tell(trial, state=TrialState.PRUNED)
         else:
