@@ -12,7 +12,7 @@ ENGINE_SPEC = {
     "version": 1, "name": "engine", "runtime": "synthetic", "model": {"checkpoint": "../build/tiny-llama"},
     "synthetic": {"engine": {"enabled": True}},
     "serving": {"max_batch_size": 4, "kv_cache": {"max_tokens": 4096}},
-    "validation": {"load": {"users": 32, "spawn_rate": 1000, "duration_s": 30, "warmup_s": 6,
+    "validation": {"load": {"users": 32, "spawn_rate": 1000, "duration_s": 16, "warmup_s": 4,
                             "input_tokens": {"mean": 128}, "output_tokens": {"mean": 64}},
                    "slo": {"ttft_p95_ms": 1000, "itl_p95_ms": 60}},
 }
