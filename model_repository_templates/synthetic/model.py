@@ -16,6 +16,11 @@ false is rejected with an error naming it rather than silently ignored. Emission
 arrival (due = arrival + ttft + i * itl), so a serving path that cannot keep up shows as growing lateness, not as
 a slower clock.
 
+Engine model (parameter engine_model true): tokens come in steps instead, one per running request per step, each
+step taking engine_step_base_ms + engine_per_sequence_ms * running + engine_per_prefill_token_ms * prefill tokens,
+with admission limited by engine_max_batch and engine_kv_tokens (engine_model.py, rendered next to this file, is
+the schedule's one definition).
+
 Metrics: tritongen_llm_output_tokens_total (tokens sent in responses) and tritongen_llm_active_requests; and the
 model's own timings, summed over the requests that got their last response, so a load test can split a request's
 time (tritongen.loadtests.stages): tritongen_llm_first_response_us_total (arrival at the model -> first response),
@@ -104,7 +109,20 @@ class TritonPythonModel:
         self.active = 0
         self.cv = threading.Condition()
         self.running = True
-        self.thread = threading.Thread(target=self._emit_loop, name="synthetic-tokens", daemon=True)
+        self.engine = None
+        loop = self._emit_loop
+        if _param(config, "engine_model", "false") == "true":
+            import engine_model  # rendered next to this file
+
+            self.engine = engine_model
+            self.core = engine_model.EngineCore(engine_model.EngineParams(
+                step_base_ms=float(_param(config, "engine_step_base_ms", "0")),
+                per_sequence_ms=float(_param(config, "engine_per_sequence_ms", "0")),
+                per_prefill_token_ms=float(_param(config, "engine_per_prefill_token_ms", "0")),
+                max_batch=max(1, int(float(_param(config, "engine_max_batch", "1")))),
+                kv_tokens=int(float(_param(config, "engine_kv_tokens", "0")))))
+            loop = self._engine_loop
+        self.thread = threading.Thread(target=loop, name="synthetic-tokens", daemon=True)
         self.thread.start()
 
     def execute(self, requests):
@@ -147,7 +165,10 @@ class TritonPythonModel:
             with self.cv:
                 self.active += 1
                 self.m_active.set(self.active)
-                heapq.heappush(self.heap, (now + self.ttft_s, next(self.seq), req))
+                if self.engine is not None:
+                    self.core.enqueue(req, prompt_len, n_out)
+                else:
+                    heapq.heappush(self.heap, (now + self.ttft_s, next(self.seq), req))
                 self.cv.notify()
         return None
 
@@ -155,7 +176,10 @@ class TritonPythonModel:
         """Mark the requests in flight with this Triton request id; each ends (a flags-only final response) when its
         next token is due."""
         with self.cv:
-            for _, _, req in self.heap:
+            queued = [req for _, _, req in self.heap]
+            if self.engine is not None:
+                queued = list(self.core.running) + [w[0] for w in self.core.waiting]
+            for req in queued:
                 if triton_id and req.triton_id == triton_id:
                     req.stopped = True
 
@@ -196,37 +220,65 @@ class TritonPythonModel:
                 if not self.running:
                     return
                 due, _, req = heapq.heappop(self.heap)
-            try:
-                if req.sender.is_cancelled():
-                    self._done()
-                    continue
-                if req.stopped:
-                    req.sender.send(flags=FINAL)
-                    self._done()
-                    continue
-                token = self.ids[(req.first_id + len(req.tokens)) % len(self.ids)]
-                req.tokens.append(token)
-                last = len(req.tokens) >= req.n_out
-                if req.streaming and (last or len(req.tokens) - req.sent >= self.interval):
-                    chunk, req.sent = req.tokens[req.sent:], len(req.tokens)
-                    self.m_tokens.increment(len(chunk))
-                    req.sender.send(self._response(req, chunk), flags=FINAL if last else 0)
-                    self._sent(req, last)
-                elif last and not req.streaming:
-                    self.m_tokens.increment(len(req.tokens))
-                    req.sender.send(self._response(req, req.tokens), flags=FINAL)
-                    self._sent(req, last)
-            except Exception as err:  # a request whose client is gone must not stop the others
-                last = True
-                try:
-                    req.sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(err))), flags=FINAL)
-                except Exception:
-                    pass
-            if last:
+            if self._token(req):
                 self._done()
             else:
                 with self.cv:
                     heapq.heappush(self.heap, (due + self.itl_s, next(self.seq), req))
+
+    def _engine_loop(self):
+        """Steps of the engine model: admit, wait the step's time, one token per running request."""
+        step_start = time.monotonic()
+        while True:
+            with self.cv:
+                prefill = self.core.admit()
+                if not self.core.running:
+                    while self.running and not self.core.waiting:
+                        self.cv.wait()
+                    if not self.running:
+                        return
+                    step_start = time.monotonic()  # an idle engine starts its next step when work arrives
+                    continue
+                batch = list(self.core.running)
+                step_end = step_start + self.engine.step_ms(self.core.params, len(batch), prefill) / 1e3
+                while self.running and time.monotonic() < step_end:
+                    self.cv.wait(max(0.0, step_end - time.monotonic()))
+                if not self.running:
+                    return
+            ended = [req for req in batch if self._token(req)]
+            with self.cv:
+                self.core.finish(ended)
+            for _ in ended:
+                self._done()
+            step_start = step_end  # the model's clock: a late host emits late steps back to back
+
+    def _token(self, req):
+        """One token of `req` (or its end when cancelled or stopped); True when the request has ended."""
+        try:
+            if req.sender.is_cancelled():
+                return True
+            if req.stopped:
+                req.sender.send(flags=FINAL)
+                return True
+            token = self.ids[(req.first_id + len(req.tokens)) % len(self.ids)]
+            req.tokens.append(token)
+            last = len(req.tokens) >= req.n_out
+            if req.streaming and (last or len(req.tokens) - req.sent >= self.interval):
+                chunk, req.sent = req.tokens[req.sent:], len(req.tokens)
+                self.m_tokens.increment(len(chunk))
+                req.sender.send(self._response(req, chunk), flags=FINAL if last else 0)
+                self._sent(req, last)
+            elif last and not req.streaming:
+                self.m_tokens.increment(len(req.tokens))
+                req.sender.send(self._response(req, req.tokens), flags=FINAL)
+                self._sent(req, last)
+        except Exception as err:  # a request whose client is gone must not stop the others
+            last = True
+            try:
+                req.sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(err))), flags=FINAL)
+            except Exception:
+                pass
+        return last
 
     def finalize(self):
         with self.cv:

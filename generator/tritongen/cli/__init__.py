@@ -437,9 +437,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_build)
     from tritongen.cli.deploy import add_commands as add_deploy_commands
     from tritongen.cli.load import add_commands as add_load_commands
+    from tritongen.cli.tune import add_commands as add_tune_commands
 
     add_load_commands(sub)
     add_deploy_commands(sub)
+    add_tune_commands(sub)
     from tritongen.cli.completion import add_command as add_completion_command
 
     add_completion_command(sub, p)

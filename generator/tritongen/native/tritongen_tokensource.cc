@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "backend_util.h"
+#include "engine_model.h"
 #include "error_kinds.h"
 
 namespace tritongen {
@@ -99,6 +100,7 @@ class Shard {
   void Add(std::unique_ptr<Stream> stream, uint64_t due_ns);
   // Marks this shard's requests with `triton_id` stopped; each ends with a flags-only FINAL when next due.
   void Stop(const std::string& triton_id);
+  bool Step(Stream* s);  // one token of `s`; true when the request has ended (the engine model calls it too)
 
  private:
   struct Entry {
@@ -109,7 +111,6 @@ class Shard {
   };
 
   void Loop();
-  bool Step(Stream* s);  // one token of `s`; true when the request has ended
 
   ModelState* model_;
   std::mutex mu_;
@@ -143,6 +144,7 @@ class ModelState {
  private:
   ModelState() = default;
   TRITONSERVER_Error* Accept(TRITONBACKEND_Request* request, std::unique_ptr<Stream>* stream);
+  TRITONSERVER_Error* StartEngine(const std::string& json);
 
   std::string name_;
   bool decoupled_ = false;
@@ -156,6 +158,7 @@ class ModelState {
   TRITONSERVER_Metric* m_active_ = nullptr;
   std::atomic<uint64_t> next_shard_{0};
   std::vector<std::unique_ptr<Shard>> shards_;
+  std::unique_ptr<EngineLoop<Stream>> engine_;  // parameter engine_model: steps replace the fixed timing
 };
 
 // ---- requests --------------------------------------------------------------------------------------------------
@@ -278,13 +281,19 @@ void ModelState::Execute(TRITONBACKEND_ModelInstance* instance, TRITONBACKEND_Re
       const char* id = nullptr;
       if (TRITONBACKEND_RequestId(request, &id) == nullptr && id != nullptr && id[0] != '\0') {
         for (auto& shard : shards_) shard->Stop(id);
+        if (engine_) engine_->Visit([id](Stream* s) { if (s->triton_id == id) s->stopped = true; });
       }
       LogIfError(TRITONBACKEND_ResponseFactorySendFlags(factory, kFinal), "stop response");
       LogIfError(TRITONBACKEND_ResponseFactoryDelete(factory), "response factory");
     } else if (err == nullptr && (err = Accept(request, &stream)) == nullptr) {
       stream->factory = factory;
       Started();
-      shards_[next_shard_++ % shards_.size()]->Add(std::move(stream), start + ttft_ns_);
+      if (engine_) {
+        const int64_t prompt_len = stream->prompt_len, n_out = stream->n_out;
+        engine_->Add(stream.release(), prompt_len, n_out);
+      } else {
+        shards_[next_shard_++ % shards_.size()]->Add(std::move(stream), start + ttft_ns_);
+      }
     }
     if (err != nullptr) {
       SendError(factory, TRITONSERVER_ErrorCode(err), TRITONSERVER_ErrorMessage(err));
@@ -512,6 +521,7 @@ TRITONSERVER_Error* ModelState::Create(TRITONBACKEND_Model* model, ModelState** 
   for (unsigned i = 0; i < std::max(1u, static_cast<unsigned>(threads)); ++i) {
     state->shards_.push_back(std::make_unique<Shard>(state.get()));
   }
+  TG_RETURN_IF_ERROR(state->StartEngine(json));
   Log(TRITONSERVER_LOG_INFO, "tritongen_tokensource: model '" + state->name_ + "' ttft " + std::to_string(ttft_ms) +
                                  " ms, itl " + std::to_string(itl_ms) + " ms, " +
                                  std::to_string(state->shards_.size()) + " timer threads, " +
@@ -520,7 +530,30 @@ TRITONSERVER_Error* ModelState::Create(TRITONBACKEND_Model* model, ModelState** 
   return nullptr;
 }
 
+TRITONSERVER_Error* ModelState::StartEngine(const std::string& json) {
+  if (ConfigParameter(json, "engine_model", "false") != "true") return nullptr;
+  EngineParams p;
+  double max_batch = 0, kv_tokens = 0;
+  TG_RETURN_IF_ERROR(NumberParameter(json, "engine_step_base_ms", "0", &p.step_base_ms));
+  TG_RETURN_IF_ERROR(NumberParameter(json, "engine_per_sequence_ms", "0", &p.per_sequence_ms));
+  TG_RETURN_IF_ERROR(NumberParameter(json, "engine_per_prefill_token_ms", "0", &p.per_prefill_token_ms));
+  TG_RETURN_IF_ERROR(NumberParameter(json, "engine_max_batch", "1", &max_batch));
+  TG_RETURN_IF_ERROR(NumberParameter(json, "engine_kv_tokens", "0", &kv_tokens));
+  p.max_batch = std::max<int64_t>(1, static_cast<int64_t>(max_batch));
+  p.kv_tokens = static_cast<int64_t>(kv_tokens);
+  Shard* shard = shards_.front().get();
+  engine_ = std::make_unique<EngineLoop<Stream>>(
+      p, [shard](Stream* s) { return shard->Step(s); }, [this](Stream* s) { delete s; Ended(); },
+      [this](Stream* s) {
+        SendError(s->factory, TRITONSERVER_ERROR_UNAVAILABLE, Tag(kUnavailable) + "token source: the model is unloading");
+        delete s;
+        Ended();
+      });
+  return nullptr;
+}
+
 ModelState::~ModelState() {
+  engine_.reset();  // before the shards: its steps call a shard's Step
   shards_.clear();  // joins the timer threads and ends what is still in flight
   if (m_tokens_ != nullptr) LogIfError(TRITONSERVER_MetricDelete(m_tokens_), "metric");
   if (m_active_ != nullptr) LogIfError(TRITONSERVER_MetricDelete(m_active_), "metric");

@@ -201,6 +201,35 @@ class Dialect(ABC):
         return body
 
 
+@dataclass(frozen=True)
+class Knob:
+    """A spec setting the planner owns that `tritongen tune` may search, with the range this runtime accepts."""
+
+    path: str
+    """The spec field, dotted (serving.max_batch_size)."""
+    low: float
+    high: float
+    kind: Literal["int", "float"] = "int"
+    log: bool = False
+    """Sample on a log scale (sizes that matter by ratio: batch, KV budget)."""
+    why: str = ""
+    """What it trades, in a phrase (the winning spec's diff says it next to each change)."""
+
+
+def serving_knobs(rt: Runtime, spec: Spec) -> list[Knob]:
+    """The knobs every runtime with a Triton batch and a KV budget has (Runtime.knobs' default)."""
+    io = spec.validation.load.input_tokens.mean + spec.validation.load.output_tokens.mean
+    knobs = [Knob("serving.max_batch_size", 1, 256, log=True, why="requests in one batch: throughput vs ITL"),
+             Knob("serving.kv_cache.max_tokens", io, max(io * 512, 4096), log=True,
+                  why="KV budget per instance: requests admitted at once vs memory")]
+    if rt.honours_stream_interval:
+        knobs.append(Knob("serving.stream_interval", 1, 16, log=True, why="tokens per streamed response: "
+                          "fewer responses vs a later first token"))
+    if rt.honours_stream_flush:
+        knobs.append(Knob("serving.stream_flush_ms", 0, 50, why="coalescing streamed tokens: fewer responses vs ITL"))
+    return knobs
+
+
 class Runtime(ABC):
     """One runtime. Class attributes are facts; methods take the Plan (or, while planning, the Spec)."""
 
@@ -265,6 +294,10 @@ class Runtime(ABC):
         # With a placement each server group sees only its own devices (CUDA_VISIBLE_DEVICES), numbered from 0.
         gpus = (0,) if placed else tuple(spec.placement.gpu_ids or [0])
         return {"kind": "KIND_GPU", "count": spec.placement.instances_per_gpu, "gpus": gpus}
+
+    def knobs(self, spec: Spec) -> list[Knob]:
+        """The settings `tritongen tune` may search for this runtime, each with its range."""
+        return serving_knobs(self, spec)
 
     def prepare(self, ctx: PlanContext) -> RuntimeSettings | None:
         """Work done once before the tokenizer is read and the model placed (an engine resolved); its result comes

@@ -259,6 +259,25 @@ class PlacementSection(_Section):
     server; each GPU or MIG slice gets a server)."""
 
 
+class SyntheticEngineSection(_Section):
+    """An engine model in place of the fixed TTFT/ITL: steps whose time grows with the running batch and the prefill
+    tokens, admission limited by serving.max_batch_size and the KV budget serving.kv_cache.max_tokens (prompt +
+    output tokens reserved per request), so those settings have an optimum under an SLO (docs/tune.md). Defaults:
+    the hf runtime's streaming manager on an H200 (docs/benchmarks.md)."""
+
+    enabled: bool = False
+    """Time tokens with the engine model (synthetic.ttft_ms and itl_ms then do not apply)."""
+
+    step_base_ms: float = Field(24.4, ge=0)
+    """Time of a step with no request and no prefill: the fixed cost of one forward pass, milliseconds."""
+
+    per_sequence_ms: float = Field(0.153, ge=0)
+    """Added step time per running request (decode), milliseconds."""
+
+    per_prefill_token_ms: float = Field(0.004, ge=0)
+    """Added step time per prompt token prefilled in the step, milliseconds."""
+
+
 class SyntheticSection(_Section):
     ttft_ms: float = Field(50, ge=0)
     """Time from a request's arrival at the tensorrt_llm model to its first token."""
@@ -272,6 +291,9 @@ class SyntheticSection(_Section):
     `python` (the same behaviour as a python model: no compiler needed, but its per-response IPC caps it at a few
     thousand tokens/s). Deployments (`tritongen deploy`) serve the python source: their images do not carry the native
     backend."""
+
+    engine: SyntheticEngineSection = SyntheticEngineSection()
+    """The engine model (off by default: each request gets the fixed ttft_ms/itl_ms)."""
 
 
 class TokenDistribution(_Section):

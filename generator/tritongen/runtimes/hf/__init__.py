@@ -6,13 +6,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from tritongen.runtimes.base import PlanContext, Renderer, Runtime, RuntimeSettings, Signal, quantity
+from tritongen.runtimes.base import (Knob, PlanContext, Renderer, Runtime, RuntimeSettings, Signal, quantity,
+                                     serving_knobs)
 from tritongen.runtimes.tensorrtllm import ensemble_server_command
 from tritongen.runtimes.tensorrtllm.release import TRTLLM
 
 if TYPE_CHECKING:
     from tritongen.plan.model import Plan, ServerGroupPlan
     from tritongen.render import Locations
+    from tritongen.spec import Spec
 
 # Left unset, transformers sizes its static batch tensors from free memory; on CPU that took ~20 GB of RAM
 # for the tiny demo model, so CPU deployments get a modest per-step token budget instead.
@@ -109,6 +111,10 @@ class HfRuntime(Runtime):
     def model_files(self, plan: Plan, where: Locations, render: Renderer) -> dict[str, bytes]:
         return {f"tensorrt_llm/1/{name}": render.shipped(f"tensorrt_llm/1/{name}")
                 for name in ("model.py", "hf_requests.py")}
+
+    def knobs(self, spec: Spec) -> list[Knob]:
+        extra = [Knob("placement.instances_per_gpu", 1, 4, why="model copies per GPU: parallel batches vs memory")]
+        return serving_knobs(self, spec) + (extra if spec.placement.device == "gpu" else [])
 
     def image(self) -> str:
         return HF_IMAGE

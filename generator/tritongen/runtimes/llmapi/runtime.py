@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from tritongen.errors import SpecError, problem
 from tritongen.runtimes import llmapi
-from tritongen.runtimes.base import Dialect, PlanContext, Renderer, Runtime, RuntimeSettings, Signal, quantity
+from tritongen.runtimes.base import (Dialect, Knob, PlanContext, Renderer, Runtime, RuntimeSettings, Signal, quantity,
+                                     serving_knobs)
 from tritongen.runtimes.llmapi.dialect import DIALECT
 from tritongen.runtimes.llmapi.plan import LlmApiPlan, make_llmapi_plan
 from tritongen.runtimes.tensorrtllm.release import TRTLLM
@@ -127,6 +128,10 @@ class LlmApiRuntime(Runtime):
                 elif key in nested and isinstance(value, dict):
                     findings += [(rel, f"{key}.{k!r} is not a field of {key}") for k in value if k not in nested[key]]
         return findings
+
+    def knobs(self, spec: Spec) -> list[Knob]:
+        return serving_knobs(self, spec) + [Knob("llmapi.max_num_tokens", 256, 16384, log=True,
+                                                 why="tokens per forward pass: prefill throughput vs ITL")]
 
     def image(self) -> str:
         return TRTLLM.container

@@ -4,15 +4,35 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from tritongen.runtimes.base import PlanContext, Renderer, Runtime, RuntimeSettings
+from pydantic import BaseModel, ConfigDict
+
+from tritongen.runtimes.base import Knob, PlanContext, Renderer, Runtime, RuntimeSettings, serving_knobs
+from tritongen.runtimes.synthetic import engine as engine_module
 from tritongen.runtimes.hf import HF_BASE_IMAGE, HF_IMAGE
 from tritongen.runtimes.tensorrtllm import ensemble_server_command
 
 if TYPE_CHECKING:
     from tritongen.plan.model import Plan, ServerGroupPlan
     from tritongen.render import Locations
+    from tritongen.spec import Spec
+
+
+class SyntheticEnginePlan(BaseModel):
+    """The engine model's parameters (synthetic.engine with the Plan's max_batch_size and kv_tokens)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    step_base_ms: float
+    per_sequence_ms: float
+    per_prefill_token_ms: float
+    max_batch: int
+    kv_tokens: int
+    """0: unlimited."""
+
+    def params(self) -> engine_module.EngineParams:
+        return engine_module.EngineParams(**self.model_dump())
 
 
 class SyntheticPlan(RuntimeSettings):
@@ -23,6 +43,8 @@ class SyntheticPlan(RuntimeSettings):
     itl_ms: float
     source: Literal["native", "python"] = "native"
     """native: the tritongen_tokensource C++ backend; python: model_repository_templates/synthetic/model.py."""
+    engine: SyntheticEnginePlan | None = None
+    """The engine model (synthetic.engine, with the Plan's max_batch_size and kv_tokens); None: fixed timing."""
 
 
 NATIVE_BACKEND = "tritongen_tokensource"
@@ -40,9 +62,12 @@ def synthetic_parameters(plan: Plan) -> dict[str, str]:
     """The `parameters` of the synthetic tensorrt_llm model (model_repository_templates/synthetic/model.py)."""
     syn = plan.runtime_settings
     assert isinstance(syn, SyntheticPlan)
-    return {"ttft_ms": f"{syn.ttft_ms:g}", "itl_ms": f"{syn.itl_ms:g}", "vocab_size": str(plan.tokenizer.vocab_size),
-            "end_id": str(plan.tokenizer.end_id), "pad_id": str(plan.tokenizer.pad_id),
-            "stream_interval": str(plan.stream_interval)}
+    params = {"ttft_ms": f"{syn.ttft_ms:g}", "itl_ms": f"{syn.itl_ms:g}",
+              "vocab_size": str(plan.tokenizer.vocab_size), "end_id": str(plan.tokenizer.end_id),
+              "pad_id": str(plan.tokenizer.pad_id), "stream_interval": str(plan.stream_interval)}
+    if syn.engine is not None:
+        params.update({"engine_model": "true", **{f"engine_{k}": f"{v:g}" for k, v in syn.engine.model_dump().items()}})
+    return params
 
 
 class SyntheticRuntime(Runtime):
@@ -55,8 +80,12 @@ class SyntheticRuntime(Runtime):
               "generator alone")
 
     def plan_settings(self, ctx: PlanContext, prepared: RuntimeSettings | None) -> SyntheticPlan:
+        e = ctx.spec.synthetic.engine
+        engine = None if not e.enabled else SyntheticEnginePlan(
+            step_base_ms=e.step_base_ms, per_sequence_ms=e.per_sequence_ms,
+            per_prefill_token_ms=e.per_prefill_token_ms, max_batch=ctx.max_batch_size, kv_tokens=ctx.kv_tokens or 0)
         return SyntheticPlan(ttft_ms=ctx.spec.synthetic.ttft_ms, itl_ms=ctx.spec.synthetic.itl_ms,
-                             source=ctx.spec.synthetic.source)
+                             source=ctx.spec.synthetic.source, engine=engine)
 
     def llm_config(self, plan: Plan, where: Locations, group: ServerGroupPlan | None) -> tuple[str, dict, Any]:
         return synthetic_backend(plan), synthetic_parameters(plan), plan.llm_instance_group
@@ -64,7 +93,15 @@ class SyntheticRuntime(Runtime):
     def model_files(self, plan: Plan, where: Locations, render: Renderer) -> dict[str, bytes]:
         if synthetic_backend(plan) != "python":
             return {"tensorrt_llm/1/.keep": b""}
-        return {"tensorrt_llm/1/model.py": render.shipped("synthetic/model.py")}
+        files = {"tensorrt_llm/1/model.py": render.shipped("synthetic/model.py")}
+        if plan.runtime_settings.engine is not None:  # the schedule's one definition, next to the model
+            files["tensorrt_llm/1/engine_model.py"] = Path(engine_module.__file__).read_bytes()
+        return files
+
+    def knobs(self, spec: Spec) -> list[Knob]:
+        # Without the engine model every request gets the fixed timing: batch and KV budget change nothing.
+        knobs = serving_knobs(self, spec)
+        return knobs if spec.synthetic.engine.enabled else [k for k in knobs if k.path == "serving.stream_interval"]
 
     def image(self) -> str:
         return HF_IMAGE

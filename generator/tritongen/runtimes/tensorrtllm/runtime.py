@@ -3,13 +3,15 @@ tritongen's ensemble (the runtime object; the pure build, parameter and launch f
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tritongen.errors import SpecError, problem
-from tritongen.runtimes.base import PlanContext, Renderer, Runtime, RuntimeSettings, Signal, quantity
+from tritongen.runtimes.base import (Knob, PlanContext, Renderer, Runtime, RuntimeSettings, Signal, quantity,
+                                     serving_knobs)
 from tritongen.runtimes.tensorrtllm import (
     DEFAULT_MAX_NUM_TOKENS, TRTLLM, BuildSettings, TensorrtllmPlan, build_commands, ensemble_server_command, id_groups,
     tensorrt_llm_parameters,
@@ -178,6 +180,12 @@ class TensorrtllmRuntime(Runtime):
         return {"tensorrt_llm/1/.keep": b""}  # the backend loads the engine named in config.pbtxt
 
     # -------------------------------------------------------------------------------------------- serving
+
+    def knobs(self, spec: Spec) -> list[Knob]:
+        # Engine fields need a rebuild per trial; the served batch stays within the built engine's.
+        cap = spec.engine.max_batch_size or 256
+        return [dataclasses.replace(k, high=cap) if k.path == "serving.max_batch_size" else k
+                for k in serving_knobs(self, spec)]
 
     def image(self) -> str:
         return TRTLLM.container

@@ -1,0 +1,174 @@
+"""The search: an Optuna study (TPE sampler, a median pruner fed each round's goodput, sqlite storage in the output
+folder) over the runtime's knobs, one evaluator call per trial, a progress line per trial.
+
+A trial's objective value is its goodput when it met the SLO, and -1/(1 + goodput) when it did not: every trial
+that meets the SLO ranks above every trial that does not, and among those that do not, more goodput still ranks
+higher, so the sampler learns which way the SLO lies. A round that already misses the SLO stops its trial (pruned),
+as does a round the median pruner finds hopeless.
+
+Resuming: finished trials (complete or pruned) stay in the store and are never run again; a trial that was running
+when the tune was killed is marked failed and its values are queued to run first.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tritongen.errors import SpecError, problem
+from tritongen.runtimes.base import Knob
+from tritongen.spec import Spec
+from tritongen.tune.measure import TrialResult
+from tritongen.tune.space import cast, current, in_range, suggest, trial_spec
+
+STORE = "study.db"
+
+
+def objective_value(r: TrialResult) -> float:
+    return r.goodput if r.feasible else -1.0 / (1.0 + r.goodput)
+
+
+def parse_duration(text: str) -> float:
+    """`--time`: 90, 90s, 15m, 2h -> seconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text or "")
+    if not m or float(m.group(1)) <= 0:
+        raise SpecError(problem("--time", f"{text!r} is not a duration", "pass e.g. 600, 600s, 15m or 2h"))
+    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+
+
+@dataclass
+class Search:
+    spec: Spec
+    data: dict
+    """The input spec's YAML mapping (trials replace knob fields in a copy)."""
+    knobs: list[Knob]
+    out: Path
+    evaluator: Any
+    budget: int | None = 16
+    time_s: float | None = None
+    seed: int = 0
+    say: Any = print
+    log: list = field(default_factory=list)
+
+    def study(self):
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.out.mkdir(parents=True, exist_ok=True)
+        startup = max(2, min(5, (self.budget or 16) // 3))
+        study = optuna.create_study(
+            study_name="tune", storage=f"sqlite:///{self.out / STORE}", load_if_exists=True, direction="maximize",
+            sampler=optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=startup, multivariate=True),
+            pruner=optuna.pruners.MedianPruner(n_startup_trials=startup, n_warmup_steps=0))
+        space = {k.path: [k.low, k.high, k.kind] for k in self.knobs}
+        stored = study.user_attrs.get("knobs")
+        if stored is not None and stored != space:
+            raise SpecError(problem("--resume", "the stored tune searched other knobs or ranges "
+                                    f"({', '.join(stored)})", "resume with the same spec and --knob flags, or start "
+                                    "a new tune with another --out"))
+        study.set_user_attr("knobs", space)
+        study.set_user_attr("spec_name", self.spec.name)
+        return study
+
+    def run(self):
+        from optuna.trial import TrialState
+
+        study = self.study()
+        for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)):
+            if t.state == TrialState.RUNNING:  # killed mid-trial: run those values again, first
+                study._storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+                study.enqueue_trial(t.params, skip_if_exists=False)
+        finished = [t for t in study.get_trials(deepcopy=False) if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
+        if not study.get_trials(deepcopy=False):
+            # The input spec is trial 0: the baseline the winner's gain is measured against.
+            base = {k: v for k, v in current(self.spec, self.knobs).items()
+                    if in_range(next(x for x in self.knobs if x.path == k), v)}
+            study.enqueue_trial(base)
+        elif finished:
+            self.say(f"resuming {self.out / STORE}: {len(finished)} finished trial(s) kept")
+        start = time.monotonic()
+        while True:
+            done = len([t for t in study.get_trials(deepcopy=False)
+                        if t.state in (TrialState.COMPLETE, TrialState.PRUNED)])
+            if self.budget is not None and done >= self.budget:
+                break
+            if self.time_s is not None and time.monotonic() - start >= self.time_s:
+                self.say(f"--time: {self.time_s:g} s spent; stopping after {done} trial(s)")
+                break
+            trial = study.ask()
+            self._one(study, trial, done)
+        return study
+
+    def _one(self, study, trial, done: int) -> None:
+        from optuna.trial import TrialState
+
+        values = suggest(trial, self.knobs)
+        trial.set_user_attr("knobs", values)  # every knob's value, fixed ones too (the table shows them)
+        spec = trial_spec(self.data, values)
+        began = time.monotonic()
+        shown = " ".join(f"{k.path.rsplit('.', 1)[-1]}={values[k.path]:g}" for k in self.knobs)
+        if isinstance(spec, str):
+            result = TrialResult(note=f"invalid: {spec}")
+            self._record(trial, result)
+            study.tell(trial, objective_value(result))
+            self._progress(trial.number, done, shown, result, began, "invalid")
+            return
+
+        def report(step: int, partial: TrialResult) -> bool:
+            trial.report(objective_value(partial), step)
+            return not partial.feasible or trial.should_prune()
+
+        where = self.out / "trials" / f"{trial.number:03d}"
+        result = self.evaluator.evaluate(spec, values, report, where)
+        pruned = result.rounds < getattr(self.evaluator, "rounds", 1)
+        if pruned:
+            why = "missed the SLO" if not result.feasible else "below the median of earlier trials"
+            result.note = "; ".join(x for x in (result.note, f"stopped after round {result.rounds}: {why}") if x)
+        self._record(trial, result)
+        if pruned:
+            study.tell(trial, state=TrialState.PRUNED)
+        else:
+            study.tell(trial, objective_value(result))
+        self._progress(trial.number, done, shown, result, began, "pruned" if pruned else "done")
+
+    @staticmethod
+    def _record(trial, result: TrialResult) -> None:
+        trial.set_user_attr("result", result.to_attrs())  # one attribute: one commit to the store
+
+    def _progress(self, number: int, done: int, shown: str, r: TrialResult, began: float, state: str) -> None:
+        total = f"/{self.budget}" if self.budget is not None else ""
+        lat = lambda v: "-" if v is None else f"{v:.0f}"  # noqa: E731
+        verdict = "SLO met" if r.feasible else "SLO missed"
+        self.say(f"[trial {number} {done + 1}{total}] {shown}: goodput {r.goodput:.3g} req/s "
+                 f"({r.good_tokens_per_s:.4g} tok/s), p95 TTFT {lat(r.ttft_p95_ms)} ms, ITL {lat(r.itl_p95_ms)} ms, "
+                 f"errors {r.errors}, refused {r.refused}, {verdict}, {state} in {time.monotonic() - began:.0f} s"
+                 + (f" ({r.note})" if r.note else ""))
+
+
+def rows(study, knobs: list[Knob]) -> list[dict[str, Any]]:
+    """One row per finished trial: its knobs and what it measured (the trials table)."""
+    from optuna.trial import TrialState
+
+    out = []
+    for t in study.get_trials(deepcopy=False):
+        if t.state not in (TrialState.COMPLETE, TrialState.PRUNED):
+            continue
+        values, result = t.user_attrs.get("knobs", {}), t.user_attrs.get("result", {})
+        row = {"trial": t.number, "state": "pruned" if t.state == TrialState.PRUNED else "complete"}
+        row.update({k.path: values.get(k.path, t.params.get(k.path)) for k in knobs})
+        row.update({key: result.get(key, default) for key, default in TrialResult().to_attrs().items()})
+        out.append(row)
+    return out
+
+
+def winner(table: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The trial with the most goodput among those that met the SLO in every round they ran."""
+    ok = [r for r in table if r["feasible"] and r["state"] == "complete"]
+    return max(ok, key=lambda r: (r["goodput"], -r["trial"])) if ok else None
+
+
+def knob_values(row: dict[str, Any], knobs: list[Knob]) -> dict[str, Any]:
+    return {k.path: cast(k, row[k.path]) for k in knobs if row.get(k.path) is not None}

@@ -1,0 +1,199 @@
+"""`tritongen tune` without a server: the search space, bad input, the store and resuming, the outputs, and the
+search itself on the synthetic engine model's formula (tritongen.tune.measure.EngineModelEvaluator)."""
+
+from __future__ import annotations
+
+import copy
+import csv
+import json
+
+import pytest
+import yaml
+
+from tritongen.cli import main
+from tritongen.errors import CheckFailed
+from tritongen.spec import parse_spec
+from tritongen.tune import TuneOptions, tune
+from tritongen.tune.measure import EngineModelEvaluator
+from tritongen.tune.space import search_space
+
+from engine_specs import ENGINE_SPEC, engine_spec
+
+
+def _quiet(_line: str) -> None:
+    pass
+
+
+def test_each_runtime_declares_its_knobs_and_the_engine_model_adds_batch_and_kv():
+    spec = parse_spec(ENGINE_SPEC)
+    assert [k.path for k in search_space(spec)] == ["serving.max_batch_size", "serving.kv_cache.max_tokens",
+                                                    "serving.stream_interval"]
+    fixed = copy.deepcopy(ENGINE_SPEC)
+    fixed["synthetic"]["engine"]["enabled"] = False
+    # Fixed timing: batch and KV budget change nothing, so they are not knobs.
+    assert [k.path for k in search_space(parse_spec(fixed))] == ["serving.stream_interval"]
+    hf = {**copy.deepcopy(ENGINE_SPEC), "runtime": "hf", "synthetic": {}}
+    assert "placement.instances_per_gpu" not in [k.path for k in search_space(parse_spec(hf))]
+    hf["placement"] = {"device": "gpu"}
+    assert "placement.instances_per_gpu" in [k.path for k in search_space(parse_spec(hf))]
+
+
+def test_a_knob_override_narrows_the_range_and_a_value_fixes_it():
+    knobs = {k.path: k for k in search_space(parse_spec(ENGINE_SPEC), ["serving.max_batch_size=4:32",
+                                                                       "serving.stream_interval=2"])}
+    assert (knobs["serving.max_batch_size"].low, knobs["serving.max_batch_size"].high) == (4, 32)
+    assert (knobs["serving.stream_interval"].low, knobs["serving.stream_interval"].high) == (2, 2)
+
+
+@pytest.mark.parametrize("flag, message", [
+    ("serving.max_num_seqs=1:8", "error: --knob serving.max_num_seqs: the synthetic runtime has no such knob (its "
+     "knobs: serving.max_batch_size, serving.kv_cache.max_tokens, serving.stream_interval); pick one of those"),
+    ("serving.max_batch_size=1:100000", "error: --knob serving.max_batch_size: 1:100000 is outside the synthetic "
+     "runtime's range 1:256; narrow it to that range"),
+    ("serving.max_batch_size=8:2", "error: --knob serving.max_batch_size: low 8 is above high 2; pass LOW:HIGH"),
+])
+def test_a_knob_the_runtime_does_not_have_is_bad_input_naming_it(tmp_path, capsys, flag, message):
+    spec = engine_spec(tmp_path)
+    assert main(["tune", str(spec), "--knob", flag, "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.strip() == message
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_spec_without_a_latency_slo_is_bad_input(tmp_path, capsys):
+    spec = engine_spec(tmp_path, slo={"max_error_rate": 0.0})
+    assert main(["tune", str(spec)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: validation.slo: sets no per-request latency objective, so every configuration has the same goodput "
+        "as throughput; set ttft_p95_ms, itl_p95_ms or e2e_p99_ms")
+
+
+def test_resume_of_a_folder_without_a_store_and_a_second_tune_into_one_are_bad_input(tmp_path, capsys):
+    spec = engine_spec(tmp_path)
+    assert main(["tune", str(spec), "--resume", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == (f"error: --resume: {tmp_path} holds no study.db; pass the --out "
+                                               "folder of an earlier tune")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "study.db").write_bytes(b"")
+    assert main(["tune", str(spec), "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.strip() == (f"error: --out: {tmp_path / 'out'} already holds a tune (study.db); "
+                                               f"continue it with --resume {tmp_path / 'out'}, or choose another "
+                                               "folder")
+
+
+def test_an_slo_no_trial_meets_exits_1_naming_the_slo(tmp_path):
+    spec = engine_spec(tmp_path, slo={"ttft_p95_ms": 1.0})  # below one step (24 ms): nothing can meet it
+    with pytest.raises(CheckFailed) as err:
+        tune(TuneOptions(spec=str(spec), budget=3, out=str(tmp_path / "out"), rounds=1),
+             evaluator=EngineModelEvaluator(rounds=1), say=_quiet)
+    assert err.value.exit_code == 1
+    assert str(err.value) == ("validation.slo: no trial met it (ttft_p95_ms 1) in 3 trial(s); loosen it, lower the "
+                              "load, or widen the knob ranges (--knob)")
+    assert not list(tmp_path.glob("*.tuned*.yaml"))
+
+
+def test_a_trial_that_misses_the_slo_in_its_first_round_stops_there_pruned(tmp_path):
+    import optuna
+
+    spec = engine_spec(tmp_path, slo={"ttft_p95_ms": 300})
+    evaluator = EngineModelEvaluator(rounds=3)
+    lines: list[str] = []
+    # Trial 0 is the spec's own batch of 4 for 32 users: requests queue, TTFT p95 is seconds.
+    with pytest.raises(CheckFailed):
+        tune(TuneOptions(spec=str(spec), budget=1, out=str(tmp_path / "out"), rounds=3), evaluator=evaluator,
+             say=lines.append)
+    study = optuna.load_study(study_name="tune", storage=f"sqlite:///{tmp_path / 'out' / 'study.db'}")
+    (trial,) = study.trials
+    assert trial.state == optuna.trial.TrialState.PRUNED
+    assert trial.user_attrs["result"]["rounds"] == 1 and list(trial.intermediate_values) == [0]
+    assert "stopped after round 1" in trial.user_attrs["result"]["note"]
+    assert any(line.startswith("[trial 0 1/1]") and "pruned" in line for line in lines)
+
+
+class KilledAt(EngineModelEvaluator):
+    """Raises KeyboardInterrupt (a killed tune) when asked for its `at`-th trial."""
+
+    def __init__(self, at: int):
+        super().__init__(rounds=2)
+        self.at = at
+
+    def evaluate(self, spec, values, report, where=None):
+        if len(self.calls) + 1 == self.at:
+            self.calls.append(dict(values))
+            raise KeyboardInterrupt
+        return super().evaluate(spec, values, report, where)
+
+
+def test_a_killed_tune_resumes_from_its_store_without_rerunning_finished_trials(tmp_path):
+    import optuna
+
+    spec, out = engine_spec(tmp_path, slo={"ttft_p95_ms": 20000}), tmp_path / "out"
+    first = KilledAt(4)
+    with pytest.raises(KeyboardInterrupt):
+        tune(TuneOptions(spec=str(spec), budget=6, out=str(out)), evaluator=first, say=_quiet)
+    killed = first.calls[-1]
+    study = optuna.load_study(study_name="tune", storage=f"sqlite:///{out / 'study.db'}")
+    finished = [t for t in study.trials if t.state.is_finished()]
+    assert len(finished) == 3
+
+    second = EngineModelEvaluator(rounds=2)
+    lines: list[str] = []
+    assert tune(TuneOptions(spec=str(spec), budget=6, resume=str(out)), evaluator=second, say=lines.append) == 0
+    assert lines[1] == f"resuming {out / 'study.db'}: 3 finished trial(s) kept"
+    # 6 trials in all: the 3 finished ones were not run again; the killed one ran first, then 2 new ones.
+    assert len(second.calls) == 3 and second.calls[0] == killed
+    with open(out / "trials.csv") as f:
+        assert [int(r["trial"]) for r in csv.DictReader(f)] == [0, 1, 2, 4, 5, 6]
+
+
+def test_outputs_winner_next_to_the_input_never_over_a_file_with_table_plot_and_diff(tmp_path):
+    spec = engine_spec(tmp_path, slo={"itl_p95_ms": 29})
+    (tmp_path / "engine.tuned.yaml").write_text("# someone's file\n")
+    lines: list[str] = []
+    assert tune(TuneOptions(spec=str(spec), budget=4, out=str(tmp_path / "out"), top=2),
+                evaluator=EngineModelEvaluator(rounds=1), say=lines.append) == 0
+    assert (tmp_path / "engine.tuned.yaml").read_text() == "# someone's file\n"
+    winner = tmp_path / "engine.tuned-2.yaml"
+    tuned = parse_spec(yaml.safe_load(winner.read_text()))
+    top = json.loads((tmp_path / "out" / "top.json").read_text())
+    assert len(top) <= 2 and tuned.serving.max_batch_size == top[0]["serving.max_batch_size"]
+    changes = (tmp_path / "out" / "changes.md").read_text()
+    assert "- `serving.max_batch_size`: 4 -> " in changes and "Why: trial" in changes and "```diff" in changes
+    with open(tmp_path / "out" / "trials.csv") as f:
+        table = list(csv.DictReader(f))
+    assert len(table) == 4 and {"serving.max_batch_size", "goodput", "ttft_p95_ms", "itl_p95_ms", "errors",
+                                "refused", "tokens_equal"} <= set(table[0])
+    assert (tmp_path / "out" / "pareto.png").read_bytes()[:4] == b"\x89PNG"
+    progress = [x for x in lines if x.startswith("[trial ")]
+    assert len(progress) == 4 and "goodput" in progress[0] and "p95 TTFT" in progress[0]
+
+
+SLOS = {"tight_ttft": {"ttft_p95_ms": 300}, "tight_itl": {"itl_p95_ms": 29},
+        "loose": {"ttft_p95_ms": 5000, "itl_p95_ms": 200}}
+
+
+def optimum(slo: dict) -> float:
+    """The most goodput any setting can have, from the engine model's own formula: with every request of one
+    length, batch and KV budget act through one number, the requests running at once (1..users)."""
+    best = 0.0
+    for running in range(1, ENGINE_SPEC["validation"]["load"]["users"] + 1):
+        data = copy.deepcopy(ENGINE_SPEC)
+        data["serving"]["max_batch_size"] = running
+        data["serving"]["kv_cache"]["max_tokens"] = 10**6
+        data["validation"]["slo"] = slo
+        r = EngineModelEvaluator(rounds=1).evaluate(parse_spec(data), {}, lambda i, r: False)
+        best = max(best, r.goodput if r.feasible else 0.0)
+    return best
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SLOS)
+def test_tune_finds_95_percent_of_the_engine_models_optimum_goodput_in_16_trials(tmp_path, name):
+    slo = SLOS[name]
+    spec = engine_spec(tmp_path, slo=slo)
+    best = optimum(slo)
+    assert best > 0
+    # The stream interval does not change the engine model's timing: fixed, as a user would (--knob).
+    tune(TuneOptions(spec=str(spec), budget=16, out=str(tmp_path / "out"), knobs=["serving.stream_interval=1"]),
+         evaluator=EngineModelEvaluator(rounds=2), say=_quiet)
+    found = json.loads((tmp_path / "out" / "top.json").read_text())[0]["goodput"]
+    assert found >= 0.95 * best, f"{name}: tune found {found:.3f} req/s, the optimum is {best:.3f}"

@@ -1,0 +1,49 @@
+"""`tritongen tune` for real: two trials on one embedded tritonserver, the second applied by reloading the changed
+model through explicit model control, each measured by the load test with its token check."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_served_tune_reuses_one_server_and_reloads_what_changed(tmp_path, tiny_model):
+    spec = {
+        "version": 1, "name": "served-tune", "runtime": "synthetic", "model": {"checkpoint": str(tiny_model)},
+        "synthetic": {"engine": {"enabled": True, "step_base_ms": 10, "per_sequence_ms": 0.5,
+                                 "per_prefill_token_ms": 0.02}},
+        "serving": {"max_batch_size": 8, "streaming": True, "max_tokens_default": 8,
+                    "kv_cache": {"max_tokens": 4096}},
+        "placement": {"device": "cpu"},
+        "validation": {"load": {"users": 4, "spawn_rate": 100, "duration_s": 3, "warmup_s": 1, "protocol": "grpc",
+                                "input_tokens": {"mean": 8, "stddev": 0}, "output_tokens": {"mean": 8}},
+                       "slo": {"ttft_p95_ms": 2000, "itl_p95_ms": 500}},
+    }
+    path = tmp_path / "served.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    # Only the stream interval varies: it is a parameter of the tensorrt_llm model alone, so trial 1 reloads it.
+    proc = subprocess.run([sys.executable, "-m", "tritongen.cli", "tune", str(path), "--budget", "2", "--rounds", "1",
+                           "--out", str(tmp_path / "out"), "--knob", "serving.max_batch_size=8",
+                           "--knob", "serving.kv_cache.max_tokens=4096", "--knob", "serving.stream_interval=1:8"],
+                          capture_output=True, text=True, timeout=400, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    progress = [line for line in proc.stdout.splitlines() if line.startswith("[trial ")]
+    assert len(progress) == 2
+    with open(tmp_path / "out" / "trials.csv") as f:
+        rows = list(csv.DictReader(f))
+    # Trial 0 is the spec's own settings (stream interval 1); trial 1 the sampler's.
+    assert rows[0]["serving.stream_interval"] == "1"
+    second = "(reused)" if rows[1]["serving.stream_interval"] == "1" else "(reloaded tensorrt_llm)"
+    assert progress[0].endswith("(started)") and progress[1].endswith(second), progress
+    # Every trial was measured by the real load test: requests served, the client's token total equal to the
+    # server's counter, no errors.
+    assert [r["tokens_equal"] for r in rows] == ["True", "True"] and all(float(r["goodput"]) > 0 for r in rows)
+    assert all(r["errors"] == "0" for r in rows)
+    assert (tmp_path / "served.tuned.yaml").is_file()
+    assert len(list((tmp_path / "out" / "trials").glob("*/round-1/loadtest.json"))) == 2
