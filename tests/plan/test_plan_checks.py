@@ -169,3 +169,39 @@ def test_validate_runs_the_plan_checks_without_a_gpu(tmp_path, capsys):
     assert validate_error(missing).startswith("error: model.checkpoint: folder ")
     assert main(["validate", str(_eight_b(tmp_path / "e"))]) == 0
     assert capsys.readouterr().out.startswith("ok: ")
+
+
+def _inventory_with_driver(tmp_path: Path, driver: str | None) -> str:
+    path = tmp_path / f"h200-{driver}.yaml"
+    data = {"gpus": [{"name": "NVIDIA H200"}], **({"driver": driver} if driver else {})}
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+@pytest.mark.parametrize("example, old, enough, image, need", [
+    ("llama3-8b-vllm.yaml", "590.48.01", "610.43.02", "tritonserver:26.07-vllm-python-py3", "610.43.02"),
+    ("llama3-8b-llmapi.yaml", "580.95.05", "590.44.01", "tritonserver:26.07-trtllm-python-py3", "590.44.01"),
+    ("llama3-8b-trtllm.yaml", "580.95.05", "595.58.03", "tritonserver:26.07-trtllm-python-py3", "590.44.01"),
+], ids=["vllm", "trtllm", "tensorrtllm"])
+def test_a_driver_older_than_the_image_needs_is_refused_at_plan(tmp_path, capsys, example, old, enough, image,
+                                                                need):
+    spec = str(ROOT / "examples" / example)
+    err = _plan_error(capsys, spec, "--inventory", _inventory_with_driver(tmp_path, old))
+    assert err.startswith(f"error: --inventory: NVIDIA driver {old} is older than {need}; ")
+    assert f"{image} (" in err and f"needs NVIDIA driver >= {need}" in err
+    assert main(["plan", spec, "--inventory", _inventory_with_driver(tmp_path, enough)]) == 0
+    assert "driver" not in capsys.readouterr().err
+    # No driver in the inventory: planned, with a note that names the image and the driver it needs.
+    assert main(["plan", spec, "--inventory", _inventory_with_driver(tmp_path, None)]) == 0
+    note = [line for line in capsys.readouterr().err.splitlines() if "driver" in line]
+    assert len(note) == 1 and note[0].startswith("note: --inventory: the inventory does not say the NVIDIA driver")
+    assert image in note[0] and f">= {need}" in note[0]
+
+
+def test_driver_versions_compare_as_numbers_and_the_hf_image_has_no_recorded_need():
+    from tritongen.runtimes import RUNTIMES
+
+    assert RUNTIMES["hf"].upstream.min_driver is None and RUNTIMES["hf"].driver_problem("450.80.02") is None
+    assert RUNTIMES["vllm"].driver_problem("610.43.1")[0] and RUNTIMES["vllm"].driver_problem("9.0")[0]
+    assert RUNTIMES["vllm"].driver_problem("610.43.02") is None
+    assert RUNTIMES["vllm"].driver_problem("1000.1") is None  # compared as numbers, not as text

@@ -81,8 +81,12 @@ def test_min_tokens_and_stop_strings_go_to_vllm(served):
     ({"text_input": np.array([b"a"], dtype=np.object_), "stream": np.array([True]),
       "exclude_input_in_output": np.array([False])},
      "When streaming, `exclude_input_in_output` = False is not allowed."),
-    (_inputs("a", 0, stream=False), "Error generating stream: max_tokens must be at least 1, got 0."),
-], ids=["prompt in a stream", "max_tokens 0"])
+    # The backend's TritonSamplingParams.from_dict swallows vLLM's reason and returns None; what the client gets is
+    # the failure to read lora_name of None (tests/fixtures/nvidia/vllm_backend-r26.01.json, double_behaviours).
+    (_inputs("a", 0, stream=False), "Error generating stream: 'NoneType' object has no attribute 'lora_name'"),
+    (_inputs("a", 4, stream=False, min_tokens=5),
+     "Error generating stream: 'NoneType' object has no attribute 'lora_name'"),
+], ids=["prompt in a stream", "max_tokens 0", "min_tokens above max_tokens"])
 def test_a_bad_request_gets_one_error_and_others_go_on(served, inputs, message):
     with pytest.raises(RuntimeError, match=_escape(message)):
         grpc_responses(served.grpc_url, MODEL, inputs)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from tritongen.runtimes.base import PlanContext, Renderer, Runtime, RuntimeSettings
-from tritongen.runtimes.hf import HF_BASE_IMAGE, HF_IMAGE
+from tritongen.runtimes.hf import HF_BASE_IMAGE, HF_IMAGE, HF_UPSTREAM
 from tritongen.runtimes.tensorrtllm import ensemble_server_command
 
 if TYPE_CHECKING:
@@ -51,6 +51,7 @@ class SyntheticRuntime(Runtime):
     settings = SyntheticPlan
     summary = "a token source at a configured TTFT/ITL, no model (measures the serving path alone)"
     executed_here = "yes: CPU in `make test` (embedded tritonserver), H200 (docs/benchmarks.md)"
+    upstream = HF_UPSTREAM
     choice = ("a token source with a configured TTFT/ITL and no model, to measure the serving path and the load "
               "generator alone")
 
