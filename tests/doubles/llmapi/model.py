@@ -11,7 +11,7 @@ streams, how it fails and cancels), not from NVIDIA's code. What it must reprodu
   every cancellation_check_period_ms answers a cancelled request with one FINAL "Request cancelled by client"
   (CANCELLED); a `stop` request cancels the requests that carry its request id;
 - stop sequences: sampling_param_stop reaches the tokenizer as bytes, so with a Hugging Face tokenizer every request
-  that carries one fails ("Error generating request: " and the tokenizer's TypeError).
+  that carries one fails ("Error generating request: " and the tokenizer's error).
 Each behaviour's upstream file and commit: `double_behaviours` in facts.json (the `# facts:` comments below name
 the entry).
 What it does not reproduce: the engine. It recites a fixed multilingual text with the deployment's tokenizer, one

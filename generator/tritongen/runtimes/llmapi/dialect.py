@@ -12,7 +12,7 @@ holds the tensor tables; tests/doubles/llmapi/facts.json the upstream files they
   those counts as client-counted (COUNT_SOURCE);
 - stop sequences are not sent (`stop_on_client`): helpers.py passes the `sampling_param_stop` tensor to
   SamplingParams as it is, an array of bytes, and SamplingParams._setup tokenizes each element, which a Hugging
-  Face tokenizer refuses (TypeError), so every request with a stop sequence fails in the container
+  Face tokenizer refuses, so every request with a stop sequence fails in the container
   (tests/doubles/llmapi/facts.json, `double_behaviours.stop_as_bytes`). The OpenAI frontend matches stop
   sequences in the text: a streamed request is cancelled at the first one; an unstreamed one runs to its end (the
   model may not be decoupled, so the frontend cannot stream it) and its text is cut there.
