@@ -164,6 +164,22 @@ def test_openai_completions_stream_exactly_the_unstreamed_text_with_the_servers_
     assert chunks[-1].usage == whole.usage
 
 
+def test_openai_errors_of_the_vllm_backend_are_client_errors_naming_the_field(client):
+    """min_tokens above max_tokens never reaches the backend (which would answer only "'NoneType' object has no
+    attribute 'lora_name'"); a prompt over max_model_len is vLLM's "longer than the maximum model length", a 400
+    context_length_exceeded."""
+    import openai
+
+    name = client.models.list().data[0].id
+    with pytest.raises(openai.BadRequestError) as info:
+        client.completions.create(model=name, prompt="Hi", max_tokens=4, extra_body={"min_tokens": 5})
+    assert info.value.body["param"] == "min_tokens" and "more than the request's maximum" in info.value.message
+    with pytest.raises(openai.BadRequestError) as info:
+        client.completions.create(model=name, prompt="word " * 5000, max_tokens=4)
+    assert (info.value.body["param"], info.value.body["code"]) == ("prompt", "context_length_exceeded")
+    assert "longer than the maximum model length" in info.value.message
+
+
 def test_openai_chat_streams_exactly_the_unstreamed_text(client):
     name = client.models.list().data[0].id
     request = {"model": name, "messages": [{"role": "user", "content": "Tell a story"}],

@@ -125,7 +125,8 @@ class TritonPythonModel:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.model_config = json.loads(args["model_config"])
-        assert pb_utils.using_decoupled_model_transaction_policy(self.model_config), \  # facts: decoupled_required
+        # facts: decoupled_required
+        assert pb_utils.using_decoupled_model_transaction_policy(self.model_config), \
             "vLLM Triton backend must be configured to use decoupled model transaction policy"
         path = os.path.join(args["model_repository"], args["model_version"], "model.json")
         if not os.path.isfile(path):
