@@ -231,8 +231,13 @@ def medians(results: list[dict]) -> list[dict]:
     return [sorted(g, key=lambda r: r["tok_per_s"])[(len(g) - 1) // 2] for g in groups.values()]
 
 
-def table(results: list[dict]) -> str:
+def table(results: list[dict], ttft_ms: float | None = None, itl_ms: float | None = None) -> str:
+    """The markdown table of a run; `ttft_ms`/`itl_ms` give the offered rate of results written before they
+    carried it."""
     results = medians(results)
+    if ttft_ms is not None and itl_ms is not None:
+        results = [{"offered_tok_per_s": round(offered_tok_per_s(r["concurrency"], r["config"]["output_tokens"],
+                                                                 ttft_ms, itl_ms), 1), **r} for r in results]
     alone = {r["concurrency"]: r["tok_per_s"] for r in results if r["config"]["target"] == "tensorrt_llm"}
     rows = []
     for r in results:
