@@ -4,7 +4,8 @@ One embedded tritonserver serves the synthetic runtime (examples/synthetic-cpu.y
 `synthetic.source: native`, the C++ token source, unless --set says otherwise). Per concurrency level, the lean
 client bench/streamclient.py (N processes x M gRPC streams, all started at once, exact text checked on every
 completed request) drives, one after the other:
-- `tensorrt_llm`: the source called directly: its own ceiling, and the ids path (ids streamed, decoded by the client);
+- `tensorrt_llm`: the source called directly: what the closed loop offers, as the paced source delivers it (not
+  the source's ceiling: bench/serving_path.py --itl-ms 2 offers more to find that), and the ids path (ids streamed, decoded by the client);
 - `tensorrt_llm_bls`: the BLS called directly;
 - `ensemble`: the default text path (gRPC -> ensemble -> BLS -> tensorrt_llm);
 - `openai-text` / `openai-ids` (only when asked for in --layouts): the OpenAI-compatible frontend
@@ -12,7 +13,7 @@ completed request) drives, one after the other:
   `tritongen serve --openai --openai-workers W --openai-path text|ids`) against the same tritonserver, driven with
   streamed /v1/completions by the same client (`--target openai`); text: frontend -> ensemble -> BLS ->
   tensorrt_llm; ids: frontend (tokenize, detokenize) -> tensorrt_llm.
-A path is measured only where the source's ceiling at that level is above it; the table puts the two side by side.
+A path is measured only where the source alone delivers more than the path at that level; the table puts the two side by side.
 
 Server CPU: user + system seconds of tritonserver and every python backend stub (psutil), read at the start and the
 end of the client's window (the window is timed from the first sent request: start + warmup .. + duration), so
@@ -28,7 +29,7 @@ whole run is checked against the tokens the client received.
         [--openai-workers 4]
 
 With --repeat R each level runs R rounds of every layout, interleaved; the table shows each layout's median round
-(a path above its source's ceiling means the machine was busier during the ceiling's run: repeat, or use a quiet
+(a path above the source alone means the machine was busier during the source-alone run: repeat, or use a quiet
 machine). Writes bench/results/<name>.json (every round) and bench/results/<name>.md (the table it prints); when a run has errors, requests
 that never ended or client != server token counts, also the server's log as bench/results/<name>-tritonserver.log.
 """
@@ -190,37 +191,70 @@ def start_frontend(args, workdir: Path, server, layout: str):
     return frontend
 
 
-ROW_COLS = [("level", "concurrency"), ("layout", "layout"), ("delivered tok/s", "tok_per_s"),
-            ("source ceiling tok/s", "ceiling"), ("% of ceiling", "pct_of_ceiling"),
-            ("TTFT p50/p99 ms", "ttft"), ("ITL p50/p99 ms", "itl"), ("server CPU cores", "server_cpu_cores"),
-            ("server CPU µs/token", "server_cpu_us_per_token"), ("of which frontend CPU cores", "frontend_cpu_cores"),
-            ("client CPU cores", "client_cpu_cores"),
+# Every column is measured in the row's own run except `offered` (computed from the source's settings) and
+# `source alone` (the tensorrt_llm row of the same level: another run). The source paces its tokens, so called
+# alone it delivers what the closed loop offers: `source alone` is the offered rate as measured, not a ceiling of
+# the source. ITL is per request (its mean gap); `token gap` is every gap between two responses, whose tail a
+# per-request mean hides. Client CPU is on the same host: the cores a run leaves free are the host's less server
+# and client CPU.
+ROW_COLS = [("level", "concurrency"), ("layout", "layout"), ("received tok/s (client, window)", "tok_per_s"),
+            ("offered tok/s", "offered_tok_per_s"), ("source alone tok/s (other run)", "source_alone"),
+            ("% of source alone", "pct_of_source_alone"),
+            ("TTFT p50/p99 ms", "ttft"), ("ITL p50/p99 ms (per request)", "itl"),
+            ("token gap p50/p99 ms", "gap"), ("errors (refused)", "errors_refused"),
+            ("unfinished at end", "unfinished_at_end"), ("server CPU cores (this run)", "server_cpu_cores"),
+            ("server CPU µs/token (this run)", "server_cpu_us_per_token"),
+            ("of which frontend CPU cores", "frontend_cpu_cores"), ("client CPU cores (same host)", "client_cpu_cores"),
+            ("host cores used (server + client)", "host_cores_used"),
             ("exact text", "exact"), ("client = server tokens", "client_equals_server_tokens")]
 
 
+def offered_tok_per_s(concurrency: int, output_tokens: int, ttft_ms: float, itl_ms: float) -> float:
+    """What a closed loop of `concurrency` streams asks of a source that paces TTFT then ITL per token:
+    each stream gets output_tokens tokens every TTFT + (output_tokens - 1) x ITL."""
+    return concurrency * output_tokens / ((ttft_ms + (output_tokens - 1) * itl_ms) / 1000.0)
+
+
+def _refused(r: dict) -> str:
+    """Errors of a run that are refusals (Triton's queue limit, the frontend's 429): streamclient counts them; a
+    result written before it did has only its first error samples, so the count is marked as a lower bound."""
+    if "refused" in r:
+        return str(r["refused"])
+    return f">={sum(1 for e in r.get('error_samples', []) if 'queue size' in str(e) or '429' in str(e))}"
+
+
 def medians(results: list[dict]) -> list[dict]:
-    """Per level and layout, the round with the median delivered tok/s (the only one without --repeat)."""
+    """Per level and layout, the round with the median received tok/s (the only one without --repeat)."""
     groups: dict[tuple[int, str], list[dict]] = {}
     for r in results:
         groups.setdefault((r["concurrency"], layout_of(r)), []).append(r)
     return [sorted(g, key=lambda r: r["tok_per_s"])[(len(g) - 1) // 2] for g in groups.values()]
 
 
-def table(results: list[dict]) -> str:
+def table(results: list[dict], ttft_ms: float | None = None, itl_ms: float | None = None) -> str:
+    """The markdown table of a run; `ttft_ms`/`itl_ms` give the offered rate of results written before they
+    carried it."""
     results = medians(results)
-    ceilings = {r["concurrency"]: r["tok_per_s"] for r in results if r["config"]["target"] == "tensorrt_llm"}
+    if ttft_ms is not None and itl_ms is not None:
+        results = [{"offered_tok_per_s": round(offered_tok_per_s(r["concurrency"], r["config"]["output_tokens"],
+                                                                 ttft_ms, itl_ms), 1), **r} for r in results]
+    alone = {r["concurrency"]: r["tok_per_s"] for r in results if r["config"]["target"] == "tensorrt_llm"}
     rows = []
     for r in results:
-        ceiling = ceilings.get(r["concurrency"])
+        source = alone.get(r["concurrency"])
         exact = f"{r['text_exact']}/{r['text_checked']}" if r["text_checked"] else "not checked"
-        rows.append({**r, "layout": ALL_LAYOUTS[layout_of(r)], "ceiling": ceiling,
-                     "pct_of_ceiling": round(100 * r["tok_per_s"] / ceiling) if ceiling else None,
+        used = (r.get("server_cpu_cores") or 0) + (r.get("client_cpu_cores") or 0)
+        rows.append({**r, "layout": ALL_LAYOUTS[layout_of(r)], "source_alone": source,
+                     "pct_of_source_alone": round(100 * r["tok_per_s"] / source) if source else None,
                      "ttft": f"{r['ttft_ms_p50']} / {r['ttft_ms_p99']}", "itl": f"{r['itl_ms_p50']} / {r['itl_ms_p99']}",
-                     "exact": exact})
+                     "gap": f"{r.get('gap_ms_p50')} / {r.get('gap_ms_p99')}",
+                     "errors_refused": f"{r['errors']} ({_refused(r)})",
+                     "host_cores_used": round(used, 2), "exact": exact})
     head = "| " + " | ".join(h for h, _ in ROW_COLS) + " |"
     sep = "|" + "|".join("---" if k == "layout" else "---:" for _, k in ROW_COLS) + "|"
     body = ["| " + " | ".join("-" if row.get(k) is None else (f"{row[k]:,.0f}" if isinstance(row[k], float) and
-                                                                k in ("tok_per_s", "ceiling") else str(row[k]))
+                                                                k in ("tok_per_s", "source_alone", "offered_tok_per_s")
+                                                                else str(row[k]))
                               for _, k in ROW_COLS) + " |" for row in rows]
     return "\n".join([head, sep, *body])
 
@@ -232,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration", type=float, default=5.0, help="measured window per run, seconds")
     ap.add_argument("--warmup", type=float, default=2.0, help="seconds from the first sent request to the window")
     ap.add_argument("--layouts", default=",".join(LAYOUTS),
-                    help=f"targets, in order; tensorrt_llm is the ceiling; also {', '.join(OPENAI_LAYOUTS)}")
+                    help=f"targets, in order; tensorrt_llm is the source alone; also {', '.join(OPENAI_LAYOUTS)}")
     ap.add_argument("--openai-workers", type=int, default=4,
                     help="openai layouts: uvicorn worker processes of the frontend (tritongen serve --openai-workers)")
     ap.add_argument("--repeat", type=int, default=1,
@@ -277,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
                         r = measure(server, cfg, streamclient.prepare(cfg), frontend)
                         r["round"] = round_
                         r["layout"] = target
+                        r["offered_tok_per_s"] = round(offered_tok_per_s(level, args.output_tokens, args.ttft_ms,
+                                                                         args.itl_ms), 1)
                         if frontend is not None:
                             r["openai_workers"] = args.openai_workers
                         print(f"{target:>12} " + streamclient.summary_line(r) + f"  server CPU {r.get('server_cpu_cores')} cores, "

@@ -9,10 +9,14 @@ in for the TensorRT-LLM backend's own response path).
 
 Per level, all users start at once; the CPU seconds of every server process (tritonserver and each python backend
 stub, by model) are read with psutil every 0.2 s, and the reads nearest the measured window's edges (warm-up after
-the first request sent, to 0.5 s before the run's end) are used, and the tokens the server sent in between
-from its counter tritongen_llm_output_tokens_total (the client's own count is checked against it by the load
-test). tokens / (serving-path CPU seconds) is the sustainable rate per core; the per-process split says where
-the cost is. The load generator's CPU is reported by the load test itself.
+the first request sent, to 0.5 s before the run's end) are used, and the tokens the source emitted in between
+from its counter tritongen_llm_output_tokens_total. Emitted is not received: tokens queued in the path when the
+window closes were emitted but not yet received, so under saturation the source's rate is above the client's
+(the load test checks the two totals over whole requests, not over the window). Both are reported
+(`emitted_tok_per_s`, `received_tok_per_s`), with what the closed loop offers (`offered_tok_per_s`: users x
+1000 / ITL, the source having no TTFT here). emitted tokens / (serving-path CPU seconds) is the rate per core;
+the per-process split says where the cost is; all CPU figures are of this run's own window. The load generator
+runs on the same host: its CPU (`client_cpu_fraction`, of one core) is what the server could not use.
 
     .venv/bin/python bench/serving_path.py [--levels 8,32] [--duration 12] [--warmup 3] [--itl-ms 5]
         [--stream-interval N] [--model ensemble|tensorrt_llm_bls] [--path text|ids]
@@ -73,7 +77,7 @@ def tokens_sent(metrics_url: str) -> float:
 
 
 def measure_level(server, spec: Path, users: int, duration: float, warmup: float, out: Path,
-                  model: str = "ensemble", path: str = "text") -> dict:
+                  model: str = "ensemble", path: str = "text", itl_ms: float = 5.0) -> dict:
     """Run one closed-loop level; sample CPU and the token counter at the window's edges."""
     root = psutil.Process(server.process.pid)
     # CPU and the token counter are sampled all along (wall clock); the window's edges are chosen afterwards,
@@ -115,16 +119,20 @@ def measure_level(server, spec: Path, users: int, duration: float, warmup: float
     tokens = tok1 - tok0
     summary = json.loads((out / "loadtest.json").read_text())
     level = summary["levels"][0]
+    metrics = level["metrics"]
     return {
-        "users": users, "window_s": wall, "tokens": tokens, "tokens_per_s": tokens / wall,
+        "users": users, "window_s": wall, "tokens_emitted": tokens, "emitted_tok_per_s": tokens / wall,
+        "received_tok_per_s": metrics["output_token_throughput"], "offered_tok_per_s": users * 1000.0 / itl_ms,
+        "errors": metrics["error_count"],
         "cpu_s": cpu, "cores_used": {k: v / wall for k, v in cpu.items()},
-        "serving_path_cpu_s": path_cpu, "serving_path_tokens_per_cpu_s": tokens / path_cpu if path_cpu else None,
-        "all_server_tokens_per_cpu_s": tokens / sum(cpu.values()) if cpu else None,
-        "us_per_token": {k: 1e6 * v / tokens for k, v in cpu.items()} if tokens else {},
-        "client": {"output_token_throughput": level["metrics"]["output_token_throughput"],
-                   "itl_p50_ms": (level["metrics"]["itl_ms"] or {}).get("p50"),
-                   "tokens_equal": level["tokens"]["equal"],
-                   "load_generator_cpu": level["load_generator"]["max_cpu_fraction"]},
+        "serving_path_cpu_s": path_cpu,
+        "serving_path_emitted_tokens_per_cpu_s": tokens / path_cpu if path_cpu else None,
+        "all_server_emitted_tokens_per_cpu_s": tokens / sum(cpu.values()) if cpu else None,
+        "us_per_emitted_token": {k: 1e6 * v / tokens for k, v in cpu.items()} if tokens else {},
+        "client": {"itl_p50_ms": (metrics["itl_ms"] or {}).get("p50"),
+                   "itl_p99_ms": (metrics["itl_ms"] or {}).get("p99"),
+                   "whole_request_tokens_equal": level["tokens"]["equal"],
+                   "client_cpu_fraction": level["load_generator"]["max_cpu_fraction"]},
         "log_tail": log.splitlines()[-6:],
     }
 
@@ -168,10 +176,12 @@ def main() -> int:
     try:
         for users in (int(x) for x in args.levels.split(",")):
             r = measure_level(server, spec, users, args.duration, args.warmup, work / f"u{users}", args.model,
-                              args.path)
+                              args.path, args.itl_ms)
             results.append(r)
-            print(f"users {users}: {r['tokens_per_s']:.0f} tok/s delivered; serving path "
-                  f"{r['serving_path_tokens_per_cpu_s'] or 0:.0f} tok per CPU-s; CPU cores: "
+            print(f"users {users}: offered {r['offered_tok_per_s']:.0f} tok/s; emitted {r['emitted_tok_per_s']:.0f} "
+                  f"(source counter), received {r['received_tok_per_s']:.0f} (client); {r['errors']} errors; "
+                  f"serving path {r['serving_path_emitted_tokens_per_cpu_s'] or 0:.0f} emitted tok per CPU-s; "
+                  f"client CPU {r['client']['client_cpu_fraction']}; server CPU cores: "
                   + ", ".join(f"{k} {v:.2f}" for k, v in sorted(r["cores_used"].items())), flush=True)
     finally:
         server.stop()

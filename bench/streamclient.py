@@ -307,7 +307,8 @@ def _summarize_process(cfg, records, prompts, window, cpu, late, unfinished, ids
         if not ok and mismatch is None:
             mismatch = {"prompt": k, "got": got[:200].hex() if ids_path else got[:200].decode(errors="replace")}
     return {"tokens_in_window": tokens_in_window, "tokens_total": tokens_total, "requests": len(records),
-            "errors": errors[:5], "error_count": len(errors), "ttft": ttft, "itl": itl, "gaps": gaps,
+            "errors": errors[:5], "error_count": len(errors),
+            "refused_count": sum(1 for e in errors if "queue size" in str(e) or "429" in str(e)), "ttft": ttft, "itl": itl, "gaps": gaps,
             "cpu_s": cpu[1] - cpu[0] if len(cpu) == 2 else None, "late_s": late, "unfinished": unfinished,
             "checked": checked, "exact": exact, "mismatch": mismatch, "decode": decode}
 
@@ -555,10 +556,11 @@ def aggregate(cfg: Config, server: dict, parts: list[dict]) -> dict:
         "tokens_in_window": tokens, "tok_per_s": round(tokens / cfg.duration_s, 1),
         "tokens_total": sum(p["tokens_total"] for p in parts),
         "requests": sum(p["requests"] for p in parts), "errors": sum(p["error_count"] for p in parts),
+        "refused": sum(p["refused_count"] for p in parts),
         "error_samples": [e for p in parts for e in p["errors"]][:5],
         "ttft_ms_p50": _ms(pct(ttft, 50)), "ttft_ms_p99": _ms(pct(ttft, 99)),
         "itl_ms_p50": _ms(pct(itl, 50)), "itl_ms_p99": _ms(pct(itl, 99)),
-        "gap_ms_p50": _ms(pct(gaps, 50)), "gap_ms_p99": _ms(pct(gaps, 99)),
+        "gap_ms_p50": _ms(pct(gaps, 50)), "gap_ms_p99": _ms(pct(gaps, 99)), "gap_ms_p999": _ms(pct(gaps, 99.9)),
         "client_cpu_cores": round(sum(cpu) / cfg.duration_s, 2) if cpu else None,
         "client_start_late_ms": _ms(max(p["late_s"] for p in parts)),
         "unfinished_at_end": sum(p["unfinished"] for p in parts),

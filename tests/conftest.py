@@ -7,6 +7,7 @@ A test that starts a tritonserver (itself or through a fixture) must carry the `
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -21,17 +22,36 @@ class TritonserverOutsideIntegration(AssertionError):
     """A test without the `integration` marker started a tritonserver."""
 
 
+# tritongen commands that run a tritonserver of their own (`serve` unless --triton-url names a running one;
+# `verify` with --load).
+_SERVER_COMMANDS = ("up", "demo")
+_PROGRAM_MODULES = ("tritongen", "tritongen.cli", "tritongen.__main__")
+
+
+def _tritongen_args(argv: list[str]) -> list[str] | None:
+    """The arguments after the tritongen program: `tritongen ...` (the console script), `python -m tritongen ...`,
+    `python -m tritongen.cli ...` (tests/specs.py run_cli); None when argv runs another program."""
+    for i, arg in enumerate(argv):
+        if os.path.basename(arg) == "tritongen":
+            return argv[i + 1:]
+        if arg == "-m" and i + 1 < len(argv) and argv[i + 1] in _PROGRAM_MODULES:
+            return argv[i + 2:]
+    return None
+
+
 def starts_tritonserver(args) -> bool:
-    """Whether a command starts a tritonserver: the binary itself, or a tritongen command that runs one (`serve`
-    of a repository without --triton-url, `up`, `demo`)."""
-    argv = [str(a) for a in ([args] if isinstance(args, (str, os.PathLike)) else args)]
+    """Whether a command starts a tritonserver: the binary itself, or a tritongen command that runs one (`up`,
+    `demo`, `serve` without --triton-url, `verify --load`), however tritongen is invoked (a shell string too)."""
+    if isinstance(args, (str, bytes)):
+        args = shlex.split(os.fsdecode(args))
+    argv = [os.fsdecode(a) for a in ([args] if isinstance(args, os.PathLike) else args)]
     if any(os.path.basename(a) == "tritonserver" for a in argv):
         return True
-    names = [os.path.basename(a) for a in argv]
-    if "tritongen" not in names:
-        return False
-    rest = argv[names.index("tritongen") + 1:]
-    return bool(rest) and (rest[0] in ("up", "demo") or (rest[0] == "serve" and "--triton-url" not in rest))
+    rest = _tritongen_args(argv)
+    command = next((a for a in rest or () if not a.startswith("-")), None)
+    if command in _SERVER_COMMANDS:
+        return True
+    return (command == "serve" and "--triton-url" not in rest) or (command == "verify" and "--load" in rest)
 
 
 _current = {"item": None}

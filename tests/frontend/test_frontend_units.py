@@ -152,6 +152,22 @@ def test_refused_chat_fields_are_named_in_error_param(kw, param):
     assert error["param"] == param and error["type"] == "invalid_request_error", error
 
 
+@pytest.mark.parametrize("body", [b'{"model": "m", "messages": [{"role": "user",', b"[1, 2]", b""],
+                         ids=["invalid JSON", "not an object", "empty"])
+def test_a_body_level_error_names_no_param_for_the_official_client(body):
+    """OpenAI sends error.param null when the body as a whole is wrong; a character offset is no parameter."""
+    import openai
+    from fastapi.testclient import TestClient
+
+    client = openai.OpenAI(base_url="http://testserver/v1", api_key="unused", max_retries=0,
+                           http_client=TestClient(_validation_app()))
+    with pytest.raises(openai.BadRequestError) as info:
+        client.post("/chat/completions", cast_to=object, content=body,
+                    options={"headers": {"Content-Type": "application/json"}})
+    assert info.value.status_code == 400 and info.value.param is None, info.value.body
+    assert info.value.type == "invalid_request_error" and info.value.body["message"]
+
+
 def test_text_response_format_is_accepted():
     assert _chat(response_format={"type": "text"}).response_format == {"type": "text"}
 
@@ -182,12 +198,26 @@ def _validation_app():
     ("Error generating request: the prompt (9 tokens) and max_tokens (4096) exceed max_seq_len (2048)", "prompt",
      "context_length_exceeded"),
     ("Error generating request: top_p (2.0) must be within [0, 1]", "top_p", None),
+    # vLLM's processor, through Triton's vLLM backend (tests/fixtures/nvidia/vllm_backend-r26.01.json).
+    ("Error generating stream: The decoder prompt (length 4097) is longer than the maximum model length of 4096. "
+     "Make sure that `max_model_len` is no smaller than the number of text tokens.", "prompt",
+     "context_length_exceeded"),
     ("[bad_request:request_output_len] tensorrt_llm: request_output_len: 0 is less than 1", "max_tokens", None),
     ("[bad_request:text_input] text_input: 900 bytes exceed the limit of 800 bytes", "prompt", None),
 ])
 def test_model_errors_name_the_request_field(message, param, code):
     err = classify(message)
     assert (err.status, err.param, err.code) == (400, param, code)
+
+
+def test_the_vllm_backends_swallowed_sampling_error_is_a_client_error():
+    """Triton's vLLM backend answers every SamplingParams vLLM refuses with this one message (from_dict logs the
+    reason and returns None): a 400 that says which values to check, not a 500."""
+    err = classify("Error generating stream: 'NoneType' object has no attribute 'lora_name'")
+    assert (err.status, err.kind, err.param) == (400, "invalid_request_error", None)
+    assert "sampling parameters" in err.message and "min_tokens" in err.message
+    # The same words from anything else stay a server error.
+    assert classify("Error generating stream: 'NoneType' object has no attribute 'outputs'").status == 500
 
 
 def test_runtime_request_errors_are_client_errors():
@@ -261,3 +291,25 @@ def test_plan_resolves_the_public_name_and_template(tiny_spec_path, tmp_path):
     with pytest.raises(SpecError) as info:
         plan_from_file(spec_path)
     assert info.value.problems[0].startswith("frontend.chat_template: file ")
+
+
+@pytest.mark.parametrize("dialect", ["ensemble", "vllm", "llmapi"])
+def test_min_tokens_above_the_requests_maximum_is_refused_before_sending(dialect):
+    """Triton's vLLM backend would fail such a request without saying why, so no request with it is sent."""
+    from tritongen.frontend.errors import APIError
+    from tritongen.frontend.schemas import CompletionRequest
+    from tritongen.frontend.service import generation
+    from tritongen.plan.frontend import ModelRoute
+
+    route = ModelRoute(name="m", triton_model="tensorrt_llm", dialect=dialect, tokenizer_dir="/t", default_max_tokens=8)
+    if dialect != "llmapi":  # llmapi has no min_tokens input at all: refused with the same param for that reason
+        equal = CompletionRequest(model="m", prompt="p", max_tokens=5, min_tokens=5)
+        assert generation(route, equal, "p").min_tokens == 5
+    for request, limit in ((CompletionRequest(model="m", prompt="p", max_tokens=4, min_tokens=5), 4),
+                           (CompletionRequest(model="m", prompt="p", min_tokens=9), 8)):
+        with pytest.raises(APIError) as info:
+            generation(route, request, "p")
+        assert (info.value.status, info.value.param) == (400, "min_tokens")
+        if dialect != "llmapi":
+            assert info.value.message == (f"min_tokens: {request.min_tokens} is more than the request's maximum of "
+                                          f"{limit} tokens; lower min_tokens or raise max_tokens")

@@ -252,3 +252,24 @@ def test_model_flag_is_checked_before_any_load(tiny_spec_path, tmp_path):
                      "--cancel-rate", "0.5", "--out", str(tmp_path / "grpc"))
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "checks cancellation only between steps" in proc.stdout
+
+
+def test_a_prompts_file_row_with_min_tokens_above_max_tokens_is_refused_before_sending(tiny_model, tmp_path):
+    """Triton's vLLM backend would fail such a request without saying why (its sampling error is swallowed), so
+    the load test refuses the row, naming the file, the line and both values."""
+    from tritongen.loadtests.workload import LocustConfig, PromptSource, load_tokenizer
+    from tritongen.plan.load import load_profile
+    from tritongen.spec import LoadSection
+
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"text_input": "ok", "max_tokens": 4, "min_tokens": 4}\n'
+                       '{"text_input": "too few", "max_tokens": 4, "min_tokens": 5}\n')
+    profile = load_profile(LoadSection(prompts_file=str(prompts)), str)
+    config = LocustConfig(profile=profile, url="x:1", samples_dir=str(tmp_path), tokenizer_dir=str(tiny_model),
+                          level=1, add_special_tokens=False)
+    with pytest.raises(ValueError) as info:
+        PromptSource(config, load_tokenizer(str(tiny_model)))
+    assert str(info.value) == (f"{prompts}: line 2: min_tokens (5) is more than max_tokens (4); lower min_tokens or "
+                               "raise max_tokens")
+    prompts.write_text('{"text_input": "ok", "max_tokens": 4, "min_tokens": 4}\n')
+    assert PromptSource(config, load_tokenizer(str(tiny_model))).next().min_tokens == 4

@@ -51,10 +51,25 @@ def run(spec: Path, server, out: Path, *flags: str) -> dict:
 
 
 def test_synthetic_tokens_arrive_at_the_configured_pace(synthetic_spec, synthetic_server):
+    import time
+
     from tritongen.client import stream_grpc
 
-    chunks = list(stream_grpc(synthetic_server.grpc_url, "hello", 5, min_tokens=5))
-    assert len(chunks) == 5 and all(chunks)
+    synthetic = yaml.safe_load(synthetic_spec.read_text())["synthetic"]
+    ttft, itl = synthetic["ttft_ms"] / 1000, synthetic["itl_ms"] / 1000
+    sent = time.perf_counter()
+    arrivals, chunks = [], []
+    for chunk in stream_grpc(synthetic_server.grpc_url, "hello", 20, min_tokens=20):
+        arrivals.append(time.perf_counter())
+        chunks.append(chunk)
+    assert len(chunks) == 20 and all(chunks)
+    # The source never runs ahead of its schedule: the first token no sooner than TTFT, each next one no sooner
+    # than ITL after it (a little slack for timer rounding); 19 gaps of ITL cannot take less than 19 x ITL.
+    assert arrivals[0] - sent >= 0.9 * ttft, arrivals[0] - sent
+    assert arrivals[-1] - arrivals[0] >= 0.9 * 19 * itl, arrivals[-1] - arrivals[0]
+    # ... nor far behind it on an idle server (a source that ignored the pace, or slept a step per token twice).
+    gaps = sorted(b - a for a, b in zip(arrivals, arrivals[1:]))
+    assert gaps[len(gaps) // 2] < 3 * itl, gaps
 
 
 def test_open_loop_http_counts_equal_the_servers(synthetic_spec, synthetic_server, tmp_path):

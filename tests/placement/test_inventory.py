@@ -218,6 +218,7 @@ def _fake_pynvml(gpus: list[dict], *, init_error: bool = False) -> types.ModuleT
         return _Attributes(record(handle)["sms"])
 
     nvml.nvmlInit = init
+    nvml.nvmlSystemGetDriverVersion = lambda: b"590.48.01"  # bytes, as older nvidia-ml-py returns it
     nvml.nvmlShutdown = lambda: nvml.calls.append("shutdown")
     nvml.nvmlDeviceGetCount = lambda: len(gpus)
     nvml.nvmlDeviceGetHandleByIndex = lambda i: ("gpu", i)
@@ -245,7 +246,7 @@ def test_nvml_discovery(monkeypatch):
     ])
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     inventory = discover_nvml()
-    assert inventory.source == "nvml"
+    assert (inventory.source, inventory.driver) == ("nvml", "590.48.01")
     mig_gpu, full_gpu, old_gpu = inventory.gpus
     assert (mig_gpu.mig_enabled, mig_gpu.sm_count) == (True, 132)  # attributes NOT_SUPPORTED: catalogue SMs
     assert [(m.mig_index, m.uuid, m.profile, m.memory_bytes, m.sm_count) for m in mig_gpu.mig_devices] == [

@@ -1,5 +1,5 @@
 """Checks at plan time, with the field named; every shipped example through plan/render/deploy on every recorded
-inventory ends in 0 or 2 (field named), never a traceback."""
+inventory ends as pinned in EXPECTED (0, or exit 2 naming the field), never a traceback."""
 
 from __future__ import annotations
 
@@ -20,19 +20,29 @@ EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 EIGHT_B = ROOT / "examples" / "checkpoints" / "llama-3.1-8b"
 # `error: <dotted spec field or --flag>: ...`
 FIELD_NAMED = re.compile(r"^error: (--[a-z-]+|[a-z_]+(\.[a-z_0-9]+)*|\S+\.(yaml|json)(: line \d+)?): \S")
+CPU_EXAMPLES = {"synthetic-cpu.yaml", "tiny-cpu.yaml"}
 
 
-def _ok_or_field_named(code: int, err: str, nvml_needed: bool = False) -> None:
+def expected(example: str, inventory: str | None, deploy: bool = False) -> str | None:
+    """The field a case's exit 2 names, or None for exit 0. The CPU examples are refused any GPU inventory (plan
+    names placement.device, deploy its --inventory flag); an 8B model fits no 1g.18gb slice (h200-7x1g);
+    everything else plans, renders and deploys."""
+    if inventory is None:
+        return None
+    if example in CPU_EXAMPLES:
+        return "--inventory" if deploy else "placement.device"
+    return "placement" if inventory == "h200-7x1g.yaml" else None
+
+
+def _as_expected(code: int, err: str, field: str | None) -> None:
     assert "Traceback" not in err
-    if nvml_needed and code == 3:  # an engine cache key without an inventory: GPU 0's architecture, via NVML
-        assert err.startswith("error: engine cache key: needs the GPU architecture") and "--gpu-arch" in err, err
+    if field is None:
+        assert code == 0, err
         return
-    assert code in (0, 2), err
-    if code == 2:
-        errors = [line for line in err.splitlines() if line.startswith("error: ")]
-        assert errors and all(FIELD_NAMED.match(line) for line in errors), err
-        # A missing checkpoint stops before planning: the case would pass without testing what it names.
-        assert not any(line.startswith("error: model.checkpoint:") for line in errors), err
+    assert code == 2, err
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert errors and all(FIELD_NAMED.match(line) for line in errors), err
+    assert errors[0].startswith(f"error: {field}: "), err
 
 
 def _with_checkpoint(example: Path, tiny_model: Path, tmp_path: Path) -> Path:
@@ -52,15 +62,17 @@ def _with_checkpoint(example: Path, tiny_model: Path, tmp_path: Path) -> Path:
 @pytest.mark.parametrize("inventory", [None, *INVENTORIES], ids=lambda p: p.name if p else "no-inventory")
 def test_every_example_plans_renders_and_deploys_or_names_the_field(example, inventory, tmp_path, capsys,
                                                                    tiny_model):
+    field = expected(example.name, inventory.name if inventory else None)
+    deployed = expected(example.name, inventory.name if inventory else None, deploy=True)
     inv = ["--inventory", str(inventory)] if inventory else []
     example = _with_checkpoint(example, tiny_model, tmp_path)
     for argv in (["plan", str(example), *inv], ["plan", str(example), "--json", *inv],
                  ["render", str(example), "-o", str(tmp_path / "repo"), *inv]):
-        _ok_or_field_named(main(argv), capsys.readouterr().err, nvml_needed=inventory is None)
+        _as_expected(main(argv), capsys.readouterr().err, field)
     if inventory:
         for target in ("compose", "k8s"):
             code = main(["deploy", str(example), "--target", target, "-o", str(tmp_path / target), *inv])
-            _ok_or_field_named(code, capsys.readouterr().err)
+            _as_expected(code, capsys.readouterr().err, deployed)
 
 
 def test_the_shipped_gpu_example_plans_renders_and_deploys_as_shipped(tmp_path, capsys):
@@ -169,3 +181,39 @@ def test_validate_runs_the_plan_checks_without_a_gpu(tmp_path, capsys):
     assert validate_error(missing).startswith("error: model.checkpoint: folder ")
     assert main(["validate", str(_eight_b(tmp_path / "e"))]) == 0
     assert capsys.readouterr().out.startswith("ok: ")
+
+
+def _inventory_with_driver(tmp_path: Path, driver: str | None) -> str:
+    path = tmp_path / f"h200-{driver}.yaml"
+    data = {"gpus": [{"name": "NVIDIA H200"}], **({"driver": driver} if driver else {})}
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+@pytest.mark.parametrize("example, old, enough, image, need", [
+    ("llama3-8b-vllm.yaml", "590.48.01", "610.43.02", "tritonserver:26.07-vllm-python-py3", "610.43.02"),
+    ("llama3-8b-llmapi.yaml", "580.95.05", "590.44.01", "tritonserver:26.07-trtllm-python-py3", "590.44.01"),
+    ("llama3-8b-trtllm.yaml", "580.95.05", "595.58.03", "tritonserver:26.07-trtllm-python-py3", "590.44.01"),
+], ids=["vllm", "trtllm", "tensorrtllm"])
+def test_a_driver_older_than_the_image_needs_is_refused_at_plan(tmp_path, capsys, example, old, enough, image,
+                                                                need):
+    spec = str(ROOT / "examples" / example)
+    err = _plan_error(capsys, spec, "--inventory", _inventory_with_driver(tmp_path, old))
+    assert err.startswith(f"error: --inventory: NVIDIA driver {old} is older than {need}; ")
+    assert f"{image} (" in err and f"needs NVIDIA driver >= {need}" in err
+    assert main(["plan", spec, "--inventory", _inventory_with_driver(tmp_path, enough)]) == 0
+    assert "driver" not in capsys.readouterr().err
+    # No driver in the inventory: planned, with a note that names the image and the driver it needs.
+    assert main(["plan", spec, "--inventory", _inventory_with_driver(tmp_path, None)]) == 0
+    note = [line for line in capsys.readouterr().err.splitlines() if "driver" in line]
+    assert len(note) == 1 and note[0].startswith("note: --inventory: the inventory does not say the NVIDIA driver")
+    assert image in note[0] and f">= {need}" in note[0]
+
+
+def test_driver_versions_compare_as_numbers_and_the_hf_image_has_no_recorded_need():
+    from tritongen.runtimes import RUNTIMES
+
+    assert RUNTIMES["hf"].upstream.min_driver is None and RUNTIMES["hf"].driver_problem("450.80.02") is None
+    assert RUNTIMES["vllm"].driver_problem("610.43.1")[0] and RUNTIMES["vllm"].driver_problem("9.0")[0]
+    assert RUNTIMES["vllm"].driver_problem("610.43.02") is None
+    assert RUNTIMES["vllm"].driver_problem("1000.1") is None  # compared as numbers, not as text

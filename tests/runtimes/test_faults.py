@@ -80,8 +80,9 @@ def _one_request(url, model, inputs, bound=BOUND_S):
             if final is not None and final.bool_param:
                 finals += 1
                 break
-        # Nothing may follow the final response.
-        time.sleep(0.2)
+        # Nothing may follow the final response: the stream's end (stop_stream waits for the server to close it,
+        # after every response the server sent) is the point where anything sent after the final one has arrived.
+        c.stop_stream()
         assert q.empty(), f"{model}: a response arrived after the final one"
     finally:
         c.stop_stream()
@@ -156,22 +157,29 @@ def test_log_probs_are_real_for_sampled_requests(triton):
     assert plain[-1].as_numpy("output_log_probs") is None  # not asked for, not invented
 
 
+PROBE_TOKENS = 3
+
+
 def _steps_stop(server):
-    """The step counter once the request has left the model; (a, b) differ if generation keeps stepping.
+    """(a, b): the step counter once the request has left the model, and that counter after a probe request of
+    PROBE_TOKENS tokens has run to its end, less the probe's own steps; b > a if the cancelled request kept
+    stepping.
 
     Cancellation takes one period plus one step, which a loaded machine stretches: wait for the model to drop the
-    request (within BOUND_S) instead of a fixed sleep; the callers check from the step count that it was cancelled
-    rather than run to its end.
+    request (within BOUND_S) instead of a fixed sleep. The generation loop runs its steps one after another, so once
+    the probe's final response has come, every step of the dropped request has landed in the counters; the sum over
+    steps of the requests served then grows by exactly the probe's tokens unless another request stepped.
     """
     deadline = time.monotonic() + BOUND_S
     while _metric(server, "tritongen_llm_active_requests") > 0 and time.monotonic() < deadline:
         time.sleep(0.2)
-    while True:  # a step already under way when the request was dropped may still be counted: let it land
-        a = _metric(server, "tritongen_llm_steps_total")
-        time.sleep(1.5)
-        b = _metric(server, "tritongen_llm_steps_total")
-        if a == b or time.monotonic() > deadline:
-            return a, b
+    a = _metric(server, "tritongen_llm_steps_total")
+    served = _metric(server, "tritongen_llm_step_requests_total")
+    probe, error, _ = _one_request(server.grpc_url, "tensorrt_llm",
+                                   _llm_inputs([5, 6, 7], PROBE_TOKENS, min_tokens=np.int32(PROBE_TOKENS)))
+    assert error is None, error
+    others = _metric(server, "tritongen_llm_step_requests_total") - served - PROBE_TOKENS
+    return a, a + others
 
 
 def test_grpc_cancel_mid_stream_stops_the_step_counter(triton):
@@ -265,6 +273,9 @@ def test_overload_at_ten_times_max_batch_size_ends_every_request(triton):
     oks = [v for v in outcome.values() if v.startswith("ok")]
     errors = [v for v in outcome.values() if v.startswith("error")]
     assert all(v == "ok 16" for v in oks), oks
+    # Served as well as refused: at least one full batch (serving.max_batch_size 8) ran to its end; a deployment
+    # that refused everything under overload would fail here.
+    assert len(oks) >= 8, (len(oks), errors[:3])
     assert all("maximum queue size" in v for v in errors), errors[:3]
     assert all(c == 1 for c in finals.values())
     assert _metric(triton, "tritongen_llm_active_requests") == 0

@@ -293,22 +293,34 @@ def test_load_test_requests_speak_the_llmapi_tensor_names():
     from tritongen.runtimes.llmapi import dialect
 
     recorded = {t["name"]: t for t in FACTS["llmapi_config_pbtxt"]["inputs"]}
-    inputs = dialect.DIALECT.grpc_inputs("Hello", 16, stream=True, stop=["\n\n", "END"], temperature=0.5, top_p=0.9,
-                                 top_k=4, seed=7, presence_penalty=0.1, frequency_penalty=0.2)
+    inputs = dialect.DIALECT.grpc_inputs("Hello", 16, stream=True, temperature=0.5, top_p=0.9,
+                                         top_k=4, seed=7, presence_penalty=0.1, frequency_penalty=0.2)
     for tensor in inputs:
         fact = recorded[tensor.name()]
         assert "TYPE_" + tensor.datatype().replace("BYTES", "STRING") == fact["data_type"]
-        # max_batch_size 0: the config dims are the whole shape (stop strings: one element per string)
-        assert tensor.shape() == ([2] if tensor.name() == "sampling_param_stop" else [1])
+        assert tensor.shape() == [1]  # max_batch_size 0: the config dims are the whole shape
     names = [t.name() for t in inputs]
     assert names[:5] == ["text_input", "streaming", "sampling_param_max_tokens",
                          "sampling_param_exclude_input_from_output", "return_finish_reason"]
-    assert len(names) == 12
-    body = dialect.DIALECT.http_body("Hello", 16, stream=False, stop=["END"])
+    assert len(names) == 11
+    body = dialect.DIALECT.http_body("Hello", 16, stream=False)
     assert set(body) <= set(recorded) and body["sampling_param_max_tokens"] == 16
-    assert body["sampling_param_exclude_input_from_output"] is True and body["sampling_param_stop"] == ["END"]
+    assert body["sampling_param_exclude_input_from_output"] is True
     with pytest.raises(ValueError, match="no input for 'min_tokens'"):
         dialect.request_inputs("Hello", 16, stream=True, min_tokens=4)
+
+
+def test_stop_sequences_are_never_sent_to_the_llmapi_model():
+    """helpers.py hands SamplingParams the stop tensor as bytes, which its tokenizer refuses (facts.json,
+    double_behaviours.stop_as_bytes): the dialect refuses them and says who matches them instead."""
+    from tritongen.runtimes.llmapi import dialect
+
+    assert dialect.DIALECT.stop_on_client
+    with pytest.raises(ValueError, match="sampling_param_stop.*stop_on_client"):
+        dialect.DIALECT.request_inputs("Hello", 16, stream=True, stop=["END"])
+    # Empty stop strings are no stop sequence at all.
+    assert "sampling_param_stop" not in [n for n, _, _ in dialect.DIALECT.request_inputs("Hi", 4, stream=True,
+                                                                                        stop=[""])]
 
 
 @pytest.mark.parametrize("pieces, expected", [

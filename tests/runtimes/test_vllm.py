@@ -49,7 +49,15 @@ def test_the_contract_is_the_backends():
     assert {"text_input", "stream", "sampling_parameters", "exclude_input_in_output"} <= {
         n for n, *_ in vllm.CONTRACT_INPUTS}
     assert {"num_input_tokens", "num_output_tokens"} <= {n for n, *_ in vllm.CONTRACT_OUTPUTS}
-    assert FACTS["vllm_backend"]["also_checked"]["same_contract"]
+
+
+def test_the_names_tritongen_sends_and_reads_are_the_recorded_upstream_names():
+    from tritongen.runtimes.vllm.dialect import SAMPLING_FIELDS
+
+    # What the dialect puts in sampling_parameters: vLLM SamplingParams fields (tests/fixtures/nvidia).
+    assert {"max_tokens", "stop", *SAMPLING_FIELDS} <= set(FACTS["sampling_params"]["fields_used"])
+    # The counter the load report checks its token total against: one the backend exports.
+    assert runtime("vllm").output_token_counter in FACTS["vllm_backend"]["request"]["metric_counters"]
 
 
 def test_engine_args_keys_are_engine_args_fields():
@@ -124,11 +132,14 @@ def test_the_dialect_speaks_the_backends_tensors():
         DIALECT.request_inputs("Hello", 16, stream=True, best_of=2)
     assert set(DIALECT.outputs) <= {n for n, *_ in vllm.CONTRACT_OUTPUTS}
     assert DIALECT.count_source == "server" and DIALECT.unsupported == ()
-    # Streamed text_output is the delta since the previous response (tests/fixtures/nvidia, `request`).
-    assert FACTS["vllm_backend"]["request"]["streamed_text_output"] == "delta"
+    # The reader follows the recorded streamed text_output (tests/fixtures/nvidia, `request`): each response's
+    # delta passed on as it is ("delta"), or the text new since the previous whole text ("whole").
+    pieces = ["Hel", "lo", " 🙂"]
+    sent = pieces if FACTS["vllm_backend"]["request"]["streamed_text_output"] == "delta" else \
+        ["Hel", "Hello", "Hello 🙂"]
     text = DIALECT.text()
-    assert [text.feed(p, i == 2) for i, p in enumerate(["Hel", "lo", " 🙂"])] == ["Hel", "lo", " 🙂"]
-    assert text.sent == "Hello 🙂" and text.end(" 🙂") == ""
+    assert [text.feed(p, i == 2) for i, p in enumerate(sent)] == pieces
+    assert text.sent == "Hello 🙂" and text.end(sent[-1]) == ""
 
 
 def test_the_openai_frontend_is_planned_for_the_vllm_backend(tmp_path, tiny_model, capsys):

@@ -81,8 +81,12 @@ def test_min_tokens_and_stop_strings_go_to_vllm(served):
     ({"text_input": np.array([b"a"], dtype=np.object_), "stream": np.array([True]),
       "exclude_input_in_output": np.array([False])},
      "When streaming, `exclude_input_in_output` = False is not allowed."),
-    (_inputs("a", 0, stream=False), "Error generating stream: max_tokens must be at least 1, got 0."),
-], ids=["prompt in a stream", "max_tokens 0"])
+    # The backend's TritonSamplingParams.from_dict swallows vLLM's reason and returns None; what the client gets is
+    # the failure to read lora_name of None (tests/fixtures/nvidia/vllm_backend-r26.01.json, double_behaviours).
+    (_inputs("a", 0, stream=False), "Error generating stream: 'NoneType' object has no attribute 'lora_name'"),
+    (_inputs("a", 4, stream=False, min_tokens=5),
+     "Error generating stream: 'NoneType' object has no attribute 'lora_name'"),
+], ids=["prompt in a stream", "max_tokens 0", "min_tokens above max_tokens"])
 def test_a_bad_request_gets_one_error_and_others_go_on(served, inputs, message):
     with pytest.raises(RuntimeError, match=_escape(message)):
         grpc_responses(served.grpc_url, MODEL, inputs)
@@ -158,6 +162,22 @@ def test_openai_completions_stream_exactly_the_unstreamed_text_with_the_servers_
     assert whole.choices[0].finish_reason == "length"
     assert whole.usage.completion_tokens == 12 and whole.usage.prompt_tokens > 0
     assert chunks[-1].usage == whole.usage
+
+
+def test_openai_errors_of_the_vllm_backend_are_client_errors_naming_the_field(client):
+    """min_tokens above max_tokens never reaches the backend (which would answer only "'NoneType' object has no
+    attribute 'lora_name'"); a prompt over max_model_len is vLLM's "longer than the maximum model length", a 400
+    context_length_exceeded."""
+    import openai
+
+    name = client.models.list().data[0].id
+    with pytest.raises(openai.BadRequestError) as info:
+        client.completions.create(model=name, prompt="Hi", max_tokens=4, extra_body={"min_tokens": 5})
+    assert info.value.body["param"] == "min_tokens" and "more than the request's maximum" in info.value.message
+    with pytest.raises(openai.BadRequestError) as info:
+        client.completions.create(model=name, prompt="word " * 5000, max_tokens=4)
+    assert (info.value.body["param"], info.value.body["code"]) == ("prompt", "context_length_exceeded")
+    assert "longer than the maximum model length" in info.value.message
 
 
 def test_openai_chat_streams_exactly_the_unstreamed_text(client):

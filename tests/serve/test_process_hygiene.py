@@ -37,7 +37,7 @@ def _time_wait_port() -> int:
 
 def test_a_test_without_the_integration_marker_cannot_start_tritonserver(tmp_path):
     """The guard of tests/conftest.py: `-m "not integration"` must never start a tritonserver."""
-    from conftest import TritonserverOutsideIntegration, starts_tritonserver
+    from conftest import TritonserverOutsideIntegration
 
     fake = tmp_path / "bin" / "tritonserver"
     fake.parent.mkdir()
@@ -45,12 +45,53 @@ def test_a_test_without_the_integration_marker_cannot_start_tritonserver(tmp_pat
     fake.chmod(0o755)
     with pytest.raises(TritonserverOutsideIntegration, match="is not marked `integration`"):
         subprocess.Popen([str(fake), "--model-repository=/nowhere"])
-    with pytest.raises(TritonserverOutsideIntegration):
-        subprocess.run([sys.executable, "-m", "tritongen", "serve", str(tmp_path)], check=False)
-    assert starts_tritonserver(["/venv/bin/tritongen", "up", "spec.yaml"])
-    # The frontend alone (serve --triton-url) and any other program may run.
-    assert not starts_tritonserver([sys.executable, "-m", "tritongen", "serve", "repo", "--triton-url", "h:1"])
     assert subprocess.run([sys.executable, "-c", "pass"], check=True).returncode == 0
+
+
+# Every way the project starts a server, each refused by the guard before any process starts.
+_STARTS = {
+    "python -m tritongen serve": [sys.executable, "-m", "tritongen", "serve", "repo"],
+    "python -m tritongen.cli serve": [sys.executable, "-m", "tritongen.cli", "serve", "repo"],
+    "python -m tritongen.cli up": [sys.executable, "-m", "tritongen.cli", "up", "spec.yaml"],
+    "python -m tritongen.cli demo": [sys.executable, "-m", "tritongen.cli", "demo"],
+    "python -m tritongen.cli verify --load": [sys.executable, "-m", "tritongen.cli", "verify", "repo", "--load"],
+    "tritongen up (console script)": ["/venv/bin/tritongen", "up", "spec.yaml"],
+    "tritongen --debug serve": ["tritongen", "--debug", "serve", "repo"],
+    "tritongen demo (shell string)": "tritongen demo",
+    "tritongen verify --load (shell string)": "cd /x && tritongen verify repo --load",
+}
+
+
+@pytest.mark.parametrize("argv", list(_STARTS.values()), ids=list(_STARTS))
+def test_the_guard_sees_each_way_tritongen_starts_a_server(argv):
+    from conftest import TritonserverOutsideIntegration, starts_tritonserver
+
+    assert starts_tritonserver(argv)
+    with pytest.raises(TritonserverOutsideIntegration, match="is not marked `integration`"):
+        subprocess.run(argv, shell=isinstance(argv, str), check=False)
+
+
+def test_the_guard_sees_run_cli_start_a_server(tmp_path):
+    from conftest import TritonserverOutsideIntegration
+    from specs import run_cli
+
+    for args in (("serve", str(tmp_path)), ("up", "spec.yaml"), ("demo",), ("verify", str(tmp_path), "--load")):
+        with pytest.raises(TritonserverOutsideIntegration):
+            run_cli(*args)
+
+
+@pytest.mark.parametrize("argv", [
+    [sys.executable, "-m", "tritongen", "serve", "repo", "--triton-url", "h:1"],  # the frontend alone
+    [sys.executable, "-m", "tritongen.cli", "verify", "repo"],  # no --load: protobuf and wiring checks only
+    [sys.executable, "-m", "tritongen.cli", "plan", "spec.yaml"],
+    [sys.executable, "-m", "tritongen.cli", "loadtest", "spec.yaml", "--url", "h:1"],
+    "tritongen render spec.yaml -o out",
+    [sys.executable, "-m", "pip", "--version"],
+], ids=["serve --triton-url", "verify", "plan", "loadtest", "render (shell string)", "another module"])
+def test_the_guard_lets_commands_that_start_no_server_run(argv):
+    from conftest import starts_tritonserver
+
+    assert not starts_tritonserver(argv)
 
 
 def test_a_port_whose_old_connections_wait_is_not_in_use():

@@ -78,9 +78,13 @@ _OVERLOAD = ("exceeds maximum queue size", "queue is full", "resource exhausted"
 _UNAVAILABLE = ("not ready", "unavailable", "is not found", "unknown model", "failed to connect", "shutting down")
 _BAD_INPUT = ("not supported", "must be", "unexpected shape", "invalid argument", "expected", "exceeds the",
               "exceed the", "too long", "out of range", ": required")
-# A prompt that does not fit: the LLM API's "the prompt (N tokens) and max_tokens (M) exceed max_seq_len".
+# A prompt that does not fit: the LLM API's "the prompt (N tokens) and max_tokens (M) exceed max_seq_len"; vLLM's
+# "The decoder prompt (length N) is longer than the maximum model length of M".
 _TOO_LONG = re.compile(r"prompt \(\d+ tokens\).*exceed|exceeds? the (?:model's )?(?:maximum )?(?:context|sequence) "
-                       r"length", re.IGNORECASE)
+                       r"length|longer than the maximum model length", re.IGNORECASE)
+# Triton's vLLM backend turns every SamplingParams vLLM refuses into this (TritonSamplingParams.from_dict logs the
+# reason and returns None; the request then reads lora_name of None): the request's sampling values are wrong.
+_VLLM_SAMPLING = "'NoneType' object has no attribute 'lora_name'"
 _NAMED = re.compile(r"\b(?:sampling_param_)?([a-z_]+)(?::| \()")
 
 
@@ -106,6 +110,10 @@ def classify(message: str) -> EngineError:
         return EngineError(429, f"the deployment is at capacity: {message}", "rate_limit_error")
     if any(m in text for m in _UNAVAILABLE):
         return EngineError(503, f"the deployment is unavailable: {message}", "server_error")
+    if _VLLM_SAMPLING in message:
+        return EngineError(400, "the vLLM backend refused the request's sampling parameters (it logs vLLM's reason "
+                           "and answers only: " + message + "); check temperature, top_p, seed, penalties and "
+                           "min_tokens against vLLM's limits", "invalid_request_error")
     param, code = _param(message)
     if any(m in text for m in _BAD_INPUT) or code is not None:
         return EngineError(400, message, "invalid_request_error", param, code)
@@ -191,7 +199,9 @@ def build_dialect_request(model: str, gen: Generation, request_id: str, dialect:
 
     # service.generation refused the parameters the dialect cannot take; what is left goes under OpenAI's names.
     params = {k: v for k, v in sampling(gen).items() if k not in dialect.unsupported}
-    inputs = dialect.request_inputs(gen.prompt, gen.max_tokens, stream=gen.stream, stop=gen.stop, **params)
+    # A model that cannot take stop sequences gets none: the frontend's StopMatcher finds them and cancels.
+    stop = () if dialect.stop_on_client else gen.stop
+    inputs = dialect.request_inputs(gen.prompt, gen.max_tokens, stream=gen.stream, stop=stop, **params)
     request = pb2.ModelInferRequest(model_name=model, id=request_id)
     for name, datatype, value in inputs:
         request.inputs.append(pb2.ModelInferRequest().InferInputTensor(name=name, datatype=datatype,

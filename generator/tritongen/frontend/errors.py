@@ -45,18 +45,27 @@ def request_param(request: Request, param: str | None) -> str | None:
     return param
 
 
+# Errors of the body as a whole (not JSON, not an object): OpenAI names no parameter for them, and their location
+# is a character offset, not a field.
+_BODY_LEVEL = {"json_invalid", "model_attributes_type", "dict_type", "missing"}
+
+
 def _validation_message(err: RequestValidationError) -> tuple[str, str | None]:
     lines, param = [], None
     for e in err.errors():
         loc = [str(p) for p in e.get("loc", ()) if p != "body"]
         path = ".".join(loc)
+        if e.get("type") in _BODY_LEVEL and not any(isinstance(p, str) and p != "body" for p in e.get("loc", ())):
+            lines.append(f"the request body is not a JSON object of the endpoint's fields: {e.get('msg')}")
+            continue
         msg = str(e.get("msg", "invalid"))
         # Our own validators already name the field ("n: ..."), from the request as a whole (no loc).
         msg = msg.removeprefix("Value error, ")
         if e.get("type") == "extra_forbidden":
             msg = "unknown field; this deployment does not support it (remove it)"
         named = re.match(r"^([a-z_]+): ", msg)
-        param = param or (loc[0] if loc else named.group(1) if named else None)
+        field = next((str(p) for p in e.get("loc", ()) if isinstance(p, str) and p != "body"), None)
+        param = param or field or (named.group(1) if named else None)
         lines.append(msg if not path else f"{path}: {msg}")
     return "; ".join(lines) or "invalid request body", param
 

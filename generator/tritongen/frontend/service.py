@@ -267,7 +267,15 @@ def generation(route: ModelRoute, req, prompt: str) -> Generation:
             raise APIError(400, f"{param} is not supported by this deployment ({dialect.title} has no input for "
                                 "it); leave it unset", param=param)
     limit = req.token_limit()
-    return Generation(prompt=prompt, max_tokens=limit if limit is not None else route.default_max_tokens,
+    max_tokens = limit if limit is not None else route.default_max_tokens
+    if req.min_tokens is not None and req.min_tokens > max_tokens:
+        from tritongen.frontend.errors import APIError
+
+        # Checked here because a runtime may not say why it fails (Triton's vLLM backend answers only "'NoneType'
+        # object has no attribute 'lora_name'").
+        raise APIError(400, f"min_tokens: {req.min_tokens} is more than the request's maximum of {max_tokens} tokens; "
+                            "lower min_tokens or raise max_tokens", param="min_tokens")
+    return Generation(prompt=prompt, max_tokens=max_tokens,
                       stream=req.stream, stop=tuple(req.stop_list()), temperature=req.temperature, top_p=req.top_p,
                       seed=req.seed, presence_penalty=req.presence_penalty,
                       frequency_penalty=req.frequency_penalty, min_tokens=req.min_tokens)

@@ -117,16 +117,21 @@ class PromptSource:
             rows = [json.loads(line) for line in Path(prompts_file).read_text().splitlines() if line.strip()]
             if not rows:
                 raise ValueError(f"{prompts_file}: no prompts")
-            self._file_prompts = itertools.cycle([self._file_prompt(row) for row in rows])
+            self._file_prompts = itertools.cycle([self._file_prompt(row, f"{prompts_file}: line {n}")
+                                                  for n, row in enumerate(rows, start=1)])
 
     def count(self, text: str, *, special: bool = False) -> int:
         return len(self.tokenizer.encode(text, add_special_tokens=special))
 
-    def _file_prompt(self, row: dict) -> Prompt:
+    def _file_prompt(self, row: dict, where: str) -> Prompt:
         text = row["text_input"]
         max_tokens = int(row.get("max_tokens", self.config.profile.output_tokens.mean))
-        return Prompt(text, self.count(text, special=self.config.add_special_tokens), max_tokens,
-                      row.get("min_tokens"))
+        min_tokens = row.get("min_tokens")
+        # Refused before sending: Triton's vLLM backend would fail such a request without saying why.
+        if min_tokens is not None and int(min_tokens) > max_tokens:
+            raise ValueError(f"{where}: min_tokens ({min_tokens}) is more than max_tokens ({max_tokens}); lower "
+                             "min_tokens or raise max_tokens")
+        return Prompt(text, self.count(text, special=self.config.add_special_tokens), max_tokens, min_tokens)
 
     def sized(self, n_in: int, n_out: int) -> Prompt:
         """A synthetic prompt of about `n_in` tokens asking for exactly `n_out` (min_tokens = max_tokens)."""

@@ -8,6 +8,7 @@
   MIG-enabled when MIG lines follow it.
 * An inventory file, YAML or JSON, for planning a node you are not on::
 
+      driver: "610.43.02"              # optional: the nodes' NVIDIA driver (plan checks the image's need)
       gpus:
         - name: NVIDIA H200              # product name as nvidia-smi prints it; picks the catalogue entry
           index: 0                       # optional, defaults to the position in the list
@@ -154,6 +155,8 @@ class Inventory:
 
     gpus: tuple[Gpu, ...]
     source: str
+    driver: str | None = None
+    """The NVIDIA driver version (NVML, or an inventory file's `driver`); None when the source does not say."""
 
 
 # ---------------------------------------------------------------------------------------------- inventory files
@@ -190,6 +193,7 @@ class _GpuEntry(_Strict):
 
 class _InventoryFile(_Strict):
     gpus: list[_GpuEntry] = Field(min_length=1)
+    driver: str | None = Field(None, pattern=r"^\d+(\.\d+)*$")
 
 
 def _mig_from_entry(gpu: _GpuEntry, gpu_index: int, position: int, path: str, entry: _MigEntry) -> MigDevice:
@@ -230,12 +234,12 @@ def _gpu_from_entry(entry: _GpuEntry, index: int, path: str) -> Gpu:
     return Gpu(index, entry.uuid, entry.name, int(memory * GIB), sms, entry.mig is not None, migs)
 
 
-def _build(entries: list[_GpuEntry], source: str) -> Inventory:
+def _build(entries: list[_GpuEntry], source: str, driver: str | None = None) -> Inventory:
     gpus = [_gpu_from_entry(e, e.index if e.index is not None else i, f"gpus.{i}") for i, e in enumerate(entries)]
     indices = [g.index for g in gpus]
     if len(set(indices)) != len(indices):
         raise SpecError(problem("gpus", f"GPU indices repeat ({indices})", "give every GPU its own index"))
-    return Inventory(tuple(sorted(gpus, key=lambda g: g.index)), source)
+    return Inventory(tuple(sorted(gpus, key=lambda g: g.index)), source, driver)
 
 
 def inventory_from_mapping(data: Any, source: str = "(inventory)") -> Inventory:
@@ -244,7 +248,7 @@ def inventory_from_mapping(data: Any, source: str = "(inventory)") -> Inventory:
         parsed = _InventoryFile.model_validate(data)
     except ValidationError as err:
         raise SpecError([_schema_problem(e) for e in err.errors()]) from None
-    return _build(parsed.gpus, source)
+    return _build(parsed.gpus, source, parsed.driver)
 
 
 def _schema_problem(error: Any) -> str:
@@ -349,6 +353,7 @@ def discover_nvml() -> Inventory:
     except pynvml.NVMLError as err:
         raise EnvironmentMissing(problem("inventory", f"NVML could not start ({err})", how)) from None
     try:
+        driver = _text(pynvml.nvmlSystemGetDriverVersion())
         gpus = []
         for index in range(pynvml.nvmlDeviceGetCount()):
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)
@@ -364,7 +369,7 @@ def discover_nvml() -> Inventory:
         pynvml.nvmlShutdown()
     if not gpus:
         raise EnvironmentMissing(problem("inventory", "NVML reports no GPU", how))
-    return Inventory(tuple(gpus), "nvml")
+    return Inventory(tuple(gpus), "nvml", driver)
 
 
 def load_inventory(source: str) -> Inventory:

@@ -49,4 +49,10 @@ def plan_notes(plan) -> list[str]:
         notes.append(f"note: model.tokenizer: {missing_tokenizer_files(Path(plan.tokenizer.dir)) or 'was missing'}"
                      "; plan, render and deploy do not need it, but preprocessing, postprocessing and the load test "
                      "load it from there")
+    if plan.placement is not None:
+        from tritongen.runtimes import runtime_of
+
+        driver = runtime_of(plan).driver_problem(plan.placement.inventory.get("driver"))
+        if driver is not None:
+            notes.append(f"note: --inventory: {driver[1]}")
     return notes

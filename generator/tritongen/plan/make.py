@@ -108,6 +108,10 @@ def _place(spec: Spec, plan: Plan, max_seq_len: int, inventory_source: str) -> P
                                 "set placement.device: gpu for a GPU deployment, or run it on this machine with "
                                 "`tritongen serve` or `tritongen up` (plan without --inventory)"))
     inventory = load_inventory(inventory_source)
+    driver = runtime(spec.runtime).driver_problem(inventory.driver)
+    if driver is not None and driver[0]:
+        raise SpecError(problem("--inventory", f"{driver[1]} ({inventory.source})",
+                                "upgrade the nodes' driver, or plan for nodes that have it"))
     from tritongen.placement.memory import load_memory_model
 
     config, settings = runtime(spec.runtime).memory_model(spec, plan)
@@ -141,7 +145,7 @@ def _multi_node(spec: Spec, node, world: int):
                                 "set deploy.access_mode: ReadWriteMany and a storage_class that provides it"))
     per_node = world // nodes
     gpus = [dataclasses.replace(g, index=k * per_node + i) for k in range(nodes) for i, g in enumerate(full[:per_node])]
-    return Inventory(tuple(gpus), f"{node.source} x {nodes} nodes")
+    return Inventory(tuple(gpus), f"{node.source} x {nodes} nodes", node.driver)
 
 
 def _inventory_gpus(inventory: str | None) -> list[tuple[int, str]]:

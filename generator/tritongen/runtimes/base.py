@@ -12,6 +12,7 @@ Layering: this package sits below plan, render, deploy and the load test, so it 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +59,23 @@ class PlanContext:
     engine_dir: str | None
     """--engine-dir given to `plan`/`deploy` (tensorrtllm)."""
     gpu_arch: str | None
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """The upstream release a runtime was checked against, and what its serving image needs of a node."""
+
+    release: str
+    """What serves the model, with its version ("vLLM 0.24.0 in Triton 26.07")."""
+    min_driver: str | None
+    """The NVIDIA driver the image needs (the server repo's compatibility matrix); None: not established."""
+    checked: str
+    """What was read, where and at which commit (docs/runtimes.md has the full list)."""
+
+
+def driver_version(text: str) -> tuple[int, ...]:
+    """`610.43.02` -> (610, 43, 2), for comparing driver versions."""
+    return tuple(int(part) for part in re.findall(r"\d+", text))
 
 
 class Ports(NamedTuple):
@@ -162,6 +180,9 @@ class Dialect(ABC):
     no counts, so clients count the text with the deployment's tokenizer (`TokenCounter`) and say so."""
     unsupported: ClassVar[tuple[str, ...]] = ()
     """Request parameters (OpenAI names) it has no input for."""
+    stop_on_client: ClassVar[bool] = False
+    """The model cannot take stop sequences, so `request_inputs` refuses them: a client matches them in the streamed
+    text and cancels the request once it finds one (the OpenAI frontend does)."""
 
     @property
     def why(self) -> str:
@@ -242,6 +263,9 @@ class Runtime(ABC):
     """What it is and when to pick it, for the spec's `runtime` field (validate --explain)."""
     executed_here: ClassVar[str]
     """Where tritongen has run it for real (the runtime table of docs/guide.md), or that it has not."""
+    upstream: ClassVar[Upstream]
+    """The upstream release it was checked against and the driver its image needs (`plan` with an inventory
+    refuses nodes whose driver is older)."""
 
     ensemble: ClassVar[bool] = True
     """Speaks the TensorRT-LLM C++ model's tensors, so tritongen's preprocessing, postprocessing, BLS, ensemble,
@@ -319,6 +343,20 @@ class Runtime(ABC):
 
     def check_placement(self, spec: Spec, plan: Plan, gpus: Sequence[tuple[str, str]]) -> None:
         """Checks of the GPUs the placement uses ((label, product name) each)."""
+
+    def driver_problem(self, driver: str | None) -> tuple[bool, str] | None:
+        """(refuse, message) about a node's NVIDIA driver (None: unknown) for this runtime's image; None when it
+        is new enough or the image's need is not established. refuse is True when the driver is known and older."""
+        need = self.upstream.min_driver
+        if need is None:
+            return None
+        what = f"{self.image()} ({self.upstream.release}) needs NVIDIA driver >= {need}"
+        if driver is None:
+            return False, (f"the inventory does not say the NVIDIA driver; {what}: check the nodes (an NVML "
+                           "inventory or an inventory file's `driver` records it)")
+        if driver_version(driver) < driver_version(need):
+            return True, f"NVIDIA driver {driver} is older than {need}; {what}"
+        return None
 
     # -------------------------------------------------------------------------------------------- repository
 

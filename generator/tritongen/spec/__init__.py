@@ -204,8 +204,9 @@ class ServingSection(_Section):
     """What runs tensorrt_llm_bls, the text path's per-token step. native: tritongen's C++ backend
     (tritongen_bls), which detokenises each LLM response inside tritonserver (no IPC round trip into a Python
     process per token); it needs a byte-level BPE or SentencePiece byte-fallback tokenizer (checked against the
-    tokenizer when planning) and a C++ compiler where tritonserver starts. python: the python BLS (any tokenizer,
-    speculative decoding). auto: native when the tokenizer allows it, else python."""
+    tokenizer when planning) and a C++ compiler where tritonserver starts. python: the python BLS (any tokenizer).
+    Neither does speculative decoding: neither has a draft loop, and both refuse num_draft_tokens > 0. auto: native
+    when the tokenizer allows it, else python."""
 
     bls_accumulate_tokens: bool = False
     """tensorrt_llm_bls streams the text of all tokens so far in each response (beam width 1)."""

@@ -9,7 +9,11 @@ streams, how it fails and cancels), not from NVIDIA's code. What it must reprodu
   the FINAL flag;
 - errors: one FINAL response with text_output "N/A" and "Error generating request: ..."; cancellation: a checker
   every cancellation_check_period_ms answers a cancelled request with one FINAL "Request cancelled by client"
-  (CANCELLED); a `stop` request cancels the requests that carry its request id.
+  (CANCELLED); a `stop` request cancels the requests that carry its request id;
+- stop sequences: sampling_param_stop reaches the tokenizer as bytes, so with a Hugging Face tokenizer every request
+  that carries one fails ("Error generating request: " and the tokenizer's error).
+Each behaviour's upstream file and commit: `double_behaviours` in facts.json (the `# facts:` comments below name
+the entry).
 What it does not reproduce: the engine. It recites a fixed multilingual text with the deployment's tokenizer, one
 token per request per step (continuous batching up to model.yaml's max_batch_size), and detokenizes the whole
 sequence at each step as the LLM API's text does, so a step can end inside a multi-byte character (U+FFFD) that
@@ -51,7 +55,7 @@ def _model_yaml() -> dict:
         return yaml.safe_load(f)
 
 
-def _llm_args_keys() -> set[str]:
+def _llm_args_keys() -> set[str]:  # facts: llm_args
     with open(os.path.join(HERE, "facts.json")) as f:
         return set(json.load(f)["llm_args"]["TorchLlmArgs"])
 
@@ -66,7 +70,7 @@ def _scalar(request, name: str):
         return None
     array = tensor.as_numpy()
     if array.size != 1:
-        raise RequestError(f"Expected a scalar tensor for tensor {name}")
+        raise RequestError(f"Expected a scalar tensor for tensor {name}")  # facts: scalar_inputs
     value = array.reshape(-1)[0]
     return value.item() if hasattr(value, "item") else value
 
@@ -90,7 +94,7 @@ class Generation:
 
 class TritonPythonModel:
     @classmethod
-    def auto_complete_config(cls, config):
+    def auto_complete_config(cls, config):  # facts: triton_config
         triton = _model_yaml()["triton_config"]
         config.set_model_transaction_policy(dict(decoupled=bool(triton["decoupled"])))
         config.set_max_batch_size(int(triton["max_batch_size"]))
@@ -152,6 +156,7 @@ class TritonPythonModel:
             raise RequestError("text_input is missing from the request")
         array = text.as_numpy()
         if array.ndim > 1:
+            # facts: text_input_1d
             raise RequestError("The current implementation only supports text_input being a 1D tensor.")
         prompt = array[0].decode("utf-8") if isinstance(array[0], bytes) else str(array[0])
         params = {name: _scalar(request, name) for name in SAMPLING}
@@ -159,16 +164,22 @@ class TritonPythonModel:
         streaming = bool(_scalar(request, "streaming") or False)
         flags = {name: bool(_scalar(request, name) or False) for name in OUTPUT_FLAGS}
         if streaming and not self.decoupled:
-            raise RequestError("Streaming is only supported in decoupled mode.")
+            raise RequestError("Streaming is only supported in decoupled mode.")  # facts: streaming_not_decoupled
         self._check_sampling(params)
         if flags["return_cumulative_logprob"]:
             raise RequestError("return_cumulative_logprob: this test double computes no log probabilities")
         stop = pb_utils.get_input_tensor_by_name(request, "sampling_param_stop")
+        # helpers.py hands SamplingParams the tensor as it is (an array of bytes), and SamplingParams._setup
+        # tokenizes each element with the model's tokenizer  # facts: stop_as_bytes
+        stop = stop.as_numpy() if stop is not None else None
+        for s in ([stop] if isinstance(stop, str) else stop if stop is not None else []):
+            self._encode(s)
         stops = [s.decode("utf-8") if isinstance(s, bytes) else str(s)
-                 for s in (stop.as_numpy().reshape(-1) if stop is not None else [])]
+                 for s in (stop.reshape(-1) if stop is not None else [])]
         prompt_ids = self.tokenizer.encode(prompt)
         max_tokens = int(params["sampling_param_max_tokens"] or MAX_TOKENS_DEFAULT)
         if self.max_seq_len is not None and len(prompt_ids) + max_tokens > int(self.max_seq_len):
+            # facts: prompt_too_long
             raise RequestError(f"the prompt ({len(prompt_ids)} tokens) and max_tokens ({max_tokens}) exceed "
                                f"max_seq_len ({self.max_seq_len})")
         return Generation(request=request, sender=sender, request_id=request.request_id(), prompt_ids=prompt_ids,
@@ -176,8 +187,16 @@ class TritonPythonModel:
                           exclude_input=bool(params["sampling_param_exclude_input_from_output"]), stops=stops,
                           flags=flags, recital_at=self.starts[len(prompt_ids) % len(self.starts)])
 
+    def _encode(self, text):
+        """SamplingParams._setup's _encode: the tokenizer's encode, retried without add_special_tokens on a
+        TypeError."""
+        try:
+            return self.tokenizer.encode(text, add_special_tokens=False)
+        except TypeError:
+            return self.tokenizer.encode(text)
+
     @staticmethod
-    def _check_sampling(p: dict) -> None:
+    def _check_sampling(p: dict) -> None:  # facts: sampling_checks
         # The LLM API's SamplingParams validates its arguments when it is constructed.
         if p["sampling_param_max_tokens"] is not None and p["sampling_param_max_tokens"] < 1:
             raise RequestError(f"max_tokens ({p['sampling_param_max_tokens']}) must be at least 1")
@@ -223,6 +242,8 @@ class TritonPythonModel:
         if gen.streaming or finish is not None:
             self._send(gen, self._response(gen, text, finish, stop_reason), final=finish is not None)
 
+    # facts: whole_text_output
+    # facts: no_token_counts (the model's outputs carry text and reasons, never counts)
     def _response(self, gen: Generation, text: str, finish: str | None, stop_reason: str | None):
         tensors = [pb_utils.Tensor("text_output", np.array([text.encode("utf-8")], dtype=np.object_))]
         if gen.flags["return_finish_reason"]:
@@ -243,7 +264,7 @@ class TritonPythonModel:
                 self.active.pop(id(gen), None)
                 self.gauge.set(len(self.waiting) + len(self.active))
 
-    def _fail(self, sender, err: Exception) -> None:
+    def _fail(self, sender, err: Exception) -> None:  # facts: error_response
         response = pb_utils.InferenceResponse(
             output_tensors=[pb_utils.Tensor("text_output", np.array([b"N/A"], dtype=np.object_))],
             error=pb_utils.TritonError(f"Error generating request: {err}"))
@@ -254,7 +275,7 @@ class TritonPythonModel:
         return pb_utils.InferenceResponse(error=pb_utils.TritonError("Request cancelled by client",
                                                                      pb_utils.TritonError.CANCELLED))
 
-    def _cancel(self, gen: Generation) -> None:
+    def _cancel(self, gen: Generation) -> None:  # facts: cancellation
         with self.lock:
             self.active.pop(id(gen), None)
             if gen in self.waiting:
@@ -278,7 +299,7 @@ class TritonPythonModel:
                 if cancelled:
                     self._cancel(gen)
 
-    def _stop(self, request_id: str, sender) -> None:
+    def _stop(self, request_id: str, sender) -> None:  # facts: stop_request
         if not request_id:
             sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(
                 "A request id must be provided for request cancellation")),

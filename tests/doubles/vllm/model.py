@@ -15,9 +15,17 @@ Written from the facts in tests/fixtures/nvidia/vllm_backend-r26.01.json (`model
 - errors: one FINAL response with text_output "N/A" and "Error generating stream: ..."; cancellation checked at each
   step: a stream ends with one FINAL "Request was cancelled" (CANCELLED);
 - metrics (REPORT_CUSTOM_METRICS "true"): the counters vllm:prompt_tokens_total and vllm:generation_tokens_total.
+- an invalid sampling_parameters (bad JSON, an unknown field, a value vLLM's SamplingParams refuses): the backend's
+  TritonSamplingParams.from_dict logs vLLM's error and returns None, and the request then fails reading
+  `lora_name` of None, so the client sees "Error generating stream: 'NoneType' object has no attribute
+  'lora_name'" and never vLLM's reason (the reason goes to the server log only);
+- a prompt of max_model_len tokens or more: "Error generating stream: The decoder prompt (length N) is longer than
+  the maximum model length of M. ...".
+Each behaviour's upstream file and commit: `double_behaviours` in tests/fixtures/nvidia/vllm_backend-r26.01.json
+(the `# facts:` comments below name the entry).
 What it does not reproduce: vLLM. It generates with transformers on the CPU (the checkpoint of model.json, one
-request at a time per step, up to max_num_seqs requests per step), and an invalid sampling_parameters fails with
-vLLM's validation message (the real backend's from_dict swallows it and the request fails later, worded otherwise).
+request at a time per step, up to max_num_seqs requests per step), and it knows fewer SamplingParams fields than
+vLLM (SAMPLING: a field vLLM takes and it does not fails like an invalid one).
 
 TRITONGEN_DOUBLE_ITL_MS (environment of tritonserver) adds a pause per step (default 0).
 """
@@ -51,7 +59,17 @@ def _flag(request, name: str):
     return None if tensor is None else bool(tensor.as_numpy()[0])
 
 
-def _sampling(text: str) -> dict:
+def _triton_sampling_params(text: str) -> dict | None:
+    """What TritonSamplingParams.from_dict returns: the parameters, or None when vLLM refuses them (its reason is
+    logged, not raised).  # facts: sampling_parameters_invalid"""
+    try:
+        return _sampling(text)
+    except Exception as err:  # noqa: BLE001 - from_dict catches every exception
+        pb_utils.Logger.log_error(f"[vllm double] TritonSamplingParams.from_dict returned None: {err}")
+        return None
+
+
+def _sampling(text: str) -> dict:  # facts: sampling_limits
     """SamplingParams from the JSON string, with vLLM's defaults and the checks its constructor makes."""
     given = json.loads(text or "{}")
     unknown = sorted(set(given) - set(SAMPLING))
@@ -107,6 +125,7 @@ class TritonPythonModel:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.model_config = json.loads(args["model_config"])
+        # facts: decoupled_required
         assert pb_utils.using_decoupled_model_transaction_policy(self.model_config), \
             "vLLM Triton backend must be configured to use decoupled model transaction policy"
         path = os.path.join(args["model_repository"], args["model_version"], "model.json")
@@ -115,7 +134,7 @@ class TritonPythonModel:
                                                 f"'{os.path.dirname(path)}'")
         with open(path) as f:
             engine = json.load(f)
-        unknown = sorted(set(engine) - ENGINE_ARGS)
+        unknown = sorted(set(engine) - ENGINE_ARGS)  # facts: model_json
         if unknown:  # AsyncEngineArgs(**model.json) is a dataclass: unknown keyword arguments fail the load
             raise pb_utils.TritonModelException(f"model.json keys that AsyncEngineArgs does not take: {unknown}")
         self.torch = torch
@@ -131,6 +150,7 @@ class TritonPythonModel:
         counter = pb_utils.MetricFamily.COUNTER
         # The families must outlive their metrics.
         self.families = [
+            # facts: metrics
             pb_utils.MetricFamily(name="vllm:prompt_tokens_total", description="Number of prefill tokens processed.",
                                   kind=counter),
             pb_utils.MetricFamily(name="vllm:generation_tokens_total",
@@ -162,20 +182,25 @@ class TritonPythonModel:
                 self.lock.notify()
         return None
 
-    def _convert(self, request, sender) -> Generation:
+    def _convert(self, request, sender) -> Generation:  # facts: inputs
         prompt = pb_utils.get_input_tensor_by_name(request, "text_input").as_numpy()[0]
         prompt = prompt.decode("utf-8") if isinstance(prompt, bytes) else str(prompt)
         stream = bool(_flag(request, "stream") or False)
         exclude = _flag(request, "exclude_input_in_output")
         prepend_input = (not exclude) if exclude is not None else not stream
         if prepend_input and stream:
+            # facts: prompt_in_stream_refused
             raise RequestError("When streaming, `exclude_input_in_output` = False is not allowed.")
         tensor = pb_utils.get_input_tensor_by_name(request, "sampling_parameters")
-        params = _sampling(tensor.as_numpy()[0].decode("utf-8") if tensor is not None else request.parameters())
+        params = _triton_sampling_params(tensor.as_numpy()[0].decode("utf-8") if tensor is not None
+                                         else request.parameters())
+        if params is None:  # GenerateRequest.execute reads sampling_params.lora_name next  # facts: lora_name_of_none
+            raise AttributeError("'NoneType' object has no attribute 'lora_name'")
         prompt_ids = self.tokenizer.encode(prompt)
-        if len(prompt_ids) >= self.max_model_len:
+        if len(prompt_ids) > self.max_model_len:  # facts: prompt_too_long
             raise RequestError(f"The decoder prompt (length {len(prompt_ids)}) is longer than the maximum model "
-                               f"length of {self.max_model_len}.")
+                               f"length of {self.max_model_len}. Make sure that `max_model_len` is no smaller than "
+                               "the number of text tokens.")
         generator = self.torch.Generator()
         generator.manual_seed(params["seed"] if params["seed"] is not None else int.from_bytes(os.urandom(4), "big"))
         return Generation(request=request, sender=sender, prompt=prompt, prompt_ids=prompt_ids, stream=stream,
@@ -258,9 +283,10 @@ class TritonPythonModel:
         return int(torch.multinomial(probs, 1, generator=gen.generator))
 
     # ------------------------------------------------------------------ responses
-    def _send(self, gen: Generation, *, final: bool) -> None:
+    def _send(self, gen: Generation, *, final: bool) -> None:  # facts: streamed_delta
         if gen.stream:
             # Held back while unfinished: the characters that may still turn out to start a stop string.
+            # facts: stop_holdback
             hold = 0 if final or not gen.params["stop"] else max(len(s) for s in gen.params["stop"]) - 1
             visible = max(gen.sent_chars, len(gen.text) - hold)
             text, gen.sent_chars = gen.text[gen.sent_chars:visible], visible
@@ -271,6 +297,7 @@ class TritonPythonModel:
         if gen.flags["return_finish_reason"]:
             tensors.append(pb_utils.Tensor("finish_reason", np.asarray([str(gen.finish)], dtype=np.object_)))
         if gen.flags["return_num_input_tokens"]:
+            # facts: counts_and_finish_reason
             tensors.append(pb_utils.Tensor("num_input_tokens", np.asarray(len(gen.prompt_ids), dtype=np.uint32)))
         if gen.flags["return_num_output_tokens"]:
             tensors.append(pb_utils.Tensor("num_output_tokens", np.asarray([tokens], dtype=np.uint32)))
@@ -291,7 +318,7 @@ class TritonPythonModel:
     def _count(self) -> None:
         self.gauge.set(len(self.waiting) + len(self.active))
 
-    def _cancel(self, gen: Generation) -> None:
+    def _cancel(self, gen: Generation) -> None:  # facts: cancellation
         self._close(gen)
         if gen.stream:
             gen.sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(
@@ -300,7 +327,7 @@ class TritonPythonModel:
         else:  # the backend sends what the last output held
             self._send(gen, final=True)
 
-    def _fail(self, sender, err: Exception) -> None:
+    def _fail(self, sender, err: Exception) -> None:  # facts: error_response
         response = pb_utils.InferenceResponse(
             output_tensors=[pb_utils.Tensor("text_output", np.asarray(["N/A"], dtype=np.object_))],
             error=pb_utils.TritonError(f"Error generating stream: {err}"))

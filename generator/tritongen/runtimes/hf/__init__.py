@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from tritongen.runtimes.base import (Knob, PlanContext, Renderer, Runtime, RuntimeSettings, Signal, quantity,
+from tritongen.runtimes.base import (Knob, PlanContext, Renderer, Runtime, RuntimeSettings, Signal, Upstream, quantity,
                                      serving_knobs)
 from tritongen.runtimes.tensorrtllm import ensemble_server_command
 from tritongen.runtimes.tensorrtllm.release import TRTLLM
@@ -25,6 +25,10 @@ CPU_MAX_BATCH_TOKENS = 512
 RELEASE = TRTLLM.release
 HF_BASE_IMAGE = f"nvcr.io/nvidia/tritonserver:{RELEASE}-py3"
 HF_IMAGE = f"tritongen-hf:{RELEASE}"
+HF_UPSTREAM = Upstream(
+    release=f"tritongen's own model on {HF_BASE_IMAGE}", min_driver=None,
+    checked=("the server repo's compatibility matrix (r26.07 at 819ee377) lists only the trtllm and vllm images, "
+             "so the -py3 base image's driver is not established and plan does not check it"))
 
 
 class HFRuntimePlan(RuntimeSettings):
@@ -86,6 +90,7 @@ class HfRuntime(Runtime):
     settings = HFRuntimePlan
     summary = "python-backend model on transformers' continuous batching, the C++ model's tensors (CPU or GPU)"
     executed_here = "yes: CPU in `make test` (embedded tritonserver), H200 (docs/benchmarks.md)"
+    upstream = HF_UPSTREAM
     choice = "portable python model on transformers; pick it for CPUs, CI and GPUs without TensorRT-LLM"
     honours_stream_flush = True
     needs_tokenizer_files = True

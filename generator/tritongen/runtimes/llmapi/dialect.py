@@ -9,7 +9,13 @@ holds the tensor tables; tests/doubles/llmapi/facts.json the upstream files they
 - text_output is the whole text so far in every streamed response, not a delta (`WholeText` turns it into
   exact deltas; the text may end inside a multi-byte character that the next response completes);
 - the model returns no token counts: clients count with the deployment's tokenizer (`TokenCounter`) and label
-  those counts as client-counted (COUNT_SOURCE).
+  those counts as client-counted (COUNT_SOURCE);
+- stop sequences are not sent (`stop_on_client`): helpers.py passes the `sampling_param_stop` tensor to
+  SamplingParams as it is, an array of bytes, and SamplingParams._setup tokenizes each element, which a Hugging
+  Face tokenizer refuses, so every request with a stop sequence fails in the container
+  (tests/doubles/llmapi/facts.json, `double_behaviours.stop_as_bytes`). The OpenAI frontend matches stop
+  sequences in the text: a streamed request is cancelled at the first one; an unstreamed one runs to its end (the
+  model may not be decoupled, so the frontend cannot stream it) and its text is cut there.
 """
 
 from __future__ import annotations
@@ -51,9 +57,9 @@ def request_inputs(prompt: str, max_tokens: int, *, stream: bool, stop: Iterable
               ("sampling_param_max_tokens", "INT32", np.array([max_tokens], dtype=np.int32)),
               ("sampling_param_exclude_input_from_output", "BOOL", np.array([True], dtype=np.bool_)),
               ("return_finish_reason", "BOOL", np.array([True], dtype=np.bool_))]
-    stop = [s for s in stop if s]
-    if stop:
-        inputs.append(("sampling_param_stop", "BYTES", np.array([s.encode("utf-8") for s in stop], dtype=np.object_)))
+    if any(stop):
+        raise ValueError("NVIDIA's llmapi model fails every request that carries sampling_param_stop (its helpers.py "
+                         "hands the tokenizer bytes); match stop sequences in the text instead (stop_on_client)")
     for key, value in sampling.items():
         if key not in SAMPLING_INPUTS:
             raise ValueError(f"the llmapi model has no input for {key!r}; it takes {', '.join(SAMPLING_INPUTS)}")
@@ -94,9 +100,9 @@ class LlmApiDialect(Dialect):
     title = "NVIDIA's llmapi model"
     takes = "streaming, sampling_param_* and 1-D tensors"
     outputs = OUTPUTS
-    list_inputs = frozenset({"sampling_param_stop"})
     count_source = COUNT_SOURCE
     unsupported = UNSUPPORTED
+    stop_on_client = True
 
     def request_inputs(self, prompt: str, max_tokens: int, *, stream: bool, stop: Iterable[str] = (),
                        **sampling: Any) -> list[tuple[str, str, np.ndarray]]:

@@ -13,7 +13,7 @@ from tritongen.runtimes.base import (Dialect, Knob, PlanContext, Renderer, Runti
                                      serving_knobs)
 from tritongen.runtimes.llmapi.dialect import DIALECT
 from tritongen.runtimes.llmapi.plan import LlmApiPlan, make_llmapi_plan
-from tritongen.runtimes.tensorrtllm.release import TRTLLM
+from tritongen.runtimes.tensorrtllm.release import TRTLLM, upstream
 
 if TYPE_CHECKING:
     from tritongen.plan.model import Plan
@@ -46,6 +46,10 @@ class LlmApiRuntime(Runtime):
                      "with a test double in place of NVIDIA's model code (tests/doubles/llmapi; streamed, unstreamed, "
                      "cancellation, bad requests, OpenAI chat, load-test sweep, verify --load); NVIDIA's model.py "
                      "and TensorRT-LLM never ran here")
+    upstream = upstream("NVIDIA's llmapi model (triton_backend/all_models/llmapi)",
+                        "model.py, helpers.py, config.pbtxt, llm_args.py and sampling_params.py of NVIDIA/TensorRT-LLM "
+                        "at the commits in tests/doubles/llmapi/facts.json (the v1.2.1 tag is over the snapshot "
+                        "limit); image and driver: server docs/introduction/compatibility.md, r26.07 at 819ee377")
     choice = ("NVIDIA's LLM-API model, maintained upstream; no engine build; pick it on GPUs with the TensorRT-LLM "
               "container")
     ensemble = False

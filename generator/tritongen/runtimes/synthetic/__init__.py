@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict
 
 from tritongen.runtimes.base import Knob, PlanContext, Renderer, Runtime, RuntimeSettings, serving_knobs
 from tritongen.runtimes.synthetic import engine as engine_module
-from tritongen.runtimes.hf import HF_BASE_IMAGE, HF_IMAGE
+from tritongen.runtimes.hf import HF_BASE_IMAGE, HF_IMAGE, HF_UPSTREAM
 from tritongen.runtimes.tensorrtllm import ensemble_server_command
 
 if TYPE_CHECKING:
@@ -76,6 +76,7 @@ class SyntheticRuntime(Runtime):
     settings = SyntheticPlan
     summary = "a token source at a configured TTFT/ITL, no model (measures the serving path alone)"
     executed_here = "yes: CPU in `make test` (embedded tritonserver), H200 (docs/benchmarks.md)"
+    upstream = HF_UPSTREAM
     choice = ("a token source with a configured TTFT/ITL and no model, to measure the serving path and the load "
               "generator alone")
 

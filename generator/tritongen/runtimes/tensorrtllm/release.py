@@ -1,8 +1,8 @@
 """The one pinned TensorRT-LLM release and the Triton container that carries it (both runtimes read it).
 
-The pair comes from the server repo's docs/introduction/compatibility.md (read at commit e1db8a60, 2026-08-19):
-tritonserver 26.04 to 26.07 `-trtllm-python-py3` carry TensorRT-LLM 1.2.1 with TensorRT 10.14.1.48 and CUDA 13.1
-(driver 590.44); 26.03 carries 1.2.0 and 25.12 to 26.02 carry 1.1.0. The newest container of the pair is pinned.
+The pair comes from the server repo's docs/introduction/compatibility.md (read on branch r26.07 at commit 819ee377
+and on main at e1db8a60): tritonserver 26.04 to 26.07 `-trtllm-python-py3` carry TensorRT-LLM 1.2.1 with TensorRT
+10.14.1.48 and CUDA 13.1.0.036 (CUDA driver 590.44.01); 26.03 carries 1.2.0 and 25.12 to 26.02 carry 1.1.0. The newest container of the pair is pinned.
 Upstream removed the TensorRT engine path (trtllm-build, the C++ inflight_batcher_llm backend and its templates)
 from TensorRT-LLM main in mid-2026; the released containers up to 26.07 still ship it. The LLM-API model
 (`all_models/llmapi`) is the path NVIDIA maintains. docs/runtimes.md lists the files and commits checked.
@@ -33,7 +33,7 @@ class TrtllmRelease:
     """CUDA toolkit in the container."""
 
     min_driver: str
-    """NVIDIA driver the container was built against (compatibility matrix)."""
+    """NVIDIA driver the container needs (the compatibility matrix's CUDA driver version)."""
 
     convert_script: str
     """Checkpoint conversion for the Llama family, relative to `examples/`."""
@@ -62,10 +62,18 @@ TRTLLM = TrtllmRelease(
     source_tag="v1.2.1",
     tensorrt="10.14.1.48",
     cuda="13.1",
-    min_driver="590.44",
+    min_driver="590.44.01",
     convert_script="models/core/llama/convert_checkpoint.py",
     quantize_script="quantization/quantize.py",
     executor_worker_path="/opt/tritonserver/backends/tensorrtllm/trtllmExecutorWorker",
     tritonserver="/opt/tritonserver/bin/tritonserver",
     llmapi_model_dir="/app/all_models/llmapi/tensorrt_llm/1",
 )
+
+
+def upstream(what: str, checked: str):
+    """The Upstream record of a runtime served by the pinned TensorRT-LLM container."""
+    from tritongen.runtimes.base import Upstream
+
+    return Upstream(release=f"{what} in TensorRT-LLM {TRTLLM.version}, Triton {TRTLLM.release}",
+                    min_driver=TRTLLM.min_driver, checked=checked)

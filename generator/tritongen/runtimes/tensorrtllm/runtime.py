@@ -16,6 +16,7 @@ from tritongen.runtimes.tensorrtllm import (
     DEFAULT_MAX_NUM_TOKENS, TRTLLM, BuildSettings, TensorrtllmPlan, build_commands, ensemble_server_command, id_groups,
     tensorrt_llm_parameters,
 )
+from tritongen.runtimes.tensorrtllm.release import upstream
 
 if TYPE_CHECKING:
     from tritongen.plan.model import Plan, ServerGroupPlan
@@ -59,6 +60,9 @@ class TensorrtllmRuntime(Runtime):
     settings = TensorrtllmPlan
     summary = f"C++ tensorrtllm backend, engine from trtllm-build (TensorRT-LLM {TRTLLM.version}, {TRTLLM.container})"
     executed_here = "no: build commands, engine cache and engine checks tested; no engine built or served"
+    upstream = upstream("the C++ tensorrtllm backend (inflight_batcher_llm)",
+                        "tensorrtllm_backend parameters and engine config keys (tests/fixtures/nvidia/trtllm-1.2.1.json); "
+                        "image and driver: server docs/introduction/compatibility.md, branch r26.07 at 819ee377")
     choice = ("the TensorRT engine path: C++ backend and built engines, in pinned containers up to 26.07; pick it "
               "for an existing engine workflow")
     runs_on_cpu = False

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from tritongen.errors import SpecError, problem
-from tritongen.runtimes.base import Dialect, PlanContext, Renderer, Runtime, RuntimeSettings
+from tritongen.runtimes.base import Dialect, PlanContext, Renderer, Runtime, RuntimeSettings, Upstream
 from tritongen.runtimes.tensorrtllm.release import TRTLLM
 from tritongen.runtimes.vllm.dialect import DIALECT, MODEL
 
@@ -38,6 +38,10 @@ if TYPE_CHECKING:
 
 IMAGE = f"nvcr.io/nvidia/tritonserver:{TRTLLM.release}-vllm-python-py3"
 TRITONSERVER = "/opt/tritonserver/bin/tritonserver"
+# The server repo's docs/introduction/compatibility.md on branch r26.07 (commit 819ee377): 26.07-vllm-python-py3
+# carries vLLM 0.24.0 (0.24.0+092c4842.nv26.7), CUDA 13.3.0.035 and needs CUDA driver 610.43.02.
+VLLM_VERSION = "0.24.0"
+MIN_DRIVER = "610.43.02"
 
 # (name, data type, dims, optional) as the backend's auto_complete_config declares them. Left out on purpose, as
 # for the llmapi model: `image` (multimodal) and `embedding_request` (not a text-generation request).
@@ -127,6 +131,12 @@ class VllmRuntime(Runtime):
                      "(tests/doubles/vllm; streamed, unstreamed, server token counts, stop strings, bad requests, "
                      "load test, OpenAI completions and chat, cancellation); vLLM, the backend's model.py and its "
                      "container never ran here")
+    upstream = Upstream(
+        release=f"vLLM {VLLM_VERSION} under Triton {TRTLLM.release}'s vllm_backend", min_driver=MIN_DRIVER,
+        checked=("vllm_backend src/ at r26.01 c70d6547 and main 8de0c148 (no r26.07 branch is published); vLLM "
+                 "EngineArgs fields, SamplingParams names and vllm:* metric names at vllm-project/vllm 99d7eb5d, "
+                 f"an older vLLM than {VLLM_VERSION}, whose tag could not be read here (tests/fixtures/nvidia/"
+                 "vllm_backend-r26.01.json, docs/runtimes.md)"))
     ensemble = False
     runs_on_cpu = False
     honours_stream_interval = False
