@@ -15,7 +15,7 @@ import traceback
 from pathlib import Path
 
 from tritongen.demo.model import TOKENIZERS
-from tritongen.errors import INTERNAL_ERROR_EXIT, SpecError, TritongenError, clip, problem, scrub
+from tritongen.errors import INTERNAL_ERROR_EXIT, EnvironmentMissing, SpecError, TritongenError, clip, problem, scrub
 
 
 def print_notes(plan) -> None:
@@ -30,12 +30,31 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     completion -> a Locust load test against the example's SLOs, from the repository root. Exit code: the verdict."""
     from tritongen.demo.model import make_demo_model
 
-    root = Path.cwd()
+    root = _demo_root()
+    if root != Path.cwd().resolve():
+        print(f"[demo] from the tritongen checkout {root} (its examples/{DEMO_EXAMPLE})", flush=True)
     model = make_demo_model(root / "build" / "tiny-llama")
     print(f"[demo] tiny Llama checkpoint + tokenizer: {model}", flush=True)
     print("[demo] its weights are random: the generated text is noise by design; the demo proves the serving path "
           "(rendering, tritonserver, streaming, load test), not a model", flush=True)
-    return main(["up", str(root / "examples" / "tiny-cpu.yaml"), "--out", str(root / "demo-output")])
+    return main(["up", str(root / "examples" / DEMO_EXAMPLE), "--out", str(root / "demo-output")])
+
+
+DEMO_EXAMPLE = "tiny-cpu.yaml"
+
+
+def _demo_root() -> Path:
+    """The checkout the demo runs in: the working folder when it holds examples/tiny-cpu.yaml, else the checkout
+    this tritongen is installed from (an editable install); refused before anything is written otherwise."""
+    import tritongen
+
+    for root in (Path.cwd().resolve(), Path(tritongen.__file__).resolve().parents[2]):
+        if (root / "examples" / DEMO_EXAMPLE).is_file():
+            return root
+    raise SpecError(problem("demo", f"needs a tritongen checkout (examples/{DEMO_EXAMPLE}), and neither "
+                            f"{Path.cwd()} nor this installation is one",
+                            "run it in a clone of the tritongen repository, or serve your own spec: "
+                            "`tritongen demo-model build/tiny-llama`, then `tritongen up SPEC`"))
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
@@ -142,10 +161,18 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     elif args.openai is None:
         raise SpecError("--triton-url: given without --openai; add --openai [PORT] to front that Triton")
     frontend = None
+    _check_openai_port(args)
     # SIGTERM ends serve as Ctrl-C does, also while the server is still starting: one path stops everything.
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         if server is not None:
+            from tritongen.serve.state import pick, repository_deployment
+
+            name = repository_deployment(Path(args.repo))
+            same, _ = pick(name=name) if name else (None, [])
+            if same is not None:
+                print(f"warning: another serve of deployment '{name}' runs ({same.label}); generate and loadtest "
+                      "pick the newest: pass --server REPO or --url to choose", file=sys.stderr, flush=True)
             print("starting tritonserver ...", flush=True)
             server.start(timeout=args.timeout)
             grpc_url = server.grpc_url
@@ -156,7 +183,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         if server is not None:
             from tritongen.serve.state import write_state
 
-            path = write_state(grpc=server.grpc_url, http=server.http_url, metrics=server.metrics_url,
+            path = write_state(Path(args.repo), grpc=server.grpc_url, http=server.http_url, metrics=server.metrics_url,
                                openai=frontend.url if frontend is not None else None)
             print(f"state  {path}   (generate and loadtest find this server there)", flush=True)
         while True:
@@ -174,7 +201,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         from tritongen.serve.state import clear_state
 
-        clear_state()
+        clear_state(Path(args.repo))
         if frontend is not None:
             frontend.stop()
         if server is not None and server.process is not None:
@@ -182,6 +209,24 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             # Requests in flight get a few seconds; then the server, its stubs and their /dev/shm regions go.
             server.stop(grace=5)
     return 0
+
+
+def _check_openai_port(args: argparse.Namespace) -> None:
+    """A fixed OpenAI port that something else holds fails now, before tritonserver starts (not after, with a
+    frontend that logs the bind error)."""
+    from tritongen.serve import port_in_use
+
+    if args.openai is None:
+        return
+    if args.openai == -1:
+        from tritongen.plan.frontend import FrontendPlan
+
+        port, where = FrontendPlan.read(args.repo).port, "frontend.openai.port of the spec"
+    else:
+        port, where = args.openai, "--openai"
+    if port and port_in_use(port):
+        raise EnvironmentMissing(f"serve.openai_port: port {port} ({where}) is already in use by another process; "
+                                 "stop that process or pick another port with --openai PORT (0: a free port)")
 
 
 def _check_repository(repo: Path) -> None:
@@ -220,12 +265,19 @@ def _start_openai(args: argparse.Namespace, grpc_url: str):
     return frontend
 
 
-def _served_url(protocol: str) -> str | None:
-    """The local `tritongen serve`'s endpoint for `protocol`, from its state file (None when none runs)."""
-    from tritongen.serve.state import read_state
+def local_server(protocol: str, *, name: str | None = None, server: str | None = None):
+    """The local `tritongen serve` of deployment `name` (or `--server`, or the only one) that has an endpoint for
+    `protocol` (tritongen.serve.state.Served), said on stderr with any doubt about the choice; None when none
+    matches."""
+    from tritongen.serve.state import pick
 
-    state = read_state()
-    return None if state is None else state.get(protocol)
+    chosen, warnings = pick(name=name, server=server)
+    for line in warnings:
+        print(f"warning: {line}", file=sys.stderr, flush=True)
+    if chosen is None or chosen.url(protocol) is None:
+        return None
+    print(f"server {chosen.label}: {protocol} {chosen.url(protocol)}", file=sys.stderr, flush=True)
+    return chosen
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
@@ -233,7 +285,9 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
     params = {"min_tokens": args.min_tokens, "temperature": args.temperature, "top_k": args.top_k,
               "top_p": args.top_p}
-    url = args.url or _served_url(args.protocol) or ("127.0.0.1:8001" if args.protocol == "grpc" else "127.0.0.1:8000")
+    served = None if args.url else local_server(args.protocol, server=args.server)
+    url = args.url or (served.url(args.protocol) if served else None) or \
+        ("127.0.0.1:8001" if args.protocol == "grpc" else "127.0.0.1:8000")
     client.require_server(url, args.protocol)
     if args.path == "ids":
         if args.protocol != "grpc":
@@ -361,7 +415,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("generate", help="send one prompt to a running deployment")
     s.add_argument("prompt")
-    s.add_argument("--url", help="host:port (default 127.0.0.1:8001 for grpc, :8000 for http)")
+    s.add_argument("--url", help="host:port (default: the local `tritongen serve`'s, else 127.0.0.1:8001 for grpc, "
+                   ":8000 for http)")
+    s.add_argument("--server", metavar="NAME|REPO", help="which local `tritongen serve` to call when several run: "
+                   "its deployment name or model repository (default: the newest)")
     s.add_argument("--protocol", choices=["grpc", "http"], default="grpc")
     s.add_argument("--stream", action="store_true")
     s.add_argument("--max-tokens", type=int, default=32)

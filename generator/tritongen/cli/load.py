@@ -11,15 +11,16 @@ from tritongen.plan.checks import require_tokenizer
 from tritongen.loadtests.runner import PROTOCOLS, Endpoint, LoadTest, load_from_args, run_loadtest
 
 
-def _endpoint_from_args(args: argparse.Namespace, protocol: str) -> Endpoint:
+def _endpoint_from_args(args: argparse.Namespace, protocol: str, name: str | None = None) -> Endpoint:
     import sys
 
-    from tritongen.serve.state import read_state
+    from tritongen.cli import local_server
 
     default_port = {"grpc": 8001, "openai": 9000}.get(protocol, 8000)
-    # Without --url: the local `tritongen serve` (its state file), else the usual ports.
-    state = {} if args.url else (read_state() or {})
+    # Without --url: the local `tritongen serve` of the plan's deployment (its state file), else the usual ports.
     key = "http" if protocol in ("http", "http_stream") else protocol
+    served = None if args.url else local_server(key, name=name, server=getattr(args, "server", None))
+    state = served.urls if served is not None else {}
     url = args.url or state.get(key) or f"127.0.0.1:{default_port}"
     if ":" not in url or not url.rpartition(":")[2].isdigit():
         raise SpecError(problem("--url", f"{url!r} is not host:port", "pass e.g. --url 127.0.0.1:8001"))
@@ -40,7 +41,7 @@ def _cmd_loadtest(args: argparse.Namespace) -> int:
     plan = load_plan(args.spec)
     require_tokenizer(plan.tokenizer.dir)  # the load generator sizes prompts and counts tokens with it
     load = load_from_args(args, plan)
-    endpoint = _endpoint_from_args(args, load.profile.protocol)
+    endpoint = _endpoint_from_args(args, load.profile.protocol, plan.name)
     if args.worker:
         return _run_worker(args, plan, load, endpoint)
     return run_loadtest(plan, endpoint, load, Path(args.out or f"loadtest-{plan.name}"), spec_path=args.spec,
@@ -121,8 +122,10 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     """Register `loadtest` and `up` on tritongen's subcommand parser."""
     s = subparsers.add_parser("loadtest", help="load-test a running deployment against the spec's SLOs")
     s.add_argument("spec", help="a spec, or a plan JSON from `tritongen plan --json`")
-    s.add_argument("--url", help="host:port of the endpoint (default 127.0.0.1:8001 for grpc, :8000 for http, "
-                   ":9000 for openai)")
+    s.add_argument("--url", help="host:port of the endpoint (default: the local `tritongen serve` of the spec's "
+                   "deployment, else 127.0.0.1:8001 for grpc, :8000 for http, :9000 for openai)")
+    s.add_argument("--server", metavar="NAME|REPO", help="which local `tritongen serve` to load when several run: "
+                   "its deployment name or model repository (default: the newest of the spec's deployment)")
     _load_flags(s)
     s.add_argument("-o", "--out", help="report folder (default ./loadtest-<name>)")
     s.add_argument("--metrics-url", help="Triton /metrics URL (default http://<url host>:8002/metrics)")

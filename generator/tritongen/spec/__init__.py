@@ -625,6 +625,10 @@ def load_spec(path: str | Path) -> Spec:
     from tritongen.spec.source import read_yaml
 
     p = Path(path)
+    if p.is_dir():
+        inside = sorted(str(f) for f in p.glob("*.y*ml"))[:3]
+        raise SpecError(problem(str(p), "is a folder, not a spec file", "pass the path of a YAML spec"
+                                + (f" (this folder holds {', '.join(inside)})" if inside else "")))
     if not p.is_file():
         raise SpecError(problem(str(p), "spec file not found", "pass the path of a YAML spec"))
     return parse_spec(read_yaml(p))
