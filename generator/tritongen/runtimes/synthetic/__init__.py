@@ -13,6 +13,7 @@ from tritongen.runtimes.tensorrtllm import ensemble_server_command
 if TYPE_CHECKING:
     from tritongen.plan.model import Plan, ServerGroupPlan
     from tritongen.render import Locations
+    from tritongen.spec import Spec
 
 
 class SyntheticPlan(RuntimeSettings):
@@ -53,6 +54,9 @@ class SyntheticRuntime(Runtime):
     executed_here = "yes: CPU in `make test` (embedded tritonserver), H200 (docs/benchmarks.md)"
     choice = ("a token source with a configured TTFT/ITL and no model, to measure the serving path and the load "
               "generator alone")
+
+    def kv_sequences(self, spec: Spec, max_batch_size: int) -> int | None:
+        return None  # a token source keeps no KV cache
 
     def plan_settings(self, ctx: PlanContext, prepared: RuntimeSettings | None) -> SyntheticPlan:
         return SyntheticPlan(ttft_ms=ctx.spec.synthetic.ttft_ms, itl_ms=ctx.spec.synthetic.itl_ms,
