@@ -190,7 +190,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             if server is not None and (server.failure or server.process.poll() is not None):
                 # A dead stub or a server that stopped on its own: exit non-zero so an orchestrator restarts us.
                 reason = server.failure or f"tritonserver exited with code {server.process.returncode}"
-                print(f"serve: {reason}\n{server.log_tail()}", flush=True)
+                print(f"serve: {reason}\n{server.failure_reasons()}", flush=True)
                 return 1
             time.sleep(0.5)
     except KeyboardInterrupt:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tritongen.errors import SpecError, problem
 from tritongen.plan.checks import require_tokenizer
+from tritongen.loadtests.progress import wanted
 from tritongen.loadtests.runner import PROTOCOLS, Endpoint, LoadTest, load_from_args, run_loadtest
 
 
@@ -45,7 +46,7 @@ def _cmd_loadtest(args: argparse.Namespace) -> int:
     if args.worker:
         return _run_worker(args, plan, load, endpoint)
     return run_loadtest(plan, endpoint, load, Path(args.out or f"loadtest-{plan.name}"), spec_path=args.spec,
-                        distribution=_distribution_from_args(args, load))
+                        distribution=_distribution_from_args(args, load), progress=wanted(args.no_progress))
 
 
 def _distribution_from_args(args: argparse.Namespace, load: LoadTest):
@@ -113,6 +114,8 @@ def _load_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("--cancel-after-ms", type=float, help="when, after sending, a request is cancelled")
     s.add_argument("--model", help="Triton model to call (grpc/http): ensemble (default) or tensorrt_llm_bls "
                    "(the default with --cancel-rate: the ensemble cannot stop a running step)")
+    s.add_argument("--no-progress", action="store_true", help="no live status line per level (level, elapsed, "
+                   "requests, tok/s, errors); it is shown on a terminal only anyway")
     s.add_argument("--path", choices=("text", "ids"), help="text (default): send text to --model, which tokenizes "
                    "and detokenizes in tritonserver; ids: send token ids to tensorrt_llm and detokenize in the "
                    "load generator (grpc only; the same text, no Python model per response)")
