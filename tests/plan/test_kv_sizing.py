@@ -82,6 +82,15 @@ def test_gpu_without_inventory_is_bounded_by_the_need_and_says_the_runtime_caps_
     assert sized.tokens == 16 * 1024 and "the runtime's free_gpu_mem_fraction 0.9 caps it at load" in sized.how
 
 
+def test_prefix_reuse_on_gpu_lifts_the_batch_bound_but_not_on_cpu(tiny_model):
+    data = {"version": 1, "name": "g", "runtime": "hf", "model": {"checkpoint": str(tiny_model)},
+            "serving": {"kv_cache": {"enable_reuse": True}}}
+    gpu = size_kv(parse_spec({**data, "placement": {"device": "gpu"}}), tiny_model, 16, 1024)
+    cpu = size_kv(parse_spec({**data, "placement": {"device": "cpu"}}), tiny_model, 16, 1024, available=16 << 30)
+    assert gpu.tokens is None and "enable_reuse" in gpu.how
+    assert cpu.tokens == 16 * 1024
+
+
 def test_a_runtime_that_sizes_its_batch_from_the_budget_gets_none(tiny_model):
     spec = parse_spec({"version": 1, "name": "s", "runtime": "synthetic", "model": {"checkpoint": str(tiny_model)},
                        "placement": {"device": "cpu"}})

@@ -61,6 +61,13 @@ def size_kv(spec: Spec, checkpoint: Path, max_batch_size: int, max_seq_len: int,
         tokens, how = kv.max_tokens, f"serving.kv_cache.max_tokens {kv.max_tokens}"
         if need is not None and kv.max_tokens > need[1] and not kv.enable_reuse:
             how += f" (more than the {need[1]} that {need[0]} sequences x max_seq_len {max_seq_len} need at once)"
+    elif need is not None and kv.enable_reuse and spec.placement.device != "cpu":
+        # Blocks of finished sequences serve later prefix hits, so a dedicated GPU's spare memory is not waste.
+        fraction = f"free_gpu_mem_fraction {kv.free_gpu_mem_fraction} of"
+        return KVSizing(None, "not bounded by the batch (serving.kv_cache.enable_reuse keeps finished sequences' "
+                        "blocks for prefix hits): " + (f"{fraction} each server group's device (the placement)"
+                                                       if placed else f"the runtime takes {fraction} the GPU memory "
+                                                       "free after its model loads"))
     elif need is not None:
         tokens = need[1]
         how = (f"{tokens} = {need[0]} sequences (max_batch_size) x max_seq_len {max_seq_len}, rounded up to blocks "
