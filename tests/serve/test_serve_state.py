@@ -119,3 +119,19 @@ def test_serve_spec_says_exactly_why_it_cannot(tiny_spec_path, tmp_path, capsys)
         assert main(["serve", str(path)]) == 2
         err = capsys.readouterr().err
         assert why in err and "tritongen render SPEC -o DIR" in err, err
+
+
+def test_an_openai_port_in_use_is_refused_before_tritonserver_starts_naming_the_flag(tmp_path, capsys):
+    import socket
+
+    from tritongen.cli import main
+
+    repo = _repo(tmp_path / "repo", "tiny-cpu")
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        assert main(["serve", str(repo), "--openai", str(port)]) == 3
+    err = capsys.readouterr().err
+    assert f"serve.openai_port: port {port} (--openai) is already in use by another process" in err
+    assert "pick another port with --openai PORT" in err
