@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tritongen.errors import CheckFailed, EnvironmentMissing, SpecError, problem
+from tritongen.loadtests.progress import wanted
 from tritongen.loadtests.runner import Endpoint, LoadTest, load_from_args, run_loadtest, say
 from tritongen.plan import Plan
 from tritongen.plan.checks import require_tokenizer
@@ -73,8 +74,8 @@ def up(args: argparse.Namespace) -> int:
         else:
             _stage(6, total, "loadtest", f"{profile.mode} loop, {profile.level_unit} {levels}, "
                    f"{profile.protocol}, {max(1, round(profile.duration_s))} s per level")
-            code = _with_server_check(lambda: run_loadtest(plan, endpoint, load, out, spec_path=args.spec),
-                                      server)
+            code = _with_server_check(lambda: run_loadtest(plan, endpoint, load, out, spec_path=args.spec,
+                                                           progress=wanted(args.no_progress)), server)
     finally:
         _stage(7, total, "stop", "stopping " + ("the OpenAI frontend and " if frontend else "") + "tritonserver")
         if frontend is not None:

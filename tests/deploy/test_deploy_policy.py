@@ -243,6 +243,8 @@ def test_triton_frontend_with_per_group_configs_is_refused(workdir):
     data["runtime"] = "hf"
     data.pop("engine", None)
     data["frontend"] = {"openai": {"enabled": True, "implementation": "triton"}}
+    # A budget above what any MIG slice holds, so each group gets its slice's (they differ).
+    data.setdefault("serving", {})["kv_cache"] = {"max_tokens": 10 ** 9}
     spec = workdir / "mig-triton.yaml"
     spec.write_text(yaml.safe_dump(data))
     dep = prepare(spec, inventory=str(INVENTORIES / "h200-all-balanced.yaml"))

@@ -139,27 +139,28 @@ def test_stubs_exit_when_their_server_is_killed(tiny_model, tmp_path):
 def test_ctrl_c_to_the_group_stops_serve_and_leaves_nothing(tiny_model, tmp_path):
     repo = render_repo(tiny_model, tmp_path / "repo")
     log = (tmp_path / "serve.log").open("wb")
-    state = tmp_path / "serve.json"
+    state = tmp_path / "state"
     serve = subprocess.Popen([sys.executable, "-m", "tritongen", "serve", str(repo)], stdout=log,
                              stderr=subprocess.STDOUT, start_new_session=True,
                              env={**os.environ, "TRITONGEN_STATE": str(state)})
     try:
         deadline = time.monotonic() + 300
-        while not state.exists() and time.monotonic() < deadline:
+        while not list(state.glob("*.json")) and time.monotonic() < deadline:
             assert serve.poll() is None, (tmp_path / "serve.log").read_text()
             time.sleep(0.5)
         tree = psutil.Process(serve.pid).children(recursive=True)
         stubs = [p for p in tree if "triton_python_backend_stub" in " ".join(p.cmdline())]
         regions = {a for p in stubs for a in p.cmdline() if a.startswith("triton_python_backend_shm_region_")}
         assert stubs and regions
-        assert json.loads(state.read_text())["pid"] == serve.pid  # where generate/loadtest find it
+        [state_file] = state.glob("*.json")
+        assert json.loads(state_file.read_text())["pid"] == serve.pid  # where generate/loadtest find it
         started = time.monotonic()
         os.killpg(serve.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
         assert serve.wait(timeout=30) == 0
         assert time.monotonic() - started < 30
         assert _gone([p.pid for p in tree], timeout=5) == []
         assert not [r for r in regions if (Path("/dev/shm") / r).exists()]
-        assert not state.exists()
+        assert not state_file.exists()
     finally:
         if serve.poll() is None:
             os.killpg(serve.pid, signal.SIGKILL)

@@ -18,7 +18,7 @@ from pathlib import Path
 from tritongen import console
 from tritongen.cli.flags import FINDS_SERVER, REFERENCE_HEAD, add_verbosity_flags, version
 from tritongen.demo.model import TOKENIZERS
-from tritongen.errors import INTERNAL_ERROR_EXIT, SpecError, TritongenError, clip, problem, scrub
+from tritongen.errors import INTERNAL_ERROR_EXIT, EnvironmentMissing, SpecError, TritongenError, clip, problem, scrub
 
 
 def print_notes(plan) -> None:
@@ -33,13 +33,32 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     completion -> a Locust load test against the example's SLOs, from the repository root. Exit code: the verdict."""
     from tritongen.demo.model import make_demo_model
 
-    root = Path.cwd()
+    root = _demo_root()
+    if root != Path.cwd().resolve():
+        print(f"[demo] from the tritongen checkout {root} (its examples/{DEMO_EXAMPLE})", flush=True)
     model = make_demo_model(root / "build" / "tiny-llama")
     console.info(f"[demo] tiny Llama checkpoint + tokenizer: {model}")
     console.info("[demo] its weights are random: the generated text is noise by design; the demo proves the "
                  "serving path (rendering, tritonserver, streaming, load test), not a model")
     level = {console.QUIET: ["-q"], console.VERBOSE: ["-v"]}.get(console.level(), [])  # main sets it anew
-    return main([*level, "up", str(root / "examples" / "tiny-cpu.yaml"), "--out", str(root / "demo-output")])
+    return main([*level, "up", str(root / "examples" / DEMO_EXAMPLE), "--out", str(root / "demo-output")])
+
+
+DEMO_EXAMPLE = "tiny-cpu.yaml"
+
+
+def _demo_root() -> Path:
+    """The checkout the demo runs in: the working folder when it holds examples/tiny-cpu.yaml, else the checkout
+    this tritongen is installed from (an editable install); refused before anything is written otherwise."""
+    import tritongen
+
+    for root in (Path.cwd().resolve(), Path(tritongen.__file__).resolve().parents[2]):
+        if (root / "examples" / DEMO_EXAMPLE).is_file():
+            return root
+    raise SpecError(problem("demo", f"needs a tritongen checkout (examples/{DEMO_EXAMPLE}), and neither "
+                            f"{Path.cwd()} nor this installation is one",
+                            "run it in a clone of the tritongen repository, or serve your own spec: "
+                            "`tritongen demo-model build/tiny-llama`, then `tritongen up SPEC`"))
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
@@ -159,10 +178,18 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     elif args.openai is None:
         raise SpecError("--triton-url: given without --openai; add --openai [PORT] to front that Triton")
     frontend = None
+    _check_openai_port(args)
     # SIGTERM ends serve as Ctrl-C does, also while the server is still starting: one path stops everything.
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         if server is not None:
+            from tritongen.serve.state import pick, repository_deployment
+
+            name = repository_deployment(Path(args.repo))
+            same, _ = pick(name=name) if name else (None, [])
+            if same is not None:
+                print(f"warning: another serve of deployment '{name}' runs ({same.label}); generate and loadtest "
+                      "pick the newest: pass --server REPO or --url to choose", file=sys.stderr, flush=True)
             console.info("starting tritonserver ...")
             server.start(timeout=args.timeout)
             grpc_url = server.grpc_url
@@ -174,14 +201,14 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         if server is not None:
             from tritongen.serve.state import write_state
 
-            path = write_state(grpc=server.grpc_url, http=server.http_url, metrics=server.metrics_url,
+            path = write_state(Path(args.repo), grpc=server.grpc_url, http=server.http_url, metrics=server.metrics_url,
                                openai=frontend.url if frontend is not None else None)
             console.info(f"state  {path}   (generate and loadtest find this server there)")
         while True:
             if server is not None and (server.failure or server.process.poll() is not None):
                 # A dead stub or a server that stopped on its own: exit non-zero so an orchestrator restarts us.
                 reason = server.failure or f"tritonserver exited with code {server.process.returncode}"
-                print(f"serve: {reason}\n{server.log_tail()}", flush=True)
+                print(f"serve: {reason}\n{server.failure_reasons()}", flush=True)
                 return 1
             time.sleep(0.5)
     except KeyboardInterrupt:
@@ -192,7 +219,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         from tritongen.serve.state import clear_state
 
-        clear_state()
+        clear_state(Path(args.repo))
         if frontend is not None:
             frontend.stop()
         if server is not None and server.process is not None:
@@ -200,6 +227,24 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             # Requests in flight get a few seconds; then the server, its stubs and their /dev/shm regions go.
             server.stop(grace=5)
     return 0
+
+
+def _check_openai_port(args: argparse.Namespace) -> None:
+    """A fixed OpenAI port that something else holds fails now, before tritonserver starts (not after, with a
+    frontend that logs the bind error)."""
+    from tritongen.serve import port_in_use
+
+    if args.openai is None:
+        return
+    if args.openai == -1:
+        from tritongen.plan.frontend import FrontendPlan
+
+        port, where = FrontendPlan.read(args.repo).port, "frontend.openai.port of the spec"
+    else:
+        port, where = args.openai, "--openai"
+    if port and port_in_use(port):
+        raise EnvironmentMissing(f"serve.openai_port: port {port} ({where}) is already in use by another process; "
+                                 "stop that process or pick another port with --openai PORT (0: a free port)")
 
 
 def _check_repository(repo: Path) -> None:
@@ -243,12 +288,19 @@ def _start_openai(args: argparse.Namespace, grpc_url: str):
     return frontend
 
 
-def _served_url(protocol: str) -> str | None:
-    """The local `tritongen serve`'s endpoint for `protocol`, from its state file (None when none runs)."""
-    from tritongen.serve.state import read_state
+def local_server(protocol: str, *, name: str | None = None, server: str | None = None):
+    """The local `tritongen serve` of deployment `name` (or `--server`, or the only one) that has an endpoint for
+    `protocol` (tritongen.serve.state.Served), said on stderr with any doubt about the choice; None when none
+    matches."""
+    from tritongen.serve.state import pick
 
-    state = read_state()
-    return None if state is None else state.get(protocol)
+    chosen, warnings = pick(name=name, server=server)
+    for line in warnings:
+        print(f"warning: {line}", file=sys.stderr, flush=True)
+    if chosen is None or chosen.url(protocol) is None:
+        return None
+    print(f"server {chosen.label}: {protocol} {chosen.url(protocol)}", file=sys.stderr, flush=True)
+    return chosen
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
@@ -256,7 +308,9 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
     params = {"min_tokens": args.min_tokens, "temperature": args.temperature, "top_k": args.top_k,
               "top_p": args.top_p}
-    url = args.url or _served_url(args.protocol) or ("127.0.0.1:8001" if args.protocol == "grpc" else "127.0.0.1:8000")
+    served = None if args.url else local_server(args.protocol, server=args.server)
+    url = args.url or (served.url(args.protocol) if served else None) or \
+        ("127.0.0.1:8001" if args.protocol == "grpc" else "127.0.0.1:8000")
     client.require_server(url, args.protocol)
     if args.path == "ids":
         if args.protocol != "grpc":
@@ -396,6 +450,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("prompt", help="the prompt text")
     s.add_argument("--url", help=f"host:port of Triton's endpoint for --protocol. {FINDS_SERVER}, else "
                    "127.0.0.1:8001 for grpc and 127.0.0.1:8000 for http")
+    s.add_argument("--server", metavar="NAME|REPO", help="which local `tritongen serve` to call when several run: "
+                   "its deployment name or model repository (default: the newest)")
     s.add_argument("--protocol", choices=["grpc", "http"], default="grpc",
                    help="grpc: ModelStreamInfer (default); http: Triton's generate / generate_stream")
     s.add_argument("--stream", action="store_true", help="print the text as it is generated")

@@ -8,8 +8,9 @@ import argparse
 from tritongen import console
 
 # How generate and loadtest find a server without --url (the help of both says it).
-FINDS_SERVER = ("Default: the server `tritongen serve` started on this machine (it records its endpoints in a "
-                "state file: $TRITONGEN_STATE, else $XDG_RUNTIME_DIR or /tmp, /tritongen-<uid>/serve.json)")
+FINDS_SERVER = ("Default: the local `tritongen serve` that serves the spec's deployment, or the one --server names "
+                "(each records its endpoints in a state file per server: $TRITONGEN_STATE, else $XDG_RUNTIME_DIR or "
+                "/tmp, /tritongen-<uid>/servers/)")
 
 
 def version() -> str:

@@ -9,18 +9,20 @@ from pathlib import Path
 from tritongen.cli.flags import FINDS_SERVER
 from tritongen.errors import SpecError, problem
 from tritongen.plan.checks import require_tokenizer
+from tritongen.loadtests.progress import wanted
 from tritongen.loadtests.runner import PROTOCOLS, Endpoint, LoadTest, load_from_args, run_loadtest
 
 
-def _endpoint_from_args(args: argparse.Namespace, protocol: str) -> Endpoint:
+def _endpoint_from_args(args: argparse.Namespace, protocol: str, name: str | None = None) -> Endpoint:
     import sys
 
-    from tritongen.serve.state import read_state
+    from tritongen.cli import local_server
 
     default_port = {"grpc": 8001, "openai": 9000}.get(protocol, 8000)
-    # Without --url: the local `tritongen serve` (its state file), else the usual ports.
-    state = {} if args.url else (read_state() or {})
+    # Without --url: the local `tritongen serve` of the plan's deployment (its state file), else the usual ports.
     key = "http" if protocol in ("http", "http_stream") else protocol
+    served = None if args.url else local_server(key, name=name, server=getattr(args, "server", None))
+    state = served.urls if served is not None else {}
     url = args.url or state.get(key) or f"127.0.0.1:{default_port}"
     if ":" not in url or not url.rpartition(":")[2].isdigit():
         raise SpecError(problem("--url", f"{url!r} is not host:port", "pass e.g. --url 127.0.0.1:8001"))
@@ -42,14 +44,14 @@ def _cmd_loadtest(args: argparse.Namespace) -> int:
     plan = load_plan(args.spec)
     require_tokenizer(plan.tokenizer.dir)  # the load generator sizes prompts and counts tokens with it
     load = load_from_args(args, plan)
-    endpoint = _endpoint_from_args(args, load.profile.protocol)
+    endpoint = _endpoint_from_args(args, load.profile.protocol, plan.name)
     if args.worker:
         return _run_worker(args, plan, load, endpoint)
     out = Path(args.out or f"loadtest-{plan.name}")
 
     def run() -> int:
         return run_loadtest(plan, endpoint, load, out, spec_path=args.spec,
-                            distribution=_distribution_from_args(args, load))
+                            distribution=_distribution_from_args(args, load), progress=wanted(args.no_progress))
 
     if args.json:
         from tritongen.cli.verdict import with_json_verdict
@@ -123,6 +125,8 @@ def _load_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("--cancel-after-ms", type=float, help="when, after sending, a request is cancelled")
     s.add_argument("--model", help="Triton model to call (grpc/http): ensemble (default) or tensorrt_llm_bls "
                    "(the default with --cancel-rate: the ensemble cannot stop a running step)")
+    s.add_argument("--no-progress", action="store_true", help="no live status line per level (level, elapsed, "
+                   "requests, tok/s, errors); it is shown on a terminal only anyway")
     s.add_argument("--path", choices=("text", "ids"), help="text (default): send text to --model, which tokenizes "
                    "and detokenizes in tritonserver; ids: send token ids to tensorrt_llm and detokenize in the "
                    "load generator (grpc only; the same text, no Python model per response)")
@@ -134,6 +138,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("spec", help="a spec, or a plan JSON from `tritongen plan --json`")
     s.add_argument("--url", help=f"host:port of the endpoint for --protocol. {FINDS_SERVER}, else 127.0.0.1:8001 "
                    "for grpc, :8000 for http, :9000 for openai")
+    s.add_argument("--server", metavar="NAME|REPO", help="which local `tritongen serve` to load when several run: "
+                   "its deployment name or model repository (default: the newest of the spec's deployment)")
     _load_flags(s)
     s.add_argument("-o", "--out", help="report folder (default ./loadtest-<name>)")
     s.add_argument("--metrics-url", help="Triton /metrics URL (default http://<url host>:8002/metrics)")

@@ -152,6 +152,8 @@ def render_html(summary: dict, samples: Sequence[Sample]) -> str:
         f'<span class="{verdict.lower()}">{verdict}</span></h1>',
         f'<p class="{"pass" if cap["passed"] else "fail"}"><b>{html.escape(cap["line"])}</b></p>',
     ]
+    if summary.get("incomplete"):
+        parts.append(f'<p class="warn"><b>Incomplete:</b> {html.escape(summary["incomplete"])}</p>')
     for row in levels:
         warning = (row["load_generator"] or {}).get("warning")
         if warning:

@@ -9,6 +9,8 @@ documented under `levels[].server`.
 - `schema_version` (int): 2; bumped when a key is removed or changes meaning.
 - `generated_at` (str): UTC time the summary was built, ISO 8601.
 - `deployment` (str|null): the spec's `name`.
+- `incomplete` (str|null): why the run ended before its last level (Ctrl-C); the report then holds the levels that
+  finished. null: every level ran.
 - `protocols` (list[str]): protocols seen in the samples (grpc, http_stream, http).
 - `metadata` (object|null): what was measured on what.
 - `metadata.spec_digest` (str|null): sha256 of the file the run was given (a spec or a plan lock file).
@@ -230,6 +232,8 @@ class RunInputs:
     output_token_counter: str | None = None
     """The server's counter of generated tokens (the runtime's `output_token_counter`); None: no token check."""
     locust_csv: Sequence[str | Path] = ()
+    incomplete: str | None = None
+    """Why the run ended before its last level (the report then holds the levels that finished); None: it ran all."""
 
 
 def server_output_tokens(view: ServerView | None, counter: str | None) -> float | None:
@@ -279,6 +283,7 @@ def build_summary(samples: Sequence[Sample], slo: SLOPlan, run: RunInputs | None
         "schema_version": SCHEMA_VERSION,
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "deployment": run.deployment,
+        "incomplete": run.incomplete,
         "protocols": sorted({s.protocol for s in samples}),
         "metadata": run.metadata,
         "load": {"mode": run.load.mode, "level_unit": run.load.level_unit, "warmup_s": run.load.warmup_s,

@@ -32,6 +32,7 @@ from pydantic import ValidationError
 
 from tritongen.errors import CheckFailed, EnvironmentMissing, SpecError, problem
 from tritongen.loadtests.distributed import LOCUSTFILE, STOP_TIMEOUT_S
+from tritongen.loadtests.progress import Progress
 from tritongen.loadtests.workload import CONFIG_ENV, LocustConfig
 from tritongen.plan.load import LoadProfile, Protocol
 from tritongen.runtimes import runtime_of
@@ -270,7 +271,7 @@ def _target_model(plan, load: LoadTest) -> dict:
 
 
 def _run_level(plan, endpoint: Endpoint, load: LoadTest, out: Path, level: float, url: str,
-               distribution=None) -> LevelRun:
+               distribution=None, progress: bool = False) -> LevelRun:
     from tritongen.loadtests.prom import PromPoller, scrape
     from tritongen.loadtests.target import wait_until_idle
 
@@ -313,13 +314,8 @@ def _run_level(plan, endpoint: Endpoint, load: LoadTest, out: Path, level: float
     cmd = _locust_command(out, users, spawn_rate, profile.duration_s, profile.processes, stem)
     timeout_s = profile.duration_s + STOP_TIMEOUT_S + 120
     try:
-        if distribution is None:
-            _run_locust(cmd, config_path, out / "locust.log", timeout_s=timeout_s)
-        else:  # Locust master here, workers here (--workers) or on other hosts (--master)
-            from tritongen.loadtests.distributed import run_master
-
-            run_master(cmd, config, out, distribution,
-                       lambda argv, t: _run_locust(argv, config_path, out / "locust.log", t), timeout_s=timeout_s)
+        with Progress(f"{profile.level_unit} {level:g}", samples_dir, enabled=progress):
+            _run_level_locust(cmd, config, config_path, out, distribution, timeout_s)
     finally:
         if poller is not None:
             run.snapshots += poller.stop()
@@ -334,6 +330,17 @@ def _run_level(plan, endpoint: Endpoint, load: LoadTest, out: Path, level: float
             run.snapshots = []
     run.csv_files = sorted(out.glob(f"{stem}_*.csv"))
     return run
+
+
+def _run_level_locust(cmd: list[str], config: LocustConfig, config_path: Path, out: Path, distribution,
+                      timeout_s: float) -> None:
+    if distribution is None:
+        _run_locust(cmd, config_path, out / "locust.log", timeout_s=timeout_s)
+    else:  # Locust master here, workers here (--workers) or on other hosts (--master)
+        from tritongen.loadtests.distributed import run_master
+
+        run_master(cmd, config, out, distribution,
+                   lambda argv, t: _run_locust(argv, config_path, out / "locust.log", t), timeout_s=timeout_s)
 
 
 def _edges(snapshots: list, ws: float, we: float):
@@ -363,11 +370,13 @@ def _views(run: LevelRun, start_wall: float, window_start_s: float, window_end_s
 
 
 def run_loadtest(plan, endpoint: Endpoint, load: LoadTest, out: Path, *, spec_path: str | None = None,
-                 distribution=None) -> int:
+                 distribution=None, progress: bool = False) -> int:
     """Check the target, run every level, write the report into `out`, print the verdicts; the gate's exit code.
 
     `distribution` (tritongen.loadtests.distributed.Distribution) runs each level on Locust's master/worker mode;
-    the workers' samples arrive in the level's samples folder like a single process's.
+    the workers' samples arrive in the level's samples folder like a single process's. `progress`: a status line
+    per level while it runs (tritongen.loadtests.progress). Ctrl-C (SIGINT) stops the level in flight; the report
+    of the levels finished before it is written, marked incomplete, and the exit code is 130.
     """
     from tritongen.loadtests import console
     from tritongen.loadtests.arrivals import read_trace
@@ -394,11 +403,22 @@ def run_loadtest(plan, endpoint: Endpoint, load: LoadTest, out: Path, *, spec_pa
             update={"duration_s": max(load.profile.duration_s, span + 1)}))
     profile = load.profile
 
-    runs = []
-    for i, level in enumerate(levels, 1):
-        if len(levels) > 1:
-            say(f"level {i}/{len(levels)}: {level:g} {profile.level_unit}")
-        runs.append(_run_level(plan, endpoint, load, out, level, url, distribution))
+    runs, incomplete = [], None
+    try:
+        for i, level in enumerate(levels, 1):
+            if len(levels) > 1:
+                say(f"level {i}/{len(levels)}: {level:g} {profile.level_unit}")
+            runs.append(_run_level(plan, endpoint, load, out, level, url, distribution, progress))
+    except KeyboardInterrupt:
+        if not runs:
+            say("interrupted before the first level finished: no report")
+            raise
+        # A second Ctrl-C must not cut the report of the finished levels short.
+        _ignore_sigint()
+        done = ", ".join(f"{run.level:g}" for run in runs)
+        incomplete = (f"interrupted (Ctrl-C) during {profile.level_unit} {levels[len(runs)]:g}: the report holds "
+                      f"the {len(runs)} of {len(levels)} levels that finished ({done})")
+        say(f"interrupted: writing the report of the finished levels ({done})")
 
     files = [f for run in runs for f in sample_files(run.samples_dir)]
     samples = read_samples(files)
@@ -420,7 +440,22 @@ def run_loadtest(plan, endpoint: Endpoint, load: LoadTest, out: Path, *, spec_pa
                       duration_s=profile.duration_s),
         deployment=plan.name, metadata=run_metadata(plan, server_info, ran, spec_path), servers=servers,
         load_generator=cpu, sample_files=files, locust_csv=[f for run in runs for f in run.csv_files],
-        output_token_counter=runtime_of(plan).output_token_counter)
+        output_token_counter=runtime_of(plan).output_token_counter, incomplete=incomplete)
     report = write_report(out, samples, plan.slo, inputs)
     console.print_report(report.summary, out, report.html_path, report.json_path)
+    if incomplete:
+        say(f"INCOMPLETE: {incomplete}")
+        return INTERRUPTED_EXIT
     return report.exit_code
+
+
+INTERRUPTED_EXIT = 130
+"""The shell's code for a command ended by SIGINT (128 + 2), also when the report of the finished levels is written."""
+
+
+def _ignore_sigint() -> None:
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -36,8 +36,8 @@ def preflight(url: str, protocol: str, model: str, timeout_s: float = PREFLIGHT_
 
 
 def _fail(url: str, what: str) -> EnvironmentMissing:
-    return EnvironmentMissing(problem(url, what, "start the deployment (`tritongen serve SPEC`) or pass --url "
-                                                 "host:port of a ready server"))
+    return EnvironmentMissing(problem(url, what, "start the deployment (`tritongen render SPEC -o DIR`, then "
+                                                 "`tritongen serve DIR`) or pass --url host:port of a ready server"))
 
 
 def _preflight_http(url: str, model: str, timeout_s: float) -> dict:

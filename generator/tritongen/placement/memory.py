@@ -214,12 +214,23 @@ class MemoryModel:
         """Weights + headroom of one instance on one rank: what must fit before any KV cache."""
         return self.weight_bytes_per_rank + self.runtime_headroom_bytes
 
-    def kv_token_budget(self, device_bytes: int, kv_fraction: float, instances: int = 1) -> int:
-        """max_tokens_in_paged_kv_cache per instance on a device of `device_bytes` (0 when nothing is left)."""
-        free = device_bytes - instances * self.fixed_bytes_per_instance
+    @property
+    def host_fixed_bytes_per_instance(self) -> int:
+        """Weights + activations + logits of one instance on a CPU, where one instance holds the whole model and
+        there is no CUDA context or NCCL."""
+        parts = self.headroom()
+        return self.weight_bytes + parts["activations"] + parts["logits"]
+
+    def kv_token_budget(self, device_bytes: int, kv_fraction: float, instances: int = 1, *,
+                        host: bool = False) -> int:
+        """max_tokens_in_paged_kv_cache per instance on a device of `device_bytes` (0 when nothing is left);
+        `host`: the device is the CPU and `device_bytes` the host's free memory."""
+        fixed = self.host_fixed_bytes_per_instance if host else self.fixed_bytes_per_instance
+        free = device_bytes - instances * fixed
         if free <= 0:
             return 0
-        tokens = int(free * kv_fraction / instances) // self.kv_bytes_per_token_per_rank
+        per_token = self.kv_bytes_per_token if host else self.kv_bytes_per_token_per_rank
+        tokens = int(free * kv_fraction / instances) // per_token
         return tokens - tokens % self.tokens_per_block
 
     def min_device_bytes(self, max_seq_len: int, kv_fraction: float, instances: int = 1) -> int:

@@ -13,6 +13,7 @@ from tritongen.errors import SpecError, clip, problem
 from tritongen.plan.checks import missing_tokenizer_files, read_config
 from tritongen.plan.deploy import DeployPlan
 from tritongen.plan.frontend import make_frontend_plan
+from tritongen.plan.kv import size_kv
 from tritongen.plan.load import LoadProfile, load_profile
 from tritongen.plan.model import InstanceGroup, PathsPlan, PlacementPlan, Plan, ServerGroupPlan, TokenizerPlan
 from tritongen.plan.slo import resolve_slo
@@ -87,10 +88,11 @@ def max_batch_size(spec: Spec) -> int:
     return spec.serving.max_batch_size
 
 
-def kv_tokens(spec: Spec, placed: int | None = None) -> int | None:
-    """The KV-cache budget per LLM instance (tokens), read here and nowhere else: serving.kv_cache.max_tokens,
-    capped by what placement found room for (`placed`); None: the runtime sizes its cache from free memory."""
-    asked = spec.serving.kv_cache.max_tokens
+def kv_tokens(spec: Spec, placed: int | None = None, planned: int | None = None) -> int | None:
+    """The KV-cache budget per LLM instance (tokens): `planned` (plan.kv.size_kv; default
+    serving.kv_cache.max_tokens), capped by what placement found room for (`placed`); None: the runtime sizes its
+    cache from free memory."""
+    asked = spec.serving.kv_cache.max_tokens if planned is None else planned
     if placed is None:
         return asked
     return min(placed, asked or placed)
@@ -171,14 +173,16 @@ def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None, *, engin
         else checkpoint
     load = load_profile(spec.validation.load, lambda value: resolve_path(spec_dir, value))
     config = read_config(checkpoint)
+    seq_len = max_sequence_length(spec, config)
+    sizing = size_kv(spec, checkpoint, max_batch_size(spec), seq_len, placed=inventory is not None)
     ctx = PlanContext(spec=spec, resolve=lambda value: resolve_path(spec_dir, value), checkpoint=checkpoint,
                       config=config, inventory_gpus=lambda: _inventory_gpus(inventory), tokenizer=None,
-                      max_batch_size=max_batch_size(spec), kv_tokens=kv_tokens(spec),
-                      max_seq_len=max_sequence_length(spec, config), inventory=inventory, engine_dir=engine_dir,
+                      max_batch_size=max_batch_size(spec), kv_tokens=sizing.tokens,
+                      max_seq_len=seq_len, inventory=inventory, engine_dir=engine_dir,
                       gpu_arch=gpu_arch)
     prepared = rt.prepare(ctx)
     ctx = dataclasses.replace(ctx, tokenizer=_tokenizer_plan(spec, tokenizer_dir, config))
-    plan = _plan(rt, ctx, spec_dir, load, prepared, placed=inventory is not None)
+    plan = _plan(rt, ctx, spec_dir, load, prepared, placed=inventory is not None, kv_sizing=sizing.how)
     rt.check_plan(plan)
     if inventory is None:
         return plan
@@ -186,11 +190,12 @@ def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None, *, engin
     used = {i for g in placement.result["server_groups"] for i in g["gpu_indices"]}
     rt.check_placement(spec, plan, [(f"GPU {g['index']}", g["name"]) for g in placement.inventory["gpus"]
                                     if g["index"] in used])
-    groups = tuple(ServerGroupPlan(name=g["name"], kv_tokens=kv_tokens(spec, g["kv_tokens"]),
+    groups = tuple(ServerGroupPlan(name=g["name"], kv_tokens=kv_tokens(spec, g["kv_tokens"], sizing.tokens),
                                    instances=g["instances"], gpu_device_ids=g["gpu_device_ids"])
                    for g in placement.result["server_groups"])
     ctx = dataclasses.replace(ctx, kv_tokens=min(g.kv_tokens for g in groups))
-    return _plan(rt, ctx, spec_dir, load, prepared, placed=True, placement=placement, server_groups=groups,
+    return _plan(rt, ctx, spec_dir, load, prepared, placed=True, kv_sizing=sizing.how, placement=placement,
+                 server_groups=groups,
                  group_configs=rt.group_configs and len({(g.kv_tokens, g.instances, g.gpu_device_ids)
                                                          for g in groups}) > 1)
 

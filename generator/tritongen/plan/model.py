@@ -142,6 +142,9 @@ class Plan(_Frozen):
     """KV-cache budget in tokens per LLM instance of the default config.pbtxt (serving.kv_cache.max_tokens), or
     with a placement the smallest over the server groups (a server started without a group config can hold it
     anywhere); None: the runtime sizes its cache from free memory. Each server group's own is its `kv_tokens`."""
+    kv_sizing: str = ""
+    """How `kv_tokens` was decided: the spec's budget or the deployment's need (sequences x max_seq_len, whole
+    blocks), and the machine's memory that bounds it (host RAM on CPU, the placement on GPUs)."""
     placement: PlacementPlan | None = None
     server_groups: tuple[ServerGroupPlan, ...] = ()
     """One entry per server group of the placement, in the placement's order."""

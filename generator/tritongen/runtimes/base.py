@@ -305,6 +305,11 @@ class Runtime(ABC):
     def instances_per_device(self, spec: Spec) -> int:
         return spec.placement.instances_per_gpu
 
+    def kv_sequences(self, spec: Spec, max_batch_size: int) -> int | None:
+        """Sequences one LLM instance holds in its KV cache at once (the planner's KV budget is this x the longest
+        sequence); None: the runtime has no KV cache, or sizes its batch from the KV budget."""
+        return max_batch_size
+
     def memory_model(self, spec: Spec, plan: Plan) -> tuple[Path, dict[str, Any]]:
         """What placement sizes memory from: (config.json or its folder, placement.memory.load_memory_model
         keyword arguments) of what will be served (`plan` is the plan before placement)."""

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from tritongen.errors import CheckFailed, EnvironmentMissing
 from tritongen.readiness import server_ready, wait_until_ready
+from tritongen.serve.causes import signal_name
 
 
 def _die_with_parent() -> None:
@@ -311,21 +312,24 @@ class TritonServer:
         return out
 
     def _watch(self) -> None:
-        while not self._stopping.wait(0.5):
+        from tritongen.serve.causes import exit_status, oom_kills, stub_death
+
+        oom_before = oom_kills()
+        while not self._stopping.wait(0.2):
             dead = [(pid, name) for pid, name in list(self.stubs.items()) if not _alive(pid)]
+            # A dead stub's status is readable only until tritonserver reaps it: read it at once.
+            deaths = [stub_death(name, pid, exit_status(pid), oom_before, self.log_path) for pid, name in dead]
             code = self.process.poll()
             if code is not None:
                 # A killed stub can take tritonserver down with it before this loop sees the stub gone:
                 # name the stub, since it is the cause an operator has to look at.
-                stub = f"; the python stub of {dead[0][1]} (pid {dead[0][0]}) had died" if dead else ""
-                self.failure = f"tritonserver exited on its own with code {code}{stub}"
+                how = f"was killed by {signal_name(-code)}" if code < 0 else f"exited on its own with code {code}"
+                self.failure = f"tritonserver {how}" + (f"; {deaths[0]}" if deaths else "")
                 self._kill_stubs()
                 self._remove_shm()
                 return
-            if dead and not self._stopping.is_set():
-                pid, name = dead[0]
-                self.failure = (f"the python stub of {name} (pid {pid}) died; Triton would keep reporting it "
-                                "ready while its requests hang, so the server was stopped")
+            if deaths and not self._stopping.is_set():
+                self.failure = deaths[0]
                 self.stop(grace=5)
                 return
 
@@ -333,13 +337,11 @@ class TritonServer:
         return server_ready(self.http_url)
 
     def failure_reasons(self) -> str:
-        """The server's error lines (model load failures and their reasons), then the log's tail."""
-        if self.log_path is None or not Path(self.log_path).exists():
-            return "(no log)"
-        text = Path(self.log_path).read_text(errors="replace").splitlines()
-        errors = [line for line in text if line.startswith("E") and "CudaDriverHelper" not in line
-                  or "failed to load" in line or "Traceback" in line or "Error" in line]
-        return "\n".join(errors[-30:] + ["--- log tail ---", *text[-15:]])
+        """The server's error lines (model load failures and their reasons), then the log's tail, without the lines
+        that do not apply on this machine (CUDA probes without a GPU); the full log's path last."""
+        from tritongen.serve.causes import summary
+
+        return summary(self.log_path)
 
     def log_tail(self, lines: int = 40) -> str:
         if self.log_path is None or not Path(self.log_path).exists():

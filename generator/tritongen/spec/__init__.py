@@ -138,10 +138,15 @@ class LlmApiSection(_Section):
 
 class KVCacheSection(_Section):
     free_gpu_mem_fraction: float = Field(0.9, gt=0, le=1)
-    """Fraction of the memory left after weights that the KV cache may take."""
+    """Fraction of the memory left after the weights that the KV cache may take. placement.device gpu: of the GPU's
+    memory (the placement applies it with --inventory; else the runtime at load, as TensorRT-LLM's
+    free_gpu_memory_fraction). placement.device cpu: of the host memory (RAM) free when planning."""
 
     max_tokens: int | None = Field(None, ge=1)
-    """Absolute KV-cache budget in tokens (max_tokens_in_paged_kv_cache); wins over the fraction when smaller."""
+    """KV-cache budget per LLM instance in tokens (max_tokens_in_paged_kv_cache). Unset: what the deployment holds
+    at once, max_batch_size x the longest sequence rounded up to whole blocks, capped by free_gpu_mem_fraction of
+    the machine's memory; set: checked against that memory (exit 2 when it cannot fit). `tritongen plan` says how it
+    was sized (kv_sizing)."""
 
     enable_reuse: bool = False
     """Prefix (KV block) reuse across requests (tensorrtllm: enable_kv_cache_reuse)."""
@@ -662,6 +667,10 @@ def load_spec(path: str | Path) -> Spec:
     from tritongen.spec.source import read_yaml
 
     p = Path(path)
+    if p.is_dir():
+        inside = sorted(str(f) for f in p.glob("*.y*ml"))[:3]
+        raise SpecError(problem(str(p), "is a folder, not a spec file", "pass the path of a YAML spec"
+                                + (f" (this folder holds {', '.join(inside)})" if inside else "")))
     if not p.is_file():
         raise SpecError(problem(str(p), "spec file not found", "pass the path of a YAML spec"))
     return parse_spec(read_yaml(p))

@@ -70,6 +70,10 @@ class LlmApiRuntime(Runtime):
     def instances_per_device(self, spec: Spec) -> int:
         return llmapi_instances(spec)
 
+    def kv_sequences(self, spec: Spec, max_batch_size: int) -> int | None:
+        # Unset, its batch is sized from the KV budget (as trtllm-bench does), not the other way round.
+        return spec.llmapi.max_batch_size
+
     def memory_model(self, spec: Spec, plan: Plan) -> tuple[Path, dict[str, Any]]:
         s = spec.llmapi
         dtype = None if spec.model.dtype == "auto" else spec.model.dtype

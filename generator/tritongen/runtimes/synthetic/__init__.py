@@ -80,6 +80,9 @@ class SyntheticRuntime(Runtime):
     choice = ("a token source with a configured TTFT/ITL and no model, to measure the serving path and the load "
               "generator alone")
 
+    def kv_sequences(self, spec: Spec, max_batch_size: int) -> int | None:
+        return None  # a token source keeps no KV cache
+
     def plan_settings(self, ctx: PlanContext, prepared: RuntimeSettings | None) -> SyntheticPlan:
         e = ctx.spec.synthetic.engine
         engine = None if not e.enabled else SyntheticEnginePlan(

@@ -79,6 +79,9 @@ class TensorrtllmRuntime(Runtime):
     def instances_per_device(self, spec: Spec) -> int:
         return 1
 
+    def kv_sequences(self, spec: Spec, max_batch_size: int) -> int | None:
+        return spec.engine.max_batch_size or max_batch_size
+
     def memory_model(self, spec: Spec, plan: Plan) -> tuple[Path, dict[str, Any]]:
         e = spec.engine
         engine_dir = Path(plan.paths.engine) if plan.paths.engine else None
