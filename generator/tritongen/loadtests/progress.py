@@ -18,8 +18,10 @@ WINDOW_S = 5.0
 
 
 def wanted(no_progress: bool) -> bool:
-    """A live status line per level: on a terminal, unless --no-progress."""
-    return sys.stdout.isatty() and not no_progress
+    """A live status line per level: on a terminal, unless --no-progress or -q."""
+    from tritongen import console
+
+    return sys.stdout.isatty() and not no_progress and not console.quiet()
 
 
 class Progress:
