@@ -11,6 +11,7 @@ import time
 from collections import deque
 from pathlib import Path
 
+from tritongen import console
 from tritongen.loadtests.samples import Sample, sample_files
 
 WINDOW_S = 5.0
@@ -19,8 +20,6 @@ WINDOW_S = 5.0
 
 def wanted(no_progress: bool) -> bool:
     """A live status line per level: on a terminal, unless --no-progress or -q."""
-    from tritongen import console
-
     return sys.stdout.isatty() and not no_progress and not console.quiet()
 
 
