@@ -16,7 +16,7 @@ import numpy as np
 @dataclass
 class Outcome:
     responses: int = 0
-    ending: str = "none"  # final | error | none (no final response before the deadline)
+    ending: str = "none"  # final | error | cancelled (by the client) | none (no final response before the deadline)
     message: str = ""
 
 
@@ -28,6 +28,8 @@ class Streams:
     n: int
     max_tokens: int = 100000
     model: str = "tensorrt_llm_bls"
+    cancel_after: int = 0
+    """Cancel each stream after this many responses (0: never)."""
     outcomes: list[Outcome] = field(default_factory=list)
 
     def start(self) -> Streams:
@@ -75,6 +77,9 @@ class Streams:
                     out.ending, out.message = "error", str(error)
                     return
                 out.responses += 1
+                if self.cancel_after and out.responses >= self.cancel_after:
+                    out.ending = "cancelled"
+                    return
                 final = result.get_response().parameters.get("triton_final_response")
                 if final is not None and final.bool_param:
                     out.ending = "final"
