@@ -88,7 +88,8 @@ class Streams:
             out.ending, out.message = "error", str(err)
         finally:
             try:
-                client.stop_stream(cancel_requests=True)
+                # Only a stream still running is cancelled (Triton's gRPC handler is left alone otherwise).
+                client.stop_stream(cancel_requests=out.ending in ("cancelled", "none"))
                 client.close()
             except Exception:
                 pass
