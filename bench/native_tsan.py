@@ -3,7 +3,8 @@ the token source's timer threads.
 
 Builds both backends with `build.sh --sanitize thread`, serves the synthetic runtime with libtsan preloaded into
 tritonserver (its own code is not instrumented; its pthread calls are intercepted, so the backends' locking is
-checked against it), runs bursts through the BLS and the ensemble with half the streams cancelled, then stops the
+checked against it; the python stubs are started without it, through a wrapper, since Python under a preloaded
+TSan runtime does not start), runs bursts through the BLS and the ensemble with half the streams cancelled, then stops the
 server with streams in flight (SIGTERM). Reports: ThreadSanitizer warnings found in the sanitizer logs, by
 backend frame.
 
@@ -30,6 +31,7 @@ sys.path.insert(0, str(ROOT / "tests" / "native"))
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--streams", type=int, default=16)
+    p.add_argument("--backends", type=Path, help="a --sanitize thread build to reuse (its --prefix)")
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "native_tsan.json")
     args = p.parse_args(argv)
 
@@ -37,21 +39,30 @@ def main(argv: list[str] | None = None) -> int:
     from test_bls_served import _render
     from tritongen import native
     from tritongen.demo.model import make_demo_model
-    from tritongen.serve import TritonServer
+    from tritongen.serve import TritonServer, backend_dir
 
     work = Path(tempfile.mkdtemp(prefix="native-tsan-"))
     t0 = time.monotonic()
-    subprocess.run([str(native.BUILD_SCRIPT), "--prefix", str(work / "backends"), "--build-dir", str(work / "build"),
-                    "--sanitize", "thread"], check=True, capture_output=True)
+    backends = args.backends or work / "backends"
+    if args.backends is None:
+        subprocess.run([str(native.BUILD_SCRIPT), "--prefix", str(backends), "--build-dir", str(work / "build"),
+                        "--sanitize", "thread"], check=True, capture_output=True)
     build_s = time.monotonic() - t0
-    os.environ[native.ENV_DIR] = str(work / "backends")
+    os.environ[native.ENV_DIR] = str(backends)
+    folder = backend_dir(work / "backend-dir", native.BACKENDS)
+    stub = folder / "python" / "triton_python_backend_stub"
+    real = stub.resolve()
+    stub.unlink()
+    stub.write_text(f"#!/bin/sh\nunset LD_PRELOAD TSAN_OPTIONS\nexec {real} \"$@\"\n")
+    stub.chmod(0o755)
     repo = _render(make_demo_model(work / "tiny-llama"), work / "repo", **{"synthetic.itl_ms": 2})
     logs = work / "tsan"
     logs.mkdir()
     libtsan = subprocess.run(["g++", "-print-file-name=libtsan.so"], capture_output=True, text=True).stdout.strip()
     env = dict(os.environ, LD_PRELOAD=libtsan,
-               TSAN_OPTIONS=f"log_path={logs}/tsan:report_signal_unsafe=0:second_deadlock_stack=1")
-    server = TritonServer(repo, log_path=work / "tritonserver.log", env=env, grace_s=15, supervise=False)
+               TSAN_OPTIONS=f"log_path={logs}/tsan:report_signal_unsafe=0:second_deadlock_stack=1:die_after_fork=0")
+    server = TritonServer(repo, log_path=work / "tritonserver.log", env=env, grace_s=15, supervise=False,
+                          extra_args=[f"--backend-directory={folder}"])
     server.start(timeout=600)
     outcomes = []
     try:
