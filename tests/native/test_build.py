@@ -83,3 +83,13 @@ def test_the_backend_folder_is_configurable(tmp_path, monkeypatch):
     assert native.library("tritongen_bls") == tmp_path / "tritongen_bls" / "libtriton_tritongen_bls.so"
     monkeypatch.delenv(native.ENV_DIR)
     assert native.installed_dir() == Path(__import__("sys").prefix) / "lib" / "tritongen" / "backends"
+
+
+def test_serving_needs_no_cache_folder(tmp_path, monkeypatch):
+    from tritongen.serve import backend_dir
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    monkeypatch.setenv("TRITONGEN_CACHE", str(cache / "tritongen"))
+    backend_dir(tmp_path / "backends", native.BACKENDS)
+    assert not cache.exists()
