@@ -3,8 +3,13 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+BACKENDS := $(VENV)/lib/tritongen/backends
+NATIVE_BUILD := generator/tritongen/native/build.sh
+NATIVE_STAMP := $(BACKENDS)/.built
+NATIVE_SOURCES := $(wildcard generator/tritongen/native/*.h generator/tritongen/native/*.cc generator/tritongen/native/bls/* \
+	generator/tritongen/native/CMakeLists.txt generator/tritongen/native/build.sh)
 
-.PHONY: install demo test test-fast goldens clean
+.PHONY: install native demo test test-fast goldens clean
 
 $(STAMP): pyproject.toml
 	# docker-compose v1 validates generated compose files offline (PyPI's 1.29 conflicts with our pins).
@@ -15,11 +20,19 @@ $(STAMP): pyproject.toml
 	# The CPU build of torch; on a GPU machine install torch as usual before `make`.
 	$(BIN)/python -m pip install -q "torch==2.13.0" || $(BIN)/python -m pip install -q torch
 	$(BIN)/python -m pip install -q -e ".[dev]"
-	# Native backends (C++, e.g. the synthetic runtime's token source) are built now, not on the first serve.
-	$(BIN)/python -c 'from tritongen.native import prebuild; prebuild()'
 	touch $(STAMP)
 
-install: $(STAMP)
+# Native backends (C++: the BLS and the synthetic runtime's token source), built with CMake into the virtual
+# environment's own folder, where `serve` finds them (tritongen.native.installed_dir); never on `serve`.
+$(NATIVE_STAMP): $(STAMP) $(NATIVE_SOURCES)
+	test -f /usr/include/nlohmann/json.hpp && command -v cmake >/dev/null || (apt-get update -qq && apt-get install -y -qq \
+		--no-install-recommends cmake g++ nlohmann-json3-dev)
+	$(NATIVE_BUILD) --prefix $(BACKENDS) --build-dir build/native
+	touch $@
+
+install: $(STAMP) $(NATIVE_STAMP)
+
+native: $(NATIVE_STAMP)
 
 demo: install
 	$(BIN)/python -m tritongen.cli demo

@@ -75,7 +75,7 @@ def test_the_native_backends_spell_the_same_tags(native_driver):
 def test_no_tag_is_spelled_by_hand():
     """Tags come from the kinds' one definition (error_kinds / error_kinds.h), never from a string literal."""
     literal = re.compile(r"\[(?:" + "|".join(error_kinds.KINDS) + r")[:\]]")
-    sources = [*SOURCES.glob("*.cc"), *(p for p in SOURCES.glob("*.h") if p.name != "error_kinds.h"),
+    sources = [*SOURCES.rglob("*.cc"), *(p for p in SOURCES.rglob("*.h") if p.name != "error_kinds.h"),
                *TEMPLATES.rglob("*.py")]
     assert [str(p) for p in sources if literal.search(p.read_text())] == []
     for path in TEMPLATES.rglob("*.py"):  # no model defines its own error class beside the shared one

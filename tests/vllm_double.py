@@ -38,11 +38,10 @@ def on_cpu(repo: Path) -> Path:
 
 def backends_with_double(folder: Path) -> Path:
     """A backend folder holding the embedded tritonserver's backends (links) and the double as `vllm`."""
+    from tritongen.native import BACKENDS
     from tritongen.serve import backend_dir
 
-    folder.mkdir(parents=True, exist_ok=True)
-    for entry in backend_dir().iterdir():
-        (folder / entry.name).symlink_to(entry)
+    backend_dir(folder, BACKENDS)
     (folder / "vllm").mkdir()
     shutil.copy(DOUBLE / "model.py", folder / "vllm" / "model.py")
     return folder

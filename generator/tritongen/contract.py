@@ -346,3 +346,20 @@ def bls_parameters(accumulate_tokens: bool) -> dict[str, str]:
         "tensorrt_llm_draft_model_name": "",
         "multimodal_encoders_name": "",
     }
+
+
+def bls_wiring() -> dict[str, list]:
+    """What tensorrt_llm_bls forwards between the models, derived from NVIDIA_ENSEMBLE_STEPS (the one source for
+    both BLS implementations: bls/wiring.h for the native one, wiring.json beside the python one).
+
+    to_preprocessing: [BLS input, preprocessing input]; from_preprocessing: [preprocessing output, tensorrt_llm
+    input]; to_llm: [BLS input, tensorrt_llm input]; passed_outputs: tensorrt_llm outputs returned as they are."""
+    (_, pre_in, pre_out), (_, llm_in, llm_out), _ = NVIDIA_ENSEMBLE_STEPS
+    llm_by_source = {source: target for target, source in llm_in.items()}
+    return {
+        "to_preprocessing": [[source, target] for target, source in pre_in.items()],
+        "from_preprocessing": [[output, llm_by_source[wire]] for output, wire in pre_out.items()
+                               if wire in llm_by_source],
+        "to_llm": [[source, target] for target, source in llm_in.items() if not source.startswith("_")],
+        "passed_outputs": [name for name, wire in llm_out.items() if name == wire],
+    }

@@ -7,6 +7,7 @@ byte-level BPE and SentencePiece byte-fallback tokenizers, with CJK, emoji, inva
 
 from __future__ import annotations
 
+import os
 import random
 import subprocess
 from pathlib import Path
@@ -27,7 +28,10 @@ def driver(tmp_path_factory):
     if cxx is None:
         pytest.skip("no C++ compiler")
     out = tmp_path_factory.mktemp("detok") / "detok_cli"
-    subprocess.run([cxx, "-std=c++17", "-O1", f"-I{SOURCES}", str(HERE / "detok_cli.cc"), "-o", str(out)],
+    # TRITONGEN_NATIVE_SANITIZE (tests/native/test_sanitizers.py): the same driver under those sanitizers.
+    sanitize = os.environ.get("TRITONGEN_NATIVE_SANITIZE")
+    flags = [f"-fsanitize={sanitize}", "-fno-sanitize-recover=all", "-g"] if sanitize else []
+    subprocess.run([cxx, "-std=c++17", "-O1", *flags, f"-I{SOURCES}", str(HERE / "detok_cli.cc"), "-o", str(out)],
                    check=True)
     return out
 

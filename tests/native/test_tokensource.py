@@ -242,25 +242,27 @@ def test_the_bench_client_reports_a_text_that_differs():
     assert streamclient.synthetic_ids(3, 4, vocab_size=20, end_id=2, pad_id=17) == [16, 18, 19, 16]
 
 
-def test_serving_a_native_repository_without_a_compiler_is_exit_3(tiny_model, tmp_path, monkeypatch):
+def test_serving_a_native_repository_without_built_backends_is_exit_3(tiny_model, tmp_path, monkeypatch):
     from tritongen import native
     from tritongen.errors import EnvironmentMissing
-    from tritongen.serve import install_native_backends
+    from tritongen.serve import backend_dir
 
-    monkeypatch.setenv("TRITONGEN_CACHE", str(tmp_path / "cache"))  # nothing built yet
-    monkeypatch.setattr(native, "compiler", lambda: None)
-    monkeypatch.setattr("tritongen.serve.backend_dir", lambda: tmp_path / "backends")
+    monkeypatch.setenv(native.ENV_DIR, str(tmp_path / "nothing-built"))
     python = tmp_path / "python"
     render_spec(_spec(tiny_model, tmp_path / "python.yaml", **{"synthetic.source": "python", "serving.bls": "python"}),
                 python)
-    assert install_native_backends(python) == ()  # python models only: no compiler needed
+    assert native.used_by(python) == ()
+    backend_dir(tmp_path / "python-backends", native.used_by(python))  # python models only: nothing to build
     repo = tmp_path / "native"
     render_spec(_spec(tiny_model, tmp_path / "native.yaml", **{"serving.bls": "python"}), repo)
     with pytest.raises(EnvironmentMissing) as err:
-        install_native_backends(repo)
+        backend_dir(tmp_path / "backends", native.used_by(repo))
     assert err.value.exit_code == 3
-    assert str(err.value) == ("native backend tritongen_tokensource: no C++ compiler (g++/clang++) on PATH; install "
-                              "one (e.g. `apt-get install g++`) or set CXX")
+    lib = tmp_path / "nothing-built" / "tritongen_tokensource" / "libtriton_tritongen_tokensource.so"
+    assert str(err.value) == (
+        f"native backend tritongen_tokensource: {lib} is not built; build the native backends with "
+        f"`{native.BUILD_SCRIPT} --prefix {tmp_path / 'nothing-built'}` (needs cmake, a C++17 compiler and "
+        f"nlohmann-json3-dev; `make install` runs it) or set TRITONGEN_BACKEND_DIR to the folder they were built into")
     assert not (tmp_path / "backends").exists()
 
 

@@ -3,7 +3,8 @@
 A probe stands in for the `tensorrt_llm` model under the config tritongen renders (tests/fixtures/probe_llm): the
 real tritonserver checks each tensor the BLS sends against the backend's declared names, types and shapes (a
 [1] where [-1,1] is declared is refused), and the probe records what arrived. The expected wiring is NVIDIA's
-ensemble (contract.NVIDIA_ENSEMBLE_STEPS). Every declared output of the LLM must come back unchanged.
+ensemble (contract.NVIDIA_ENSEMBLE_STEPS). Every declared output of the LLM must come back unchanged. Both BLS
+implementations run it: the native backend (tritongen_bls, the default) and the python model (`serving.bls: python`).
 """
 
 from __future__ import annotations
@@ -58,10 +59,12 @@ THROUGH_PREPROCESSING = {"text_input": "input_ids", "max_tokens": "request_outpu
                          "end_id": "end_id", "pad_id": "pad_id", "prompt_table_extra_id": "prompt_table_extra_ids"}
 
 
-@pytest.fixture(scope="module")
-def probed(tmp_path_factory, tiny_model):
-    tmp = tmp_path_factory.mktemp("probe")
-    repo = render_repo(tiny_model, tmp / "repo")
+@pytest.fixture(scope="module", params=["native", "python"])
+def probed(request, tmp_path_factory, tiny_model):
+    tmp = tmp_path_factory.mktemp(f"probe-{request.param}")
+    repo = render_repo(tiny_model, tmp / "repo", bls=request.param)
+    backend = (repo / "tensorrt_llm_bls" / "config.pbtxt").read_text()
+    assert f'backend: "{"tritongen_bls" if request.param == "native" else "python"}"' in backend
     shutil.copy(PROBE, repo / "tensorrt_llm" / "1" / "model.py")
     server = start_server(repo, tmp / "tritonserver.log")
     yield server, repo / "tensorrt_llm" / "probe.jsonl"

@@ -174,7 +174,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         args.openai = -1  # the repository's frontend.openai.enabled: start it on its configured port
     if grpc_url is None:
         server = TritonServer(Path(args.repo), http_port=args.http_port, grpc_port=args.grpc_port,
-                              metrics_port=args.metrics_port)
+                              metrics_port=args.metrics_port, grace_s=args.grace_period)
     elif args.openai is None:
         raise SpecError("--triton-url: given without --openai; add --openai [PORT] to front that Triton")
     frontend = None
@@ -224,8 +224,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             frontend.stop()
         if server is not None and server.process is not None:
             console.info("stopping tritonserver ...")
-            # Requests in flight get a few seconds; then the server, its stubs and their /dev/shm regions go.
-            server.stop(grace=5)
+            # Drain: the server accepts nothing new, requests in flight finish within the grace period (streams
+            # still running at its end get a final UNAVAILABLE); then the server, its stubs and /dev/shm regions go.
+            server.stop()
     return 0
 
 
@@ -431,6 +432,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--metrics-port", type=int, default=0, help="Triton's /metrics port (default 0: a free port)")
     s.add_argument("--timeout", type=float, default=300, help="seconds to wait for every model to be ready "
                    "(default 300)")
+    s.add_argument("--grace-period", type=float, default=30.0, metavar="S",
+                   help="on SIGTERM/Ctrl-C, seconds requests in flight may finish before the server stops (default "
+                   "30, a pod's default terminationGracePeriodSeconds); streams still running then end with "
+                   "UNAVAILABLE")
     s.add_argument("--openai", nargs="?", type=int, const=-1, default=None, metavar="PORT",
                    help="also serve the OpenAI-compatible API (default port: frontend.openai.port of the spec; "
                    "0: a free port)")

@@ -1,31 +1,35 @@
-"""tritongen's native Triton backends: built from the C++ sources in this folder, installed beside the python backend.
+"""tritongen's native Triton backends: C++ sources in this folder, built with CMake by `build.sh`.
 
 Why native: a python model costs an IPC round trip between tritonserver and its stub for every response, so a
 per-token step in Python caps a stream at a few thousand tokens/s per host. The backends here keep the per-token
 work (incremental detokenisation, relaying responses) inside tritonserver.
 
-Sources are compiled once per source digest with the machine's C++ compiler into a cache folder (no CMake, no
-Triton headers: `triton_api.h` declares the API they call) and copied into a backends folder as
-`<name>/libtriton_<name>.so`, where `tritonserver --backend-directory` finds them.
+Built once, before serving (`make install`, CI, the serving image's builder stage), by one script:
+`build.sh --prefix DIR` leaves `DIR/<name>/libtriton_<name>.so`, the layout `tritonserver --backend-directory`
+searches. Nothing compiles on `serve`: `installed_dir()` says where the libraries are looked for, and `require`
+fails with the build command when they are missing.
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
+import json
 import os
 import re
 import shutil
-import subprocess
+import sys
 from pathlib import Path
 
 from ..errors import EnvironmentMissing
 from ..resources import data_dir
 
 SOURCES = Path(__file__).parent
+BUILD_SCRIPT = SOURCES / "build.sh"
 BACKENDS = ("tritongen_bls", "tritongen_tokensource")
 """Backend names: `tritongen_bls` (the text path's BLS), `tritongen_tokensource` (an engine-speed token source)."""
 
+ENV_DIR = "TRITONGEN_BACKEND_DIR"
+"""Environment variable naming the folder build.sh installed into (its --prefix); overrides the default."""
 
 _BACKEND_LINE = re.compile(r'^backend:\s*"([^"]+)"', re.MULTILINE)
 
@@ -39,62 +43,73 @@ def used_by(repository: Path) -> tuple[str, ...]:
     return tuple(name for name in BACKENDS if name in names)
 
 
-def available() -> tuple[str, ...]:
-    """The backends whose source is in this installation."""
-    return tuple(name for name in BACKENDS if (SOURCES / f"{name}.cc").is_file())
-
-
-def _cache_root() -> Path:
-    base = os.environ.get("TRITONGEN_CACHE") or os.path.join(os.environ.get("XDG_CACHE_HOME") or
-                                                            os.path.expanduser("~/.cache"), "tritongen")
-    return Path(base) / "native"
-
-
-def _digest(name: str) -> str:
-    h = hashlib.sha256()
-    for path in sorted([*SOURCES.glob("*.h"), SOURCES / f"{name}.cc"]):
-        h.update(path.name.encode() + b"\0" + path.read_bytes())
-    return h.hexdigest()[:16]
-
-
 def compiler() -> str | None:
+    """The C++ compiler for small test drivers of these headers (the backends themselves build with build.sh)."""
     return os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
 
 
-def build(name: str) -> Path:
-    """The shared library of backend `name`, compiled if this source digest has not been built yet."""
-    if name not in BACKENDS:
-        raise ValueError(f"unknown native backend {name!r}; known: {', '.join(BACKENDS)}")
-    target = _cache_root() / _digest(name) / f"libtriton_{name}.so"
-    if target.is_file():
-        return target
-    cxx = compiler()
-    if cxx is None:
-        raise EnvironmentMissing(f"native backend {name}: no C++ compiler (g++/clang++) on PATH; install one "
-                                 "(e.g. `apt-get install g++`) or set CXX")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}")
-    cmd = [cxx, "-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-pthread", "-Wall",
-           f"-I{SOURCES}", str(SOURCES / f"{name}.cc"), "-o", str(tmp)]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        tmp.unlink(missing_ok=True)
-        raise EnvironmentMissing(f"native backend {name}: the C++ build failed:\n{done.stderr[-4000:]}")
-    os.replace(tmp, target)
-    return target
+def installed_dir() -> Path:
+    """Where build.sh installed the backends: $TRITONGEN_BACKEND_DIR, else <environment>/lib/tritongen/backends
+    (the virtual environment's own folder, outside every installed package: `make install` builds there)."""
+    configured = os.environ.get(ENV_DIR)
+    return Path(configured) if configured else Path(sys.prefix) / "lib" / "tritongen" / "backends"
 
 
-def install(backends_root: Path, names: tuple[str, ...] = BACKENDS) -> None:
-    """Copy each backend's library into `backends_root/<name>/libtriton_<name>.so` (atomically, when changed)."""
-    for name in names:
-        lib = build(name)
-        target = Path(backends_root) / name / f"libtriton_{name}.so"
-        if target.is_file() and target.read_bytes() == lib.read_bytes():
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}")
-        shutil.copy2(lib, tmp)
-        os.replace(tmp, target)
+def library(name: str, root: Path | None = None) -> Path:
+    return Path(root or installed_dir()) / name / f"libtriton_{name}.so"
+
+
+def build_command(prefix: Path | None = None) -> str:
+    return f"{BUILD_SCRIPT} --prefix {prefix or installed_dir()}"
+
+
+def require(names: tuple[str, ...]) -> dict[str, Path]:
+    """{name: library} of built backends; EnvironmentMissing (exit 3) naming the build command if one is missing."""
+    missing = [name for name in names if not library(name).is_file()]
+    if missing:
+        raise EnvironmentMissing(
+            f"native backend {', '.join(missing)}: {library(missing[0])} is not built; build the native backends "
+            f"with `{build_command()}` (needs cmake, a C++17 compiler and nlohmann-json3-dev; `make install` runs "
+            f"it) or set {ENV_DIR} to the folder they were built into")
+    return {name: library(name) for name in names}
+
+
+def bls_wiring_header() -> str:
+    """bls/wiring.h: the BLS wiring tables of contract.bls_wiring() as C++ (tests check the file equals this)."""
+    from ..contract import bls_wiring
+
+    def pairs(rows: list[list[str]]) -> str:
+        return ",\n".join(f'    {{"{a}", "{b}"}}' for a, b in rows)
+
+    wiring = bls_wiring()
+    names = ",\n".join(f'    "{n}"' for n in wiring["passed_outputs"])
+    return f"""// Generated from generator/tritongen/contract.py (bls_wiring) by tritongen.native.bls_wiring_header();
+// do not edit: tests/native/test_build.py checks it is current.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tritongen {{
+namespace bls {{
+
+// BLS input -> preprocessing input
+inline const std::vector<std::pair<std::string, std::string>> kToPreprocessing = {{
+{pairs(wiring["to_preprocessing"])}}};
+// preprocessing output -> tensorrt_llm input
+inline const std::vector<std::pair<std::string, std::string>> kFromPreprocessing = {{
+{pairs(wiring["from_preprocessing"])}}};
+// BLS input -> tensorrt_llm input
+inline const std::vector<std::pair<std::string, std::string>> kToLlm = {{
+{pairs(wiring["to_llm"])}}};
+// tensorrt_llm outputs returned as they are
+inline const std::vector<std::string> kPassedOutputs = {{
+{names}}};
+
+}}  // namespace bls
+}}  // namespace tritongen
+"""
 
 
 def detok_table():
@@ -105,14 +120,3 @@ def detok_table():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def prebuild() -> int:
-    """Build every available backend into the cache (`make install`), so the first serve does not wait for g++.
-    A machine without a compiler still serves python-only repositories: that is reported, not an error."""
-    for name in available():
-        try:
-            print(f"native backend {name}: {build(name)}")
-        except EnvironmentMissing as err:
-            print(err)
-    return 0

@@ -1,10 +1,14 @@
-// Small helpers shared by tritongen's native backends: errors, log lines, model-config parameters, input tensors.
+// Small helpers shared by tritongen's native backends: errors, log lines, the model config, input tensors.
 #pragma once
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "triton_api.h"
 
@@ -39,45 +43,80 @@ inline uint64_t NowNs() {
              std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// The model configuration as JSON (Triton serializes it with `parameters: {key: {string_value: ...}}`).
-inline TRITONSERVER_Error* ModelConfigJson(TRITONBACKEND_Model* model, std::string* json) {
-  TRITONSERVER_Message* message = nullptr;
-  TG_RETURN_IF_ERROR(TRITONBACKEND_ModelConfig(model, 1, &message));
-  const char* base = nullptr;
-  size_t size = 0;
-  TRITONSERVER_Error* err = TRITONSERVER_MessageSerializeToJson(message, &base, &size);
-  if (err == nullptr) json->assign(base, size);
-  TRITONSERVER_MessageDelete(message);
-  return err;
-}
-
-// The string_value of a config parameter, or `fallback` when it is absent or an unfilled "${...}" placeholder.
-// A targeted scan, not a JSON parser: the keys tritongen renders are plain identifiers.
-inline std::string ConfigParameter(const std::string& json, const std::string& key, const std::string& fallback) {
-  const std::string marker = "\"" + key + "\":{\"string_value\":\"";
-  size_t at = json.find(marker);
-  if (at == std::string::npos) return fallback;
-  std::string value;
-  for (size_t i = at + marker.size(); i < json.size() && json[i] != '"'; ++i) {
-    if (json[i] == '\\' && i + 1 < json.size()) {
-      char c = json[++i];
-      value += c == 'n' ? '\n' : c == 't' ? '\t' : c;
-    } else {
-      value += json[i];
-    }
+// The model configuration, read with a JSON parser from Triton's own serialisation (TRITONBACKEND_ModelConfig).
+class ModelConfig {
+ public:
+  static TRITONSERVER_Error* Read(TRITONBACKEND_Model* model, ModelConfig* out) {
+    TRITONSERVER_Message* message = nullptr;
+    TG_RETURN_IF_ERROR(TRITONBACKEND_ModelConfig(model, 1, &message));
+    const char* base = nullptr;
+    size_t size = 0;
+    TRITONSERVER_Error* err = TRITONSERVER_MessageSerializeToJson(message, &base, &size);
+    if (err == nullptr) err = out->Parse(std::string(base, size));
+    TRITONSERVER_MessageDelete(message);
+    return err;
   }
-  return (value.empty() || value.rfind("${", 0) == 0) ? fallback : value;
-}
 
-// An integer field at the top level of the config JSON (e.g. "max_batch_size":256); fallback when absent.
-inline int64_t ConfigInteger(const std::string& json, const std::string& key, int64_t fallback) {
-  const std::string marker = "\"" + key + "\":";
-  size_t at = json.find(marker);
-  if (at == std::string::npos) return fallback;
-  size_t from = at + marker.size();
-  if (from < json.size() && json[from] == '"') ++from;  // protobuf's JSON writes 64-bit integers as strings
-  return std::strtoll(json.c_str() + from, nullptr, 10);
-}
+  TRITONSERVER_Error* Parse(const std::string& text) {
+    json_ = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (json_.is_discarded() || !json_.is_object()) return Internal("model config: not a JSON object");
+    return nullptr;
+  }
+
+  // The string_value of parameters.<key>, or `fallback` when it is absent, empty or an unfilled "${...}".
+  std::string Parameter(const std::string& key, const std::string& fallback) const {
+    auto params = json_.find("parameters");
+    if (params == json_.end() || !params->is_object()) return fallback;
+    auto entry = params->find(key);
+    if (entry == params->end() || !entry->is_object()) return fallback;
+    auto value = entry->find("string_value");
+    if (value == entry->end() || !value->is_string()) return fallback;
+    std::string text = value->get<std::string>();
+    return (text.empty() || text.rfind("${", 0) == 0) ? fallback : text;
+  }
+
+  // An integer at `path` (e.g. {"dynamic_batching", "default_queue_policy", "max_queue_size"}); protobuf's JSON
+  // writes 64-bit integers as strings. `fallback` when absent.
+  int64_t Integer(std::initializer_list<const char*> path, int64_t fallback) const {
+    const nlohmann::json* at = &json_;
+    for (const char* key : path) {
+      if (!at->is_object()) return fallback;
+      auto it = at->find(key);
+      if (it == at->end()) return fallback;
+      at = &*it;
+    }
+    if (at->is_number_integer()) return at->get<int64_t>();
+    if (at->is_string()) {
+      const std::string text = at->get<std::string>();
+      char* end = nullptr;
+      long long v = std::strtoll(text.c_str(), &end, 10);
+      if (end != text.c_str() && *end == '\0') return v;
+    }
+    return fallback;
+  }
+
+  bool Decoupled() const {
+    auto policy = json_.find("model_transaction_policy");
+    if (policy == json_.end() || !policy->is_object()) return false;
+    auto decoupled = policy->find("decoupled");
+    return decoupled != policy->end() && decoupled->is_boolean() && decoupled->get<bool>();
+  }
+
+  // Names of the config's "input" (or "output") tensors.
+  std::vector<std::string> TensorNames(const char* section) const {
+    std::vector<std::string> names;
+    auto list = json_.find(section);
+    if (list == json_.end() || !list->is_array()) return names;
+    for (const auto& t : *list)
+      if (t.is_object() && t.contains("name") && t["name"].is_string()) names.push_back(t["name"].get<std::string>());
+    return names;
+  }
+
+  const nlohmann::json& json() const { return json_; }
+
+ private:
+  nlohmann::json json_;
+};
 
 // One input tensor of a request, its bytes gathered into one buffer (inputs may arrive in several buffers).
 struct Tensor {

@@ -5,10 +5,21 @@
 // values are the ABI contract, and only the functions used here are declared. A backend built against them
 // loads in any tritonserver of that API major version (1), the NGC containers included: the symbols resolve
 // against libtritonserver when tritonserver dlopens the backend.
+//
+// Built with TRITONGEN_TRITON_HEADERS (build.sh --triton-include DIR), Triton's own headers are used instead.
 #pragma once
+
+#if defined(TRITONGEN_TRITON_HEADERS)
+#include "triton/core/tritonbackend.h"
+#include "triton/core/tritonserver.h"
+#else
 
 #include <cstddef>
 #include <cstdint>
+
+// The API version these declarations describe (tritonbackend.h's own macros when its header is used).
+#define TRITONBACKEND_API_VERSION_MAJOR 1
+#define TRITONBACKEND_API_VERSION_MINOR 19
 
 extern "C" {
 
@@ -139,6 +150,7 @@ TRITONSERVER_Error* TRITONSERVER_InferenceResponseOutput(TRITONSERVER_InferenceR
                                                          const void** base, size_t* byte_size,
                                                          TRITONSERVER_MemoryType* memory_type,
                                                          int64_t* memory_type_id, void** userp);
+TRITONSERVER_Error* TRITONSERVER_ServerIsLive(TRITONSERVER_Server* server, bool* live);
 TRITONSERVER_Error* TRITONSERVER_ServerInferAsync(TRITONSERVER_Server* server,
                                                   TRITONSERVER_InferenceRequest* request,
                                                   TRITONSERVER_InferenceTrace* trace);
@@ -202,10 +214,15 @@ TRITONSERVER_Error* TRITONBACKEND_ResponseSend(TRITONBACKEND_Response* response,
                                                TRITONSERVER_Error* error);
 
 // Entry points a backend defines (exported from its shared library).
+TRITONSERVER_Error* TRITONBACKEND_ApiVersion(uint32_t* major, uint32_t* minor);
+TRITONSERVER_Error* TRITONBACKEND_BackendName(TRITONBACKEND_Backend* backend, const char** name);
+TRITONSERVER_Error* TRITONBACKEND_Initialize(TRITONBACKEND_Backend* backend);
 TRITONSERVER_Error* TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model* model);
 TRITONSERVER_Error* TRITONBACKEND_ModelFinalize(TRITONBACKEND_Model* model);
 TRITONSERVER_Error* TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelInstance* instance);
 TRITONSERVER_Error* TRITONBACKEND_ModelInstanceFinalize(TRITONBACKEND_ModelInstance* instance);
 TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstance* instance,
                                                        TRITONBACKEND_Request** requests, uint32_t request_count);
-}
+}  // extern "C"
+
+#endif  // TRITONGEN_TRITON_HEADERS

@@ -22,6 +22,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "api_version.h"
 #include "backend_util.h"
 #include "engine_model.h"
 #include "error_kinds.h"
@@ -461,8 +462,8 @@ Shard::~Shard() {
 
 // ---- model -----------------------------------------------------------------------------------------------------
 
-TRITONSERVER_Error* NumberParameter(const std::string& json, const char* key, const char* fallback, double* value) {
-  const std::string text = ConfigParameter(json, key, fallback);
+TRITONSERVER_Error* NumberParameter(const ModelConfig& config, const char* key, const char* fallback, double* value) {
+  const std::string text = config.Parameter(key, fallback);
   char* end = nullptr;
   *value = std::strtod(text.c_str(), &end);
   if (end == text.c_str() || *end != '\0' || *value < 0) {
@@ -473,25 +474,24 @@ TRITONSERVER_Error* NumberParameter(const std::string& json, const char* key, co
 
 TRITONSERVER_Error* ModelState::Create(TRITONBACKEND_Model* model, ModelState** out) {
   std::unique_ptr<ModelState> state(new ModelState());
-  std::string json;
-  TG_RETURN_IF_ERROR(ModelConfigJson(model, &json));
+  ModelConfig config;
+  TG_RETURN_IF_ERROR(ModelConfig::Read(model, &config));
   const char* name = nullptr;
   uint64_t version = 0;
   TG_RETURN_IF_ERROR(TRITONBACKEND_ModelName(model, &name));
   TG_RETURN_IF_ERROR(TRITONBACKEND_ModelVersion(model, &version));
   state->name_ = name;
-  // Serialized without spaces; a scan is enough for this one flag.
-  state->decoupled_ = json.find("\"decoupled\":true") != std::string::npos;
+  state->decoupled_ = config.Decoupled();
 
   double ttft_ms = 0, itl_ms = 0, interval = 0, vocab = 0, end_id = 0, pad_id = 0, threads = 0;
-  TG_RETURN_IF_ERROR(NumberParameter(json, "ttft_ms", "50", &ttft_ms));
-  TG_RETURN_IF_ERROR(NumberParameter(json, "itl_ms", "10", &itl_ms));
-  TG_RETURN_IF_ERROR(NumberParameter(json, "stream_interval", "1", &interval));
-  TG_RETURN_IF_ERROR(NumberParameter(json, "vocab_size", "256", &vocab));
-  TG_RETURN_IF_ERROR(NumberParameter(json, "end_id", "0", &end_id));
-  TG_RETURN_IF_ERROR(NumberParameter(json, "pad_id", "0", &pad_id));
+  TG_RETURN_IF_ERROR(NumberParameter(config, "ttft_ms", "50", &ttft_ms));
+  TG_RETURN_IF_ERROR(NumberParameter(config, "itl_ms", "10", &itl_ms));
+  TG_RETURN_IF_ERROR(NumberParameter(config, "stream_interval", "1", &interval));
+  TG_RETURN_IF_ERROR(NumberParameter(config, "vocab_size", "256", &vocab));
+  TG_RETURN_IF_ERROR(NumberParameter(config, "end_id", "0", &end_id));
+  TG_RETURN_IF_ERROR(NumberParameter(config, "pad_id", "0", &pad_id));
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  TG_RETURN_IF_ERROR(NumberParameter(json, "timer_threads", std::to_string(std::min(4u, hw)).c_str(), &threads));
+  TG_RETURN_IF_ERROR(NumberParameter(config, "timer_threads", std::to_string(std::min(4u, hw)).c_str(), &threads));
   if (vocab < 1) return InvalidArg("parameters.vocab_size: must be >= 1");
   state->ttft_ns_ = static_cast<uint64_t>(ttft_ms * 1e6);
   state->itl_ns_ = static_cast<uint64_t>(itl_ms * 1e6);
@@ -567,10 +567,17 @@ ModelState::~ModelState() {
 
 #define TG_EXPORT extern "C" __attribute__((visibility("default")))
 
+TG_EXPORT TRITONSERVER_Error* TRITONBACKEND_Initialize(TRITONBACKEND_Backend* backend) {
+  return tritongen::CheckApiVersion(backend);
+}
+
 TG_EXPORT TRITONSERVER_Error* TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model* model) {
   tritongen::ModelState* state = nullptr;
   TG_RETURN_IF_ERROR(tritongen::ModelState::Create(model, &state));
-  return TRITONBACKEND_ModelSetState(model, state);
+  std::unique_ptr<tritongen::ModelState> owned(state);  // freed (threads joined) if Triton does not take it
+  TG_RETURN_IF_ERROR(TRITONBACKEND_ModelSetState(model, owned.get()));
+  owned.release();
+  return nullptr;
 }
 
 TG_EXPORT TRITONSERVER_Error* TRITONBACKEND_ModelFinalize(TRITONBACKEND_Model* model) {

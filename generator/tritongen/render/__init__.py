@@ -148,6 +148,8 @@ def render_repository(plan: Plan, where: Locations | None = None) -> dict[str, b
                 "max_in_flight": str(plan.max_batch_size)},
         group=InstanceGroup(kind="KIND_CPU", count=plan.bls_instances))
     files["tensorrt_llm_bls/1/model.py"] = (TEMPLATES / "tensorrt_llm_bls" / "1" / "model.py").read_bytes()
+    # What the python BLS forwards between the models, from the contract (the native BLS compiles the same tables).
+    files["tensorrt_llm_bls/1/wiring.json"] = (json.dumps(contract.bls_wiring(), indent=1) + "\n").encode()
     # One detokenizer for the BLS and for the ids path's clients (tritongen.token_ids): the module is copied in.
     files["tensorrt_llm_bls/1/detokenizer.py"] = Path(detokenizer.__file__).read_bytes()
     if plan.frontend is not None:

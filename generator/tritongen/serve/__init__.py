@@ -30,16 +30,18 @@ def _die_with_parent() -> None:
     """Runs in the child before exec: SIGTERM the server when the process that started it dies (even by SIGKILL),
     so a killed test run or CLI never leaves a tritonserver holding ports and cores. SIGTERM rather than SIGKILL:
     only tritonserver's own shutdown stops its python stubs (a SIGKILLed server leaves them running, observed), and
-    `--exit-timeout-secs` (EXIT_TIMEOUT_S) bounds how long it waits for requests in flight; the LLM model then ends
-    every active request with an error in its finalize, and its stub exits by itself if the server dies."""
+    `--exit-timeout-secs` (the server's grace period) bounds how long it waits for requests in flight; the LLM model
+    then ends every active request with an error in its finalize, and its stub exits by itself if the server dies."""
     import ctypes
 
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
-# Seconds tritonserver waits for requests in flight when asked to stop (Triton's default is 30).
-EXIT_TIMEOUT_S = 15
+# Seconds a stopping server lets requests in flight finish (drain), as a pod's default terminationGracePeriodSeconds.
+GRACE_S = 30.0
+# Of the grace period, what the native BLS leaves for ending the streams still running and unloading the models.
+_UNLOAD_S = 10.0
 # How the python backend names a stub's shared-memory region (an argument of the stub's command line).
 SHM_PREFIX = "triton_python_backend_shm_region_"
 
@@ -72,43 +74,44 @@ def _pytriton_root() -> Path:
     return root
 
 
-def backend_dir() -> Path:
-    """The wheel's backends folder, with the stub for this Python version copied next to the python backend.
-
-    The stub finds its bundled libraries through a path relative to where the wheel put it, so it is copied
-    inside the wheel rather than into a folder of our own.
-    """
+def _python_stub() -> Path:
     root = _pytriton_root()
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     stub = root / "python_backend_stubs" / version / "triton_python_backend_stub"
     if not stub.is_file():
         raise EnvironmentMissing(f"tritonserver: no python backend stub for Python {version} in nvidia-pytriton; "
                                  "use a Python version it ships a stub for (3.8-3.13)")
-    target = root / "backends" / "python" / "triton_python_backend_stub"
-    if not target.is_file() or target.read_bytes() != stub.read_bytes():
-        try:
-            tmp = target.with_name(f".stub-{os.getpid()}")
-            shutil.copy2(stub, tmp)
-            tmp.replace(target)
-        except OSError as err:
-            raise EnvironmentMissing(f"tritonserver: cannot install the python backend stub into {target} ({err}); "
-                                     "make the nvidia-pytriton install writable or use a virtual environment") from None
-    return root / "backends"
+    return stub
 
 
-def install_native_backends(repository: Path) -> tuple[str, ...]:
-    """Build (once per source) and install the native backends the repository's models use into backend_dir(),
-    where tritonserver finds them. A repository of python models needs no compiler, so nothing is built for it."""
-    from tritongen import native
+def backend_dir(folder: Path, native: tuple[str, ...] = ()) -> Path:
+    """Assemble `folder` as tritonserver's --backend-directory: links to the wheel's backends, the python backend
+    with the stub for this Python version beside it, and the native backends `native` (built by build.sh).
 
-    names = native.used_by(repository)
-    if names:
-        try:
-            native.install(backend_dir(), names)
-        except OSError as err:
-            raise EnvironmentMissing(f"tritonserver: cannot install native backends {', '.join(names)} into "
-                                     f"{backend_dir()} ({err}); make the nvidia-pytriton install writable") from err
-    return names
+    Links only, nothing written into the wheel or a cache: a read-only virtual environment serves. The stub is a
+    link too: it finds its bundled libraries relative to its real path (RPATH $ORIGIN), which a link keeps.
+    """
+    from tritongen import native as native_backends
+
+    root = _pytriton_root()
+    libraries = native_backends.require(native)
+    stub = _python_stub()
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for entry in (root / "backends").iterdir():
+        if entry.name == "python":
+            python = folder / "python"
+            python.mkdir(exist_ok=True)
+            for item in entry.iterdir():
+                if item.name not in ("triton_python_backend_stub", "__pycache__"):
+                    (python / item.name).symlink_to(item)
+            (python / "triton_python_backend_stub").symlink_to(stub)
+        elif entry.name not in libraries:
+            (folder / entry.name).symlink_to(entry)
+    for name, library in libraries.items():
+        (folder / name).mkdir(exist_ok=True)
+        (folder / name / library.name).symlink_to(library.resolve())
+    return folder
 
 
 def libpython_dir() -> Path | None:
@@ -178,6 +181,9 @@ class TritonServer:
     extra_args: list[str] = field(default_factory=list)
     env: dict[str, str] | None = None
     supervise: bool = True
+    grace_s: float = GRACE_S
+    """Seconds a stop lets requests in flight finish (tritonserver's --exit-timeout-secs); the native BLS ends the
+    streams still running _UNLOAD_S before it, each with an UNAVAILABLE "the server is stopping" final response."""
     process: subprocess.Popen | None = None
     failure: str | None = None
     stubs: dict[int, str] = field(default_factory=dict)
@@ -194,6 +200,7 @@ class TritonServer:
         self.metrics_port = self.metrics_port or next(spare)
         self._stopping = threading.Event()
         self._watcher: threading.Thread | None = None
+        self._backends: Path | None = None
 
     @property
     def http_url(self) -> str:
@@ -210,7 +217,9 @@ class TritonServer:
     def command(self) -> list[str]:
         from tritongen.runtimes import completes_own_config
 
-        backends = backend_dir()
+        if self._backends is None:
+            self._backends = Path(tempfile.mkdtemp(prefix="tritongen-backends-"))
+        backends = self._backends
         # NVIDIA's llmapi model sets decoupled and max_batch_size from its model.yaml in auto_complete_config;
         # every other model's config.pbtxt is complete, and auto-completion would only hide a mistake in it.
         auto = [] if completes_own_config(self.repository) else ["--disable-auto-complete-config"]
@@ -220,7 +229,7 @@ class TritonServer:
             f"--backend-directory={backends}",
             f"--http-port={self.http_port}", f"--grpc-port={self.grpc_port}",
             f"--metrics-port={self.metrics_port}", "--allow-metrics=true", "--allow-gpu-metrics=false",
-            *auto, f"--exit-timeout-secs={EXIT_TIMEOUT_S}", *self.extra_args,
+            *auto, f"--exit-timeout-secs={max(1, round(self.grace_s))}", *self.extra_args,
         ]
 
     def start(self, timeout: float = 180.0, *, _retried: bool = False) -> TritonServer:
@@ -230,12 +239,18 @@ class TritonServer:
                 flag = f"--{name}-port"
                 raise EnvironmentMissing(f"serve.{name}_port: port {port} is already in use by another process; "
                                          f"stop that process or pick another port with {flag}")
-        install_native_backends(self.repository)
+        command = self.command()
+        if not (self._backends / "python").exists():
+            from tritongen import native
+
+            backend_dir(self._backends, native.used_by(self.repository))
         if self.log_path is None:
             self.log_path = Path(tempfile.mkstemp(prefix="tritonserver-", suffix=".log")[1])
         log = open(self.log_path, "wb")
-        self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
-                                        env=server_env(self.env), start_new_session=True,
+        env = server_env(self.env)
+        env.setdefault("TRITONGEN_DRAIN_S", f"{max(0.0, self.grace_s - _UNLOAD_S):g}")
+        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                        env=env, start_new_session=True,
                                         preexec_fn=_die_with_parent)
         log.close()
         def stopped() -> bool:
@@ -348,8 +363,9 @@ class TritonServer:
             return "(no log)"
         return "\n".join(Path(self.log_path).read_text(errors="replace").splitlines()[-lines:])
 
-    def stop(self, grace: float = 20.0) -> None:
-        """terminate -> wait -> kill, for the server and every python stub it started.
+    def stop(self, grace: float | None = None) -> None:
+        """terminate -> wait -> kill, for the server and every python stub it started. `grace`: seconds before the
+        kill (default: the server's own grace period and a margin for unloading).
 
         Stubs can outlive the server in a process group of their own (seen on an H200: an orphaned
         tensorrt_llm stub kept 134 GiB of GPU memory), so they are collected before the server stops and
@@ -358,8 +374,11 @@ class TritonServer:
         import psutil
 
         self._stopping.set()
+        if grace is None:
+            grace = self.grace_s + 10
         p = self.process
         if p is None:
+            self._remove_backends()
             return
         with contextlib.suppress(psutil.Error):
             self._stub_processes()  # stubs of models loaded since start: their regions too
@@ -383,8 +402,15 @@ class TritonServer:
                 stub.kill()
         psutil.wait_procs(alive, timeout=5)
         self._remove_shm()
+        self._remove_backends()
         if self._watcher is not None and self._watcher is not threading.current_thread():
             self._watcher.join(timeout=5)
+
+    def _remove_backends(self) -> None:
+        """The per-server --backend-directory: links only, removed with the server."""
+        if self._backends is not None:
+            shutil.rmtree(self._backends, ignore_errors=True)
+            self._backends = None
 
     def _remove_shm(self) -> None:
         """Unlink the stubs' shared-memory regions that a server killed before its own cleanup left behind."""

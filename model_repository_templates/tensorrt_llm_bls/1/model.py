@@ -27,43 +27,14 @@ from error_kinds import BAD_REQUEST, INTERNAL, OVERLOADED, RequestError, tagged,
 from transformers import AutoTokenizer
 
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
-# BLS input -> preprocessing input
-TO_PREPROCESSING = {
-    "text_input": "QUERY", "decoder_text_input": "DECODER_QUERY", "max_tokens": "REQUEST_OUTPUT_LEN",
-    "bad_words": "BAD_WORDS_DICT", "stop_words": "STOP_WORDS_DICT", "embedding_bias_words": "EMBEDDING_BIAS_WORDS",
-    "embedding_bias_weights": "EMBEDDING_BIAS_WEIGHTS", "end_id": "END_ID", "pad_id": "PAD_ID",
-    "prompt_table_extra_id": "PROMPT_TABLE_EXTRA_ID",
-}
-# preprocessing output -> tensorrt_llm input
-FROM_PREPROCESSING = {
-    "INPUT_ID": "input_ids", "REQUEST_INPUT_LEN": "input_lengths", "REQUEST_OUTPUT_LEN": "request_output_len",
-    "DECODER_INPUT_ID": "decoder_input_ids", "REQUEST_DECODER_INPUT_LEN": "decoder_input_lengths",
-    "OUT_END_ID": "end_id", "OUT_PAD_ID": "pad_id", "STOP_WORDS_IDS": "stop_words_list",
-    "BAD_WORDS_IDS": "bad_words_list", "EMBEDDING_BIAS": "embedding_bias",
-    "OUT_PROMPT_TABLE_EXTRA_IDS": "prompt_table_extra_ids",
-}
-# BLS input -> tensorrt_llm input
-TO_LLM = {
-    "top_k": "runtime_top_k", "top_p": "runtime_top_p", "temperature": "temperature",
-    "length_penalty": "len_penalty", "repetition_penalty": "repetition_penalty", "min_tokens": "min_tokens",
-    "presence_penalty": "presence_penalty", "frequency_penalty": "frequency_penalty", "seed": "seed",
-    "beam_width": "beam_width", "num_return_sequences": "num_return_sequences",
-    "exclude_input_in_output": "exclude_input_in_output", "return_log_probs": "return_log_probs",
-    "return_context_logits": "return_context_logits", "return_generation_logits": "return_generation_logits",
-    "return_perf_metrics": "return_perf_metrics", "return_num_input_tokens": "return_num_input_tokens",
-    "return_num_output_tokens": "return_num_output_tokens", "stream": "streaming",
-    "prompt_embedding_table": "prompt_embedding_table", "prompt_vocab_size": "prompt_vocab_size",
-    "lora_task_id": "lora_task_id", "lora_weights": "lora_weights", "lora_config": "lora_config",
-    "guided_decoding_guide_type": "guided_decoding_guide_type", "guided_decoding_guide": "guided_decoding_guide",
-}
-# tensorrt_llm outputs returned as they are (everything this model declares except text_output)
-PASSED_OUTPUTS = (
-    "cum_log_probs", "output_log_probs", "context_logits", "generation_logits", "batch_index", "sequence_index",
-    "kv_cache_alloc_new_blocks", "kv_cache_reused_blocks", "kv_cache_alloc_total_blocks", "arrival_time_ns",
-    "first_scheduled_time_ns", "first_token_time_ns", "last_token_time_ns", "acceptance_rate",
-    "total_accepted_draft_tokens", "total_draft_tokens", "num_input_tokens", "num_output_tokens",
-)
-
+# What is forwarded between the models: wiring.json, rendered beside this file from tritongen's contract
+# (contract.bls_wiring), the same tables the native BLS compiles in.
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "wiring.json")) as _f:
+    _WIRING = json.load(_f)
+TO_PREPROCESSING = dict(_WIRING["to_preprocessing"])  # BLS input -> preprocessing input
+FROM_PREPROCESSING = dict(_WIRING["from_preprocessing"])  # preprocessing output -> tensorrt_llm input
+TO_LLM = dict(_WIRING["to_llm"])  # BLS input -> tensorrt_llm input
+PASSED_OUTPUTS = tuple(_WIRING["passed_outputs"])  # tensorrt_llm outputs returned as they are
 PASSED = frozenset(PASSED_OUTPUTS)
 
 
@@ -82,6 +53,13 @@ class _InFlight:
         self.cancelled = False
         self.closed = False  # FINAL sent: Triton may free the request, so it is not asked anything any more
         self.lock = threading.Lock()
+
+
+def _error(message, code_name):
+    """A TritonError with Triton's code `code_name` where this python backend knows it (UNAVAILABLE for a full
+    model, as Triton's own queue rejection: HTTP 503, gRPC UNAVAILABLE); UNKNOWN otherwise."""
+    code = getattr(pb_utils.TritonError, code_name, None)
+    return pb_utils.TritonError(message, code) if code is not None else pb_utils.TritonError(message)
 
 
 def _param(config, key, default=None):
@@ -351,10 +329,10 @@ class TritonPythonModel:
                 if not full:
                     self.in_flight[id(entry)] = entry
             if full:
-                entry.sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(
+                entry.sender.send(pb_utils.InferenceResponse(error=_error(
                     tagged(OVERLOADED, f"Exceeds maximum queue size: tensorrt_llm_bls holds {self.capacity} requests "
                            "per instance (its share of max_batch_size in flight plus max_queue_size waiting); "
-                           "retry later"))), flags=FINAL)
+                           "retry later"), "UNAVAILABLE")), flags=FINAL)
                 continue
             self.pool.submit(self._serve, entry)
         return None
@@ -372,10 +350,7 @@ class TritonPythonModel:
             self._run(entry.request, send, entry)
             final = None
         except Cancelled:
-            code = getattr(pb_utils.TritonError, "CANCELLED", None)
-            error = pb_utils.TritonError("request cancelled", code) if code is not None else \
-                pb_utils.TritonError("request cancelled")
-            final = pb_utils.InferenceResponse(error=error)
+            final = pb_utils.InferenceResponse(error=_error("request cancelled", "CANCELLED"))
         except Exception as err:  # a RequestError is tagged (error_kinds); others keep their raiser's words
             final = pb_utils.InferenceResponse(error=pb_utils.TritonError(str(err)))
         finally:

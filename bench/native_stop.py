@@ -1,0 +1,130 @@
+"""Stop under load: SIGTERM to tritonserver and to `tritongen serve` with streams in flight through the native BLS.
+
+Per repetition: a server of the synthetic runtime (native token source, native BLS) holds `--streams` gRPC streams
+that would run for minutes; then SIGTERM goes to tritonserver (as a container runtime stops a pod) or to
+`tritongen serve` (which drains for its grace period). Counted: crashes (a signal exit or a non-zero code),
+processes of the server left alive (python stubs), /dev/shm regions left, clients without a final response or a
+clean UNAVAILABLE, and the seconds from SIGTERM to exit.
+
+    python bench/native_stop.py --streams 256 --reps 20 --out bench/results/native_stop_h200.json
+
+(H200 host figure; on 2 CPU cores use e.g. --streams 32 --reps 2.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "native"))
+
+
+def _repo(work: Path, itl_ms: float, max_batch_size: int) -> Path:
+    import yaml
+
+    from specs import apply_overrides, render_spec
+    from tritongen.demo.model import make_demo_model
+
+    model = make_demo_model(work / "tiny-llama")
+    data = yaml.safe_load((ROOT / "examples" / "synthetic-cpu.yaml").read_text())
+    data["model"]["checkpoint"] = str(model)
+    apply_overrides(data, {"synthetic.ttft_ms": 5, "synthetic.itl_ms": itl_ms,
+                           "serving.max_batch_size": max_batch_size})
+    spec = work / "spec.yaml"
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
+    repo = work / "repo"
+    render_spec(spec, repo)
+    return repo
+
+
+def _leftovers(pids, regions):
+    import psutil
+
+    alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    return alive, [r for r in regions if (Path("/dev/shm") / r).exists()]
+
+
+def _one(target: str, repo: Path, work: Path, streams: int, grace: float) -> dict:
+    import psutil
+
+    from stopclients import Streams, clean
+    from tritongen.serve import SHM_PREFIX, TritonServer, free_ports
+
+    http, grpc, metrics = free_ports(3)
+    if target == "tritonserver":
+        server = TritonServer(repo, http_port=http, grpc_port=grpc, metrics_port=metrics, grace_s=grace,
+                              log_path=work / "tritonserver.log", supervise=False).start(timeout=600)
+        proc = server.process
+    else:
+        proc = subprocess.Popen([sys.executable, "-m", "tritongen.cli", "serve", str(repo), "--http-port", str(http),
+                                 "--grpc-port", str(grpc), "--metrics-port", str(metrics), "--grace-period",
+                                 str(grace)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for line in proc.stdout:
+            if line.startswith("ready"):
+                break
+    children = psutil.Process(proc.pid).children(recursive=True)
+    regions = {a for c in children for a in c.cmdline() if a.startswith(SHM_PREFIX)}
+    clients = Streams(f"127.0.0.1:{grpc}", streams).start()
+    clients.wait_streaming(timeout=600)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        code = proc.wait(timeout=grace + 60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        code = "hung"
+    took = time.monotonic() - t0
+    outcomes = clients.join(timeout=60)
+    alive, shm = _leftovers([c.pid for c in children], regions)
+    for pid in alive:
+        os.kill(pid, signal.SIGKILL)
+    for region in shm:
+        (Path("/dev/shm") / region).unlink(missing_ok=True)
+    return {"target": target, "exit_code": code, "crashed": code == "hung" or (isinstance(code, int) and code != 0),
+            "seconds_to_exit": round(took, 2), "orphans": len(alive), "shm_left": len(shm),
+            "clients": len(outcomes), "without_clean_final": sum(not clean(o) for o in outcomes),
+            "stopping_errors": sum("the server is stopping" in o.message for o in outcomes),
+            "completed": sum(o.ending == "final" for o in outcomes)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--streams", type=int, default=256)
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--target", choices=("tritonserver", "serve", "both"), default="both")
+    p.add_argument("--grace", type=float, default=30.0, help="grace period (s); the BLS drains for grace - 10")
+    p.add_argument("--itl-ms", type=float, default=5.0)
+    p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "native_stop.json")
+    args = p.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="native-stop-"))
+    repo = _repo(work, args.itl_ms, max(args.streams, 64))
+    targets = ("tritonserver", "serve") if args.target == "both" else (args.target,)
+    runs = []
+    for rep in range(args.reps):
+        for target in targets:
+            run = _one(target, repo, work, args.streams, args.grace)
+            run["rep"] = rep
+            print(json.dumps(run), flush=True)
+            runs.append(run)
+    totals = {t: {k: sum(r[k] for r in runs if r["target"] == t)
+                  for k in ("crashed", "orphans", "shm_left", "without_clean_final")} |
+              {"max_seconds_to_exit": max(r["seconds_to_exit"] for r in runs if r["target"] == t)} for t in targets}
+    result = {"streams": args.streams, "reps": args.reps, "grace_s": args.grace, "itl_ms": args.itl_ms,
+              "totals": totals, "runs": runs}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(totals, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""Streams held open through tensorrt_llm_bls while a server stops: each records how it ended.
+
+Used by tests/native/test_bls_served.py (CPU scale) and bench/native_stop.py (H200 scale).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class Outcome:
+    responses: int = 0
+    ending: str = "none"  # final | error | cancelled (by the client) | none (no final response before the deadline)
+    message: str = ""
+
+
+@dataclass
+class Streams:
+    """`n` gRPC streams of `max_tokens` each, one client connection per stream."""
+
+    url: str
+    n: int
+    max_tokens: int = 100000
+    model: str = "tensorrt_llm_bls"
+    cancel_after: int = 0
+    """Cancel each stream after this many responses (0: never)."""
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    def start(self) -> Streams:
+        self.outcomes = [Outcome() for _ in range(self.n)]
+        self._threads = [threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(self.n)]
+        self._started = threading.Semaphore(0)
+        for t in self._threads:
+            t.start()
+        return self
+
+    def wait_streaming(self, timeout: float = 120.0) -> None:
+        """Until every stream has had a first response."""
+        deadline = time.monotonic() + timeout
+        while any(o.responses == 0 and o.ending == "none" for o in self.outcomes):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"streams without a first response: {self.outcomes}")
+            time.sleep(0.05)
+
+    def join(self, timeout: float) -> list[Outcome]:
+        deadline = time.monotonic() + timeout
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        return self.outcomes
+
+    def _run(self, i: int) -> None:
+        import tritonclient.grpc as grpcclient
+
+        from streaming_text import grpc_tensor
+
+        out = self.outcomes[i]
+        results: queue.Queue = queue.Queue()
+        client = grpcclient.InferenceServerClient(self.url)
+        try:
+            client.start_stream(callback=lambda result, error: results.put((result, error)))
+            inputs = {"text_input": np.array([[b"hello world"]], np.object_),
+                      "max_tokens": np.array([[self.max_tokens]], np.int32), "stream": np.array([[True]])}
+            client.async_stream_infer(self.model, [grpc_tensor(k, v) for k, v in inputs.items()],
+                                      enable_empty_final_response=True)
+            while True:
+                try:
+                    result, error = results.get(timeout=300)
+                except queue.Empty:
+                    return
+                if error is not None:
+                    out.ending, out.message = "error", str(error)
+                    return
+                out.responses += 1
+                if self.cancel_after and out.responses >= self.cancel_after:
+                    out.ending = "cancelled"
+                    return
+                final = result.get_response().parameters.get("triton_final_response")
+                if final is not None and final.bool_param:
+                    out.ending = "final"
+                    return
+        except Exception as err:  # the connection itself refused or reset: a clean UNAVAILABLE counts
+            out.ending, out.message = "error", str(err)
+        finally:
+            try:
+                # Only a stream still running is cancelled (Triton's gRPC handler is left alone otherwise).
+                client.stop_stream(cancel_requests=out.ending in ("cancelled", "none"))
+                client.close()
+            except Exception:
+                pass
+
+
+def clean(outcome: Outcome) -> bool:
+    """A final response, an error saying the server is stopping, or gRPC's own UNAVAILABLE."""
+    return outcome.ending == "final" or (outcome.ending == "error" and (
+        "the server is stopping" in outcome.message or "StatusCode.UNAVAILABLE" in outcome.message))
