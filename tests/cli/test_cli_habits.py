@@ -47,8 +47,9 @@ def test_url_help_says_how_the_server_is_found(capsys):
         with pytest.raises(SystemExit):
             build_parser().parse_args([command, "-h"])
         text = " ".join(capsys.readouterr().out.split())
-        assert "the server `tritongen serve` started on this machine" in text, command
-        assert "serve.json" in text, command
+        assert "the local `tritongen serve` that serves the spec's deployment, or the one --server names" in text, \
+            command
+        assert "/tritongen-<uid>/servers/" in text, command
 
 
 @pytest.mark.parametrize("where", ["before", "after"])

@@ -130,7 +130,12 @@ def test_compose_loadtest_is_a_profile_service_aimed_at_the_servers(workdir, tmp
     services = config["services"]
     test = services["loadtest"]
     assert test["profiles"] == ["loadtest"], "`docker-compose up` must not start the load test"
-    assert all("profiles" not in s for name, s in services.items() if not name.startswith("loadtest"))
+    # Every service outside the optional profiles (loadtest, monitoring: Prometheus + Grafana) starts by default.
+    optional = {name for name, s in services.items() if s.get("profiles")}
+    assert all(services[name]["profiles"] in (["loadtest"], ["monitoring"]) for name in optional)
+    assert {name for name in optional if services[name]["profiles"] == ["monitoring"]} <= {"prometheus", "grafana"}
+    assert any("tritonserver" in " ".join(map(str, s.get("command") or [])) or name.startswith("triton")
+               for name, s in services.items() if name not in optional)
     assert test["build"]["dockerfile"] == "Dockerfile.tritongen" and test["image"] == f"tritongen:{importlib.metadata.version('tritongen')}"
     argv = test["command"]
     assert argv[0] == "loadtest"

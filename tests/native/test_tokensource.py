@@ -266,7 +266,7 @@ def test_serving_a_native_repository_without_built_backends_is_exit_3(tiny_model
     assert not (tmp_path / "backends").exists()
 
 
-def test_a_deployed_synthetic_runtime_serves_the_python_source(tiny_model, tmp_path):
+def test_a_deployed_synthetic_runtime_serves_the_native_source(tiny_model, tmp_path):
     from tritongen.deploy.common import prepare
 
     data = yaml.safe_load((ROOT / "tests" / "fixtures" / "specs" / "tiny-hf-gpu.yaml").read_text())
@@ -275,7 +275,7 @@ def test_a_deployed_synthetic_runtime_serves_the_python_source(tiny_model, tmp_p
     spec = tmp_path / "synthetic-gpu.yaml"
     spec.write_text(yaml.safe_dump(data, sort_keys=False))
     dep = prepare(spec, inventory=str(ROOT / "tests" / "fixtures" / "inventories" / "mixed-h200-node.yaml"))
-    # The serving images carry the python backend only.
-    assert dep.plan.runtime_settings.source == "python"
-    assert b'backend: "python"' in dep.repository["tensorrt_llm/config.pbtxt"]
-    assert "tensorrt_llm/1/model.py" in dep.repository
+    # The serving image builds the native backends (deploy/serving_image.py), so a deployment keeps the C++ source.
+    assert dep.plan.runtime_settings.source == "native"
+    assert b'backend: "tritongen_tokensource"' in dep.repository["tensorrt_llm/config.pbtxt"]
+    assert "tensorrt_llm/1/model.py" not in dep.repository

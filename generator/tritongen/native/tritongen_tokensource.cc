@@ -145,7 +145,7 @@ class ModelState {
  private:
   ModelState() = default;
   TRITONSERVER_Error* Accept(TRITONBACKEND_Request* request, std::unique_ptr<Stream>* stream);
-  TRITONSERVER_Error* StartEngine(const std::string& json);
+  TRITONSERVER_Error* StartEngine(const ModelConfig& config);
 
   std::string name_;
   bool decoupled_ = false;
@@ -521,7 +521,7 @@ TRITONSERVER_Error* ModelState::Create(TRITONBACKEND_Model* model, ModelState** 
   for (unsigned i = 0; i < std::max(1u, static_cast<unsigned>(threads)); ++i) {
     state->shards_.push_back(std::make_unique<Shard>(state.get()));
   }
-  TG_RETURN_IF_ERROR(state->StartEngine(json));
+  TG_RETURN_IF_ERROR(state->StartEngine(config));
   Log(TRITONSERVER_LOG_INFO, "tritongen_tokensource: model '" + state->name_ + "' ttft " + std::to_string(ttft_ms) +
                                  " ms, itl " + std::to_string(itl_ms) + " ms, " +
                                  std::to_string(state->shards_.size()) + " timer threads, " +
@@ -530,15 +530,15 @@ TRITONSERVER_Error* ModelState::Create(TRITONBACKEND_Model* model, ModelState** 
   return nullptr;
 }
 
-TRITONSERVER_Error* ModelState::StartEngine(const std::string& json) {
-  if (ConfigParameter(json, "engine_model", "false") != "true") return nullptr;
+TRITONSERVER_Error* ModelState::StartEngine(const ModelConfig& config) {
+  if (config.Parameter("engine_model", "false") != "true") return nullptr;
   EngineParams p;
   double max_batch = 0, kv_tokens = 0;
-  TG_RETURN_IF_ERROR(NumberParameter(json, "engine_step_base_ms", "0", &p.step_base_ms));
-  TG_RETURN_IF_ERROR(NumberParameter(json, "engine_per_sequence_ms", "0", &p.per_sequence_ms));
-  TG_RETURN_IF_ERROR(NumberParameter(json, "engine_per_prefill_token_ms", "0", &p.per_prefill_token_ms));
-  TG_RETURN_IF_ERROR(NumberParameter(json, "engine_max_batch", "1", &max_batch));
-  TG_RETURN_IF_ERROR(NumberParameter(json, "engine_kv_tokens", "0", &kv_tokens));
+  TG_RETURN_IF_ERROR(NumberParameter(config, "engine_step_base_ms", "0", &p.step_base_ms));
+  TG_RETURN_IF_ERROR(NumberParameter(config, "engine_per_sequence_ms", "0", &p.per_sequence_ms));
+  TG_RETURN_IF_ERROR(NumberParameter(config, "engine_per_prefill_token_ms", "0", &p.per_prefill_token_ms));
+  TG_RETURN_IF_ERROR(NumberParameter(config, "engine_max_batch", "1", &max_batch));
+  TG_RETURN_IF_ERROR(NumberParameter(config, "engine_kv_tokens", "0", &kv_tokens));
   p.max_batch = std::max<int64_t>(1, static_cast<int64_t>(max_batch));
   p.kv_tokens = static_cast<int64_t>(kv_tokens);
   Shard* shard = shards_.front().get();

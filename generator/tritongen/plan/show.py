@@ -98,6 +98,7 @@ def _serving_rows(plan: Plan) -> list[tuple[str, str, str]]:
         ("max_batch_size", str(plan.max_batch_size), batch_meaning),
         ("LLM instances", _instances(plan), kind_meaning),
         ("KV cache", kv, "the budget each LLM instance holds (serving.kv_cache)"),
+        *([("kv_sizing", plan.kv_sizing, "how the planner sized the KV budget")] if plan.kv_sizing else []),
         ("streaming", "decoupled" if plan.decoupled else "one response per request",
          "decoupled models stream a response per step"),
         ("prompt in output", "no" if plan.exclude_input_in_output else "yes", "serving.exclude_input_in_output"),
