@@ -209,7 +209,8 @@ class ServingSection(_Section):
     """What runs tensorrt_llm_bls, the text path's per-token step. native: tritongen's C++ backend
     (tritongen_bls), which detokenises each LLM response inside tritonserver (no IPC round trip into a Python
     process per token); it needs a byte-level BPE or SentencePiece byte-fallback tokenizer (checked against the
-    tokenizer when planning) and a C++ compiler where tritonserver starts. python: the python BLS (any tokenizer).
+    tokenizer when planning); the library is built by `make install` (generator/tritongen/native/build.sh) and, in
+    deployments, by the serving image's builder stage. python: the python BLS (any tokenizer).
     Neither does speculative decoding: neither has a draft loop, and both refuse num_draft_tokens > 0. auto: native
     when the tokenizer allows it, else python."""
 
@@ -292,11 +293,10 @@ class SyntheticSection(_Section):
     """Time between two tokens of one request."""
 
     source: Literal["native", "python"] = "native"
-    """What serves the token source: `native` (a C++ Triton backend, built on first serve with the machine's C++
-    compiler; tens of thousands of tokens/s per core, so a benchmark measures the serving path, not the source) or
-    `python` (the same behaviour as a python model: no compiler needed, but its per-response IPC caps it at a few
-    thousand tokens/s). Deployments (`tritongen deploy`) serve the python source: their images do not carry the native
-    backend."""
+    """What serves the token source: `native` (a C++ Triton backend, built by `make install` and, in deployments,
+    by the serving image's builder stage; tens of thousands of tokens/s per core, so a benchmark measures the serving
+    path, not the source) or `python` (the same behaviour as a python model, but its per-response IPC caps it at a
+    few thousand tokens/s)."""
 
     engine: SyntheticEngineSection = SyntheticEngineSection()
     """The engine model (off by default: each request gets the fixed ttft_ms/itl_ms)."""
