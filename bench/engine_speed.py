@@ -184,6 +184,9 @@ def start_frontend(args, workdir: Path, server, layout: str):
     from tritongen.plan.frontend import FrontendPlan
 
     repo = workdir / "model_repository"
+    if args.openai_workers is None:  # what `tritongen serve --openai` starts: the Plan's count, capped by the host
+        args.openai_workers, why = FrontendPlan.read(repo).workers_on_host()
+        print(f"openai frontend: {args.openai_workers} workers ({why})", flush=True)
     frontend = FrontendWorkers(repo, server.grpc_url, workers=args.openai_workers, port=0,
                                path=layout.removeprefix("openai-"), log_path=workdir / f"frontend-{layout}.log")
     frontend.start()
@@ -267,8 +270,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=float, default=2.0, help="seconds from the first sent request to the window")
     ap.add_argument("--layouts", default=",".join(LAYOUTS),
                     help=f"targets, in order; tensorrt_llm is the source alone; also {', '.join(OPENAI_LAYOUTS)}")
-    ap.add_argument("--openai-workers", type=int, default=4,
-                    help="openai layouts: uvicorn worker processes of the frontend (tritongen serve --openai-workers)")
+    ap.add_argument("--openai-workers", type=int, default=None,
+                    help="openai layouts: uvicorn worker processes of the frontend (tritongen serve --openai-workers); "
+                    "default: the Plan's planned count capped at half the host's cores, as `serve` starts it")
     ap.add_argument("--repeat", type=int, default=1,
                     help="rounds per level (layouts interleaved); the table shows each layout's median round")
     ap.add_argument("--itl-ms", type=float, default=5.0)
