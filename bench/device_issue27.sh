@@ -4,7 +4,7 @@
 # [".whl/a"]) ran `bash bench/device_setup.sh .whl/a/*.whl` (nvidia-pytriton) on the same warm machine.
 # The fast path in deployments: the backends built by build.sh (CMake) as the serving image builds them; the
 # repository `tritongen deploy --target compose` writes against `tritongen serve`'s (bench/deploy_parity.py); the
-# OpenAI frontend at its planned worker count and the ensemble at 5 ms and 2 ms ITL (bench/engine_speed.py).
+# OpenAI frontend at its planned worker count (bench/engine_speed.py). Call 3: bench/device_issue27_stop.sh.
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 ls -d /tmp/venv/lib/python3*/site-packages/pytriton >/dev/null 2>&1 || { echo "pytriton missing in /tmp/venv: run call 1 first"; exit 3; }
@@ -19,12 +19,9 @@ bash generator/tritongen/native/build.sh --prefix /tmp/backends --build-dir /tmp
 echo "build.sh: $(( $(date +%s) - T0 )) s"; ls /tmp/backends/*/
 PY=/tmp/venv/bin/python3
 $PY -m tritongen.cli demo-model build/tiny-llama > /dev/null
-timeout 200 $PY bench/deploy_parity.py --streams 256 --processes 8 --duration 10 --warmup 3 --repeat 3 \
+timeout 250 $PY bench/deploy_parity.py --streams 256 --processes 8 --duration 10 --warmup 3 --repeat 3 \
   --name h200_deploy_parity 2>&1 | grep -v "model shards" | tail -25
 timeout 150 $PY bench/engine_speed.py --levels 256 --duration 10 --warmup 3 --processes 8 \
   --layouts tensorrt_llm,ensemble,openai-text --name h200_engine_speed_planned 2>&1 | grep -v "model shards" | tail -12
-timeout 120 $PY bench/engine_speed.py --levels 256 --duration 10 --warmup 3 --processes 8 --itl-ms 2 \
-  --layouts tensorrt_llm,ensemble --name h200_engine_speed_itl2 2>&1 | grep -v "model shards" | tail -10
-tar czf "$OUT/results.tgz" bench/results/h200_deploy_parity* bench/results/h200_engine_speed_planned* \
-  bench/results/h200_engine_speed_itl2* 2>/dev/null
+tar czf "$OUT/results.tgz" bench/results/h200_deploy_parity* bench/results/h200_engine_speed_planned* 2>/dev/null
 ls "$OUT"
