@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,10 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "tiny-cpu.yaml"
+
+# Each pytest process (each xdist worker too) keeps its `tritongen serve` state files apart: a test that asks for
+# "the local serve" must find its own server, never one another worker (or the user) runs.
+os.environ.setdefault("TRITONGEN_STATE", tempfile.mkdtemp(prefix="tritongen-test-state-"))
 
 
 class TritonserverOutsideIntegration(AssertionError):
