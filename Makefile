@@ -37,10 +37,9 @@ native: $(NATIVE_STAMP)
 demo: install
 	$(BIN)/python -m tritongen.cli demo
 
-# Two workers, one test file each at a time (module-scoped servers stay in one worker): most integration tests wait
-# on fixed load durations and server starts, so two run side by side on a 2-core machine. The slowest tests are listed.
+# The slowest tests are listed at the end (the suite's time budget: docs/maintainers.md).
 test: install
-	$(BIN)/python -m pytest -q -ra -n 2 --dist loadfile --durations=25
+	$(BIN)/python -m pytest -q -ra --durations=25
 
 # Unit, golden and contract tests: no tritonserver is started (a few minutes on 2 cores).
 test-fast: install

@@ -46,13 +46,16 @@ def short_example(example: Path, out: Path, checkpoint: Path, slo: dict | None =
     return out
 
 
-def start_with_double(repo: Path, log: Path, itl_ms: float, *extra_args: str):
+def start_with_double(repo: Path, log: Path, itl_ms: float, *extra_args: str, library_path: Path | None = None):
     """The embedded tritonserver on a repository served by a test double (tests/doubles/*), which reads its decode
-    step from TRITONGEN_DOUBLE_ITL_MS; the server's log tail is printed when it does not come up."""
+    step from TRITONGEN_DOUBLE_ITL_MS; `library_path` goes first on LD_LIBRARY_PATH. The server's log tail is
+    printed when it does not come up."""
     from tritongen.serve import TritonServer
 
-    server = TritonServer(repo, log_path=log, extra_args=list(extra_args),
-                          env={**os.environ, "TRITONGEN_DOUBLE_ITL_MS": str(itl_ms)})
+    env = {**os.environ, "TRITONGEN_DOUBLE_ITL_MS": str(itl_ms)}
+    if library_path is not None:
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(library_path), env.get("LD_LIBRARY_PATH")) if p)
+    server = TritonServer(repo, log_path=log, extra_args=list(extra_args), env=env)
     try:
         server.start(timeout=300)
     except Exception:

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tritongen import native
+
 ROOT = Path(__file__).resolve().parent.parent
 # What a build needs from the checkout (copied, so the build's own build/ folder never lands in the checkout).
 _SOURCES = ("pyproject.toml", "README.md", "generator", "model_repository_templates", "deploy")
@@ -77,7 +79,9 @@ def test_tritongen_up_from_a_fresh_venv_outside_the_checkout(wheel, tmp_path):
     (work / "examples").mkdir(parents=True)
     shutil.copy(ROOT / "examples" / "tiny-cpu.yaml", work / "examples" / "tiny-cpu.yaml")
     tritongen = str(venv / "bin" / "tritongen")
-    env = {**os.environ, "PYTHONPATH": ""}
+    env = {**os.environ, "PYTHONPATH": "",
+           # A wheel carries the backends' sources, not built libraries: use those `make install` built here.
+           "TRITONGEN_BACKEND_DIR": str(native.installed_dir())}
     subprocess.run([tritongen, "demo-model", "build/tiny-llama"], cwd=work, check=True, timeout=300, env=env,
                    capture_output=True)
     proc = subprocess.run([tritongen, "up", "examples/tiny-cpu.yaml", "--out", "out", "-u", "2", "-t", "4"],

@@ -42,6 +42,13 @@ def backends_with_double(folder: Path) -> Path:
     from tritongen.serve import backend_dir
 
     backend_dir(folder, BACKENDS)
+    # Triton loads a python-based backend (the double, as `vllm`) through python/libtriton_python.so and refuses that
+    # library when its real path lies outside the backend folder, as serve's links do: this folder gets a copy, which
+    # finds the wheel's bundled libraries through LD_LIBRARY_PATH (start()).
+    library = folder / "python" / "libtriton_python.so"
+    real = library.resolve()
+    library.unlink()
+    shutil.copy2(real, library)
     (folder / "vllm").mkdir()
     shutil.copy(DOUBLE / "model.py", folder / "vllm" / "model.py")
     return folder
@@ -54,4 +61,7 @@ def render_with_double(tmp: Path, checkpoint: Path, **overrides) -> Path:
 
 
 def start(repo: Path, log: Path, backends: Path, itl_ms: float = 0.0):
-    return start_with_double(repo, log, itl_ms, f"--backend-directory={backends}")
+    import pytriton
+
+    libs = Path(pytriton.__file__).resolve().parent.parent / "nvidia_pytriton.libs"  # the copied library's RPATH
+    return start_with_double(repo, log, itl_ms, f"--backend-directory={backends}", library_path=libs)

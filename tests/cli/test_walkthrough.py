@@ -43,7 +43,7 @@ def test_the_walkthrough_is_six_lines_of_tritongen_commands():
 
 
 def _start_serve(argv: list[str], cwd: Path, env: dict, state: Path) -> subprocess.Popen:
-    """`tritongen serve` as a user starts it; ready once it has written its state file."""
+    """`tritongen serve` as a user starts it; ready once it has written its state file into the folder `state`."""
     log = open(cwd / "serve.log", "w")  # noqa: SIM115 - closed with the process
     proc = subprocess.Popen([sys.executable, "-m", "tritongen.cli", *argv], cwd=cwd, env=env, stdout=log,
                             stderr=subprocess.STDOUT)
@@ -51,7 +51,7 @@ def _start_serve(argv: list[str], cwd: Path, env: dict, state: Path) -> subproce
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             pytest.fail(f"serve exited with {proc.returncode}:\n{(cwd / 'serve.log').read_text()[-3000:]}")
-        if state.is_file() and json.loads(state.read_text() or "{}").get("pid") == proc.pid:
+        if any(json.loads(f.read_text() or "{}").get("pid") == proc.pid for f in state.glob("*.json")):
             return proc
         time.sleep(0.2)
     proc.kill()
@@ -71,7 +71,7 @@ def _stop(proc: subprocess.Popen) -> None:
 def test_the_readme_walkthrough_runs(tmp_path, monkeypatch, capsys):
     spec, commands = walkthrough()
     (tmp_path / "my.yaml").write_text(spec)
-    state = tmp_path / "serve.json"
+    state = tmp_path / "servers"
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("TRITONGEN_STATE", str(state))  # this test's server only, not one a user runs here
     env = {**os.environ, "TRITONGEN_STATE": str(state)}
