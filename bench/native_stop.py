@@ -53,6 +53,25 @@ def _leftovers(pids, regions):
     return alive, [r for r in regions if (Path("/dev/shm") / r).exists()]
 
 
+def _stacks(pid: int, path: Path) -> None:
+    """Every thread's stack of a server that did not exit (gdb where installed), for the diagnosis."""
+    import shutil
+
+    if shutil.which("gdb"):
+        out = subprocess.run(["gdb", "-p", str(pid), "-batch", "-ex", "thread apply all bt"], capture_output=True,
+                             text=True, timeout=120)
+        path.write_text(out.stdout + out.stderr)
+    else:  # kernel view: each thread's state and where it sleeps
+        rows = []
+        for task in sorted(Path(f"/proc/{pid}/task").iterdir()):
+            comm = (task / "comm").read_text().strip()
+            wchan = (task / "wchan").read_text().strip() if (task / "wchan").exists() else "?"
+            state = (task / "stat").read_text().split(")")[-1].split()[0]
+            rows.append(f"{task.name} {comm} {state} {wchan}")
+        path.write_text("\n".join(rows) + "\n")
+    print(f"server {pid} did not exit: thread stacks in {path}", file=sys.stderr)
+
+
 def _one(target: str, repo: Path, work: Path, streams: int, grace: float) -> dict:
     import psutil
 
@@ -80,6 +99,7 @@ def _one(target: str, repo: Path, work: Path, streams: int, grace: float) -> dic
     try:
         code = proc.wait(timeout=grace + 60)
     except subprocess.TimeoutExpired:
+        _stacks(proc.pid, work / f"stacks-{target}.txt")
         proc.kill()
         code = "hung"
     took = time.monotonic() - t0
@@ -89,6 +109,9 @@ def _one(target: str, repo: Path, work: Path, streams: int, grace: float) -> dic
         os.kill(pid, signal.SIGKILL)
     for region in shm:
         (Path("/dev/shm") / region).unlink(missing_ok=True)
+    log = work / "tritonserver.log"
+    if target == "tritonserver" and log.exists():
+        log.rename(work / f"tritonserver-{time.time_ns()}.log")
     return {"target": target, "exit_code": code, "crashed": code == "hung" or (isinstance(code, int) and code != 0),
             "seconds_to_exit": round(took, 2), "orphans": len(alive), "shm_left": len(shm),
             "clients": len(outcomes), "without_clean_final": sum(not clean(o) for o in outcomes),
@@ -106,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "native_stop.json")
     args = p.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="native-stop-"))
+    print(f"work folder (server logs, stacks of a server that did not exit): {work}", file=sys.stderr)
     repo = _repo(work, args.itl_ms, max(args.streams, 64))
     targets = ("tritonserver", "serve") if args.target == "both" else (args.target,)
     runs = []
