@@ -53,10 +53,29 @@ def _leftovers(pids, regions):
     return alive, [r for r in regions if (Path("/dev/shm") / r).exists()]
 
 
-def _one(target: str, repo: Path, work: Path, streams: int, grace: float) -> dict:
+def _stacks(pid: int, path: Path) -> None:
+    """Every thread's stack of a server that did not exit (gdb where installed), for the diagnosis."""
+    import shutil
+
+    if shutil.which("gdb"):
+        out = subprocess.run(["gdb", "-p", str(pid), "-batch", "-ex", "thread apply all bt"], capture_output=True,
+                             text=True, timeout=120)
+        path.write_text(out.stdout + out.stderr)
+    else:  # kernel view: each thread's state and where it sleeps
+        rows = []
+        for task in sorted(Path(f"/proc/{pid}/task").iterdir()):
+            comm = (task / "comm").read_text().strip()
+            wchan = (task / "wchan").read_text().strip() if (task / "wchan").exists() else "?"
+            state = (task / "stat").read_text().split(")")[-1].split()[0]
+            rows.append(f"{task.name} {comm} {state} {wchan}")
+        path.write_text("\n".join(rows) + "\n")
+    print(f"server {pid} did not exit: thread stacks in {path}", file=sys.stderr)
+
+
+def _one(target: str, repo: Path, work: Path, streams: int, grace: float, client_processes: int) -> dict:
     import psutil
 
-    from stopclients import Streams, clean
+    from stopclients import ProcessStreams, Streams, clean
     from tritongen.serve import SHM_PREFIX, TritonServer, free_ports
 
     http, grpc, metrics = free_ports(3)
@@ -73,13 +92,17 @@ def _one(target: str, repo: Path, work: Path, streams: int, grace: float) -> dic
                 break
     children = psutil.Process(proc.pid).children(recursive=True)
     regions = {a for c in children for a in c.cmdline() if a.startswith(SHM_PREFIX)}
-    clients = Streams(f"127.0.0.1:{grpc}", streams).start()
+    url = f"127.0.0.1:{grpc}"
+    clients = (ProcessStreams(url, streams, processes=client_processes) if client_processes > 1
+               else Streams(url, streams)).start()
     clients.wait_streaming(timeout=600)
     t0 = time.monotonic()
+    at_stop = sum(o.responses for o in getattr(clients, "outcomes", []))
     proc.send_signal(signal.SIGTERM)
     try:
         code = proc.wait(timeout=grace + 60)
     except subprocess.TimeoutExpired:
+        _stacks(proc.pid, work / f"stacks-{target}.txt")
         proc.kill()
         code = "hung"
     took = time.monotonic() - t0
@@ -89,11 +112,16 @@ def _one(target: str, repo: Path, work: Path, streams: int, grace: float) -> dic
         os.kill(pid, signal.SIGKILL)
     for region in shm:
         (Path("/dev/shm") / region).unlink(missing_ok=True)
+    log = work / "tritonserver.log"
+    if target == "tritonserver" and log.exists():
+        log.rename(work / f"tritonserver-{time.time_ns()}.log")
     return {"target": target, "exit_code": code, "crashed": code == "hung" or (isinstance(code, int) and code != 0),
             "seconds_to_exit": round(took, 2), "orphans": len(alive), "shm_left": len(shm),
             "clients": len(outcomes), "without_clean_final": sum(not clean(o) for o in outcomes),
             "stopping_errors": sum("the server is stopping" in o.message for o in outcomes),
-            "completed": sum(o.ending == "final" for o in outcomes)}
+            "completed": sum(o.ending == "final" for o in outcomes),
+            "responses_per_client": round(sum(o.responses for o in outcomes) / max(1, len(outcomes)), 1),
+            "responses_at_stop_per_client": round(at_stop / max(1, len(outcomes)), 1)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,22 +131,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--target", choices=("tritonserver", "serve", "both"), default="both")
     p.add_argument("--grace", type=float, default=30.0, help="grace period (s); the BLS drains for grace - 10")
     p.add_argument("--itl-ms", type=float, default=5.0)
+    p.add_argument("--client-processes", type=int, default=8,
+                   help="client processes holding the streams (one reads about 4,000 responses/s: fewer than the "
+                        "server streams builds a backlog that a stopping server cannot deliver in its grace period)")
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "native_stop.json")
     args = p.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="native-stop-"))
+    print(f"work folder (server logs, stacks of a server that did not exit): {work}", file=sys.stderr)
     repo = _repo(work, args.itl_ms, max(args.streams, 64))
     targets = ("tritonserver", "serve") if args.target == "both" else (args.target,)
     runs = []
     for rep in range(args.reps):
         for target in targets:
-            run = _one(target, repo, work, args.streams, args.grace)
+            run = _one(target, repo, work, args.streams, args.grace, args.client_processes)
             run["rep"] = rep
             print(json.dumps(run), flush=True)
             runs.append(run)
     totals = {t: {k: sum(r[k] for r in runs if r["target"] == t)
                   for k in ("crashed", "orphans", "shm_left", "without_clean_final")} |
               {"max_seconds_to_exit": max(r["seconds_to_exit"] for r in runs if r["target"] == t)} for t in targets}
-    result = {"streams": args.streams, "reps": args.reps, "grace_s": args.grace, "itl_ms": args.itl_ms,
+    result = {"streams": args.streams, "client_processes": args.client_processes, "reps": args.reps, "grace_s": args.grace, "itl_ms": args.itl_ms,
               "totals": totals, "runs": runs}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")

@@ -99,3 +99,55 @@ def clean(outcome: Outcome) -> bool:
     """A final response, an error saying the server is stopping, or gRPC's own UNAVAILABLE."""
     return outcome.ending == "final" or (outcome.ending == "error" and (
         "the server is stopping" in outcome.message or "StatusCode.UNAVAILABLE" in outcome.message))
+
+
+def _child(url: str, n: int, model: str, max_tokens: int, ready, results) -> None:
+    streams = Streams(url, n, max_tokens=max_tokens, model=model).start()
+    streams.wait_streaming(timeout=600)
+    ready.put(n)
+    outcomes = streams.join(timeout=600)
+    results.put([(o.responses, o.ending, o.message) for o in outcomes])
+
+
+@dataclass
+class ProcessStreams:
+    """`n` streams spread over `processes` client processes: one python process reads about 4,000 responses/s, so a
+    server streaming faster than that to one process builds a backlog in its gRPC frontend (responses queued for a
+    client that has not read them), which a stopping server must deliver or drop."""
+
+    url: str
+    n: int
+    processes: int = 8
+    max_tokens: int = 100000
+    model: str = "tensorrt_llm_bls"
+
+    def start(self) -> ProcessStreams:
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn")
+        self._ready, self._results = ctx.Queue(), ctx.Queue()
+        sizes = [self.n // self.processes + (i < self.n % self.processes) for i in range(self.processes)]
+        self._procs = [ctx.Process(target=_child, args=(self.url, k, self.model, self.max_tokens, self._ready,
+                                                        self._results), daemon=True) for k in sizes if k]
+        for p in self._procs:
+            p.start()
+        return self
+
+    def wait_streaming(self, timeout: float = 600.0) -> None:
+        for _ in self._procs:
+            self._ready.get(timeout=timeout)
+
+    def join(self, timeout: float) -> list[Outcome]:
+        outcomes: list[Outcome] = []
+        deadline = time.monotonic() + timeout
+        for _ in self._procs:
+            try:
+                rows = self._results.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            outcomes += [Outcome(r, e, m) for r, e, m in rows]
+        for p in self._procs:
+            p.join(timeout=5)
+            if p.is_alive():
+                p.kill()
+        return outcomes + [Outcome(ending="none") for _ in range(self.n - len(outcomes))]
