@@ -63,6 +63,37 @@ def malloc_trim(pid: int) -> str:
     return lines[-1] if lines else (done.stderr.strip().splitlines() or ["gdb: no output"])[-1]
 
 
+def heaptrack_attach(pid: int, work: Path) -> subprocess.Popen:
+    """heaptrack injected into the running tritonserver; it records until the process exits."""
+    for old in work.glob("heaptrack.*"):
+        old.unlink()
+    proc = subprocess.Popen(["heaptrack", "-p", str(pid)], cwd=work, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 300
+    while not list(work.glob("heaptrack.*")) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return proc
+
+
+def heaptrack_leaks(tracker: subprocess.Popen | None, work: Path, lines: int = 60) -> list[str] | str:
+    """heaptrack_print's leak section: allocations made after the attach and not freed when the server exited."""
+    if tracker is None:
+        return "heaptrack did not attach"
+    try:
+        tracker.wait(timeout=300)
+    except subprocess.TimeoutExpired:
+        tracker.kill()
+    files = sorted(work.glob("heaptrack.*"))
+    if not files:
+        return "heaptrack wrote no data: " + (tracker.stdout.read()[-500:] if tracker.stdout else "")
+    out = subprocess.run(["heaptrack_print", "--print-leaks", "1", "--print-peaks", "0", "--print-allocators", "0",
+                          "--print-temporary", "0", "--print-histogram", "0", "--print-flamegraph", "0",
+                          "-f", str(files[-1])], capture_output=True, text=True, timeout=600).stdout.splitlines()
+    start = next((i for i, line in enumerate(out) if "MEMORY LEAKS" in line), 0)
+    tail = [line for line in out if line.startswith(("total", "peak", "leaked", "calls"))]
+    return out[start:start + lines] + tail
+
+
 def burst(url: str, streams: int, tokens: int) -> tuple[int, list[str]]:
     """`streams` concurrent streams to tensorrt_llm_bls; (answered, errors)."""
     from streaming_text import grpc_responses
@@ -107,6 +138,8 @@ def main() -> int:
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="for tritonserver")
     ap.add_argument("--trim", action="store_true", help="malloc_trim(0) in tritonserver before each reading")
+    ap.add_argument("--heaptrack", action="store_true",
+                    help="attach heaptrack after the first burst; report what was allocated then and never freed")
     ap.add_argument("--work", default="/tmp/tritongen-bench-rss")
     args = ap.parse_args()
 
@@ -134,6 +167,7 @@ def main() -> int:
     server = start_server(repo, work / "tritonserver.log")
     pid = server.process.pid
     rows = []
+    tracker = None
 
     def reading(label: str, answered: int, errors: list[str], seconds: float) -> None:
         idle(server)
@@ -155,8 +189,11 @@ def main() -> int:
             t0 = time.monotonic()
             answered, errors = burst(server.grpc_url, args.streams, args.tokens)
             reading(f"burst {i}", answered, errors, time.monotonic() - t0)
+            if i == 1 and args.heaptrack:
+                tracker = heaptrack_attach(pid, work)
     finally:
-        server.stop()
+        server.stop(grace=60)
+    leaks = heaptrack_leaks(tracker, work) if args.heaptrack else None
     growth = [round(b["rss_mib"] - a["rss_mib"], 2) for a, b in zip(rows, rows[1:])]
     last5 = growth[-5:]
     result = {"streams": args.streams, "bursts": args.bursts, "tokens": args.tokens, "env": env, "trim": args.trim,
@@ -164,6 +201,8 @@ def main() -> int:
               "last5_mean_growth_mib": round(sum(last5) / len(last5), 3) if last5 else None,
               "settled": bool(last5) and all(g < SETTLED_MIB for g in last5),
               "errors": sum(r["errors"] for r in rows)}
+    if leaks is not None:
+        result["heaptrack_leaks"] = leaks
     print(json.dumps(result, indent=2))
     return 0
 
