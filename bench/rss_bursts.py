@@ -87,7 +87,7 @@ def heaptrack_leaks(tracker: subprocess.Popen | None, work: Path, lines: int = 6
     if not files:
         return "heaptrack wrote no data: " + (tracker.stdout.read()[-500:] if tracker.stdout else "")
     out = subprocess.run(["heaptrack_print", "--print-leaks", "1", "--print-peaks", "0", "--print-allocators", "0",
-                          "--print-temporary", "0", "--print-histogram", "0", "--print-flamegraph", "0",
+                          "--print-temporary", "0",
                           "-f", str(files[-1])], capture_output=True, text=True, timeout=600).stdout.splitlines()
     start = next((i for i, line in enumerate(out) if "MEMORY LEAKS" in line), 0)
     tail = [line for line in out if line.startswith(("total", "peak", "leaked", "calls"))]
