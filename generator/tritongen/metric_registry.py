@@ -65,7 +65,7 @@ METRICS: tuple[Metric, ...] = (
     M("error_count", "count", "int", "failed requests among them, refusals for overload not included.",
       csv="errors", phrase="{} failed"),
     M("refused_count", "count", "int", "requests among them refused for overload (full queue: Triton's \"Exceeds "
-      "maximum queue size\", gRPC RESOURCE_EXHAUSTED, HTTP 429).", csv="refused", phrase="{} refused"),
+      "maximum queue size\" over HTTP or gRPC, the OpenAI frontend's HTTP 429).", csv="refused", phrase="{} refused"),
     M("cancelled_count", "count", "int",
       "requests sent inside the window that the client cancelled on purpose.", csv="cancelled", phrase="{} cancelled"),
     M("error_rate", "fraction", "float|null", "(error_count + refused_count) / request_count.", better="lower",

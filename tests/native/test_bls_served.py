@@ -79,9 +79,16 @@ def test_statistics_span_each_streamed_request_in_order(served):
 
 
 # ------------------------------------------------------------------ overload
+# Triton's own queue rejection (core src/scheduler_utils.cc, PolicyQueue::Enqueue, r24.10 through main) is
+# TRITONSERVER_ERROR_UNAVAILABLE "Exceeds maximum queue size": HTTP 503 and gRPC UNAVAILABLE. The BLS refuses with the
+# same code and wording; the C API has no code that tritonserver maps to 429 or RESOURCE_EXHAUSTED, so only the
+# OpenAI frontend (tritongen's own) answers 429. docs/streaming.md "Overload" lists each entry point with its source.
+OVERLOADED = "[overloaded] Exceeds maximum queue size: tensorrt_llm_bls holds 2 requests"
+
+
 @pytest.fixture(scope="module", params=["native", "python"])
 def full(request, tiny_model, tmp_path_factory):
-    """max_batch_size 1, max_queue_size 1: two long streams fill the BLS."""
+    """max_batch_size 1, max_queue_size 1: two long streams fill the BLS. Yields the server and its repository."""
     base = tmp_path_factory.mktemp(f"bls-full-{request.param}")
     repo = _render(tiny_model, base / "repo", **{"serving.bls": request.param, "serving.max_batch_size": 1,
                                                   "serving.bls_instances": 1,
@@ -93,28 +100,87 @@ def full(request, tiny_model, tmp_path_factory):
         holders.append(Streams(server.grpc_url, 1).start())
         holders[-1].wait_streaming()
     assert all(o.ending == "none" for h in holders for o in h.outcomes), [h.outcomes for h in holders]
-    yield server
+    yield server, repo
     server.stop()
 
 
-def test_a_full_bls_refuses_over_http_with_tritons_queue_error(full):
-    # The code is UNAVAILABLE, as Triton's own queue rejection; /generate reports an error that arrives in a response
-    # as 400 (tritonserver 2.51 through main deletes the error before mapping its code: GenerateRequestClass::
-    # AddErrorJson), so the body is what is checked here.
-    body = json.dumps({"text_input": "hi", "max_tokens": 2}).encode()
-    req = urllib.request.Request(f"http://{full.http_url}/v2/models/tensorrt_llm_bls/generate", data=body,
-                                 headers={"Content-Type": "application/json"})
-    with pytest.raises(urllib.error.HTTPError) as err:
-        urllib.request.urlopen(req, timeout=60)
-    assert err.value.code in (400, 503)
-    message = json.loads(err.value.read())["error"]
-    assert message.startswith("[overloaded] Exceeds maximum queue size: tensorrt_llm_bls holds 2 requests")
+def _post(url: str, body: dict) -> tuple[int, bytes]:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read()
+
+
+@pytest.mark.parametrize("endpoint", ["generate", "generate_stream"])
+def test_a_full_bls_refuses_over_kserve_http_with_tritons_queue_error(full, endpoint):
+    server, _ = full
+    status, body = _post(f"http://{server.http_url}/v2/models/tensorrt_llm_bls/{endpoint}",
+                         {"text_input": "hi", "max_tokens": 2, "stream": endpoint == "generate_stream"})
+    # An error that arrives in a response: tritonserver's GenerateRequestClass::InferResponseComplete deletes it
+    # (AddErrorJson) and then maps the deleted error's code (http_server.cc r24.10 lines 4186-4193, r26.07
+    # 4405-4413), so the status is not the error's 503 but whatever the freed memory reads as (400 here).
+    assert status not in (200, 429), (status, body)
+    text = body.decode()
+    if endpoint == "generate_stream":  # one server-sent event carries the error
+        assert text.startswith("data: ") and text.endswith("\n\n"), text
+        text = text[len("data: "):].strip()
+    assert json.loads(text)["error"].startswith(OVERLOADED), text
+
+
+def _stream_error(url: str, headers: dict | None = None):
+    """The error that ends one ModelStreamInfer request to the full BLS."""
+    import queue
+
+    import tritonclient.grpc as grpcclient
+
+    results: queue.Queue = queue.Queue()
+    client = grpcclient.InferenceServerClient(url)
+    client.start_stream(callback=lambda result, error: results.put((result, error)), headers=headers)
+    try:
+        client.async_stream_infer("tensorrt_llm_bls", [grpc_tensor("text_input", np.array([[b"hi"]], np.object_)),
+                                                       grpc_tensor("max_tokens", np.array([[2]], np.int32))])
+        result, error = results.get(timeout=60)
+        assert error is not None, result.get_response()
+        return error
+    finally:
+        client.stop_stream(cancel_requests=True)
+        client.close()
 
 
 def test_a_full_bls_refuses_over_grpc_with_tritons_queue_error(full):
-    with pytest.raises(RuntimeError, match=r"^\[overloaded\] Exceeds maximum queue size: tensorrt_llm_bls holds 2"):
-        grpc_responses(full.grpc_url, "tensorrt_llm_bls", {"text_input": np.array([[b"hi"]], np.object_),
-                                                            "max_tokens": np.array([[2]], np.int32)})
+    server, _ = full
+    # ModelStreamInferResponse carries only error_message (stream_infer_handler.cc r24.10 line 710): no code.
+    error = _stream_error(server.grpc_url)
+    assert error.message().startswith(OVERLOADED), error
+    # A client that asks for gRPC errors (header triton_grpc_error) gets the stream ended with the error's code.
+    error = _stream_error(server.grpc_url, headers={"triton_grpc_error": "true"})
+    assert error.status() == "StatusCode.UNAVAILABLE", error
+    assert OVERLOADED in error.message(), error
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("path", ["/v1/completions", "/v1/chat/completions"])
+def test_a_full_bls_is_429_through_the_openai_frontend(full, openai_frontend, path, stream):
+    body = {"model": openai_frontend.model, "max_tokens": 2, "stream": stream}
+    body.update({"prompt": "hi"} if path == "/v1/completions" else {"messages": [{"role": "user", "content": "hi"}]})
+    status, raw = _post(f"http://{openai_frontend.url}{path}", body)
+    assert status == 429, (status, raw)
+    error = json.loads(raw)["error"]
+    assert error["type"] == "rate_limit_error" and "Exceeds maximum queue size" in error["message"], error
+
+
+@pytest.fixture(scope="module")
+def openai_frontend(full):
+    from tritongen.frontend.server import FrontendServer
+    from tritongen.plan.frontend import FrontendPlan
+
+    server, repo = full
+    config = FrontendPlan.read(repo).model_copy(update={"port": 0})
+    with FrontendServer(config, server.grpc_url) as frontend:
+        frontend.model = config.models[0].name
+        yield frontend
 
 
 # ------------------------------------------------------------------ API version check

@@ -168,7 +168,8 @@ TRITONSERVER_Error* Stream::ReadRequest() {
 }
 
 // A place among the requests the model holds at once. Refused as Triton refuses a request its dynamic batcher's
-// full queue cannot take: UNAVAILABLE with "Exceeds maximum queue size" (HTTP 503, gRPC UNAVAILABLE).
+// full queue cannot take: UNAVAILABLE with "Exceeds maximum queue size", the code and wording of Triton's own
+// queue rejection (docs/serving-behaviour.md "Overload: the error code" says what each endpoint makes of it).
 TRITONSERVER_Error* Stream::Admit() {
   const int64_t capacity = model_->config().capacity;
   if (capacity <= 0) return nullptr;
