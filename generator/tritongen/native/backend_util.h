@@ -1,6 +1,8 @@
 // Small helpers shared by tritongen's native backends: errors, log lines, the model config, input tensors.
 #pragma once
 
+#include <pthread.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +15,10 @@
 #include "triton_api.h"
 
 namespace tritongen {
+
+// Names the calling thread (at most 15 characters), so per-thread profiles (top -H, /proc, perf) tell tritongen's
+// threads from tritonserver's own.
+inline void NameThread(const char* name) { pthread_setname_np(pthread_self(), name); }
 
 inline TRITONSERVER_Error* Err(TRITONSERVER_Error_Code code, const std::string& msg) {
   return TRITONSERVER_ErrorNew(code, msg.c_str());

@@ -7,6 +7,8 @@
 
 #pragma once
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -139,6 +141,7 @@ class EngineLoop {
 
  private:
   void Loop() {
+    pthread_setname_np(pthread_self(), "tg-engine");
     using Clock = std::chrono::steady_clock;
     std::unique_lock<std::mutex> lock(mu_);
     Clock::time_point step_start = Clock::now();

@@ -403,6 +403,7 @@ bool Shard::Step(Stream* s) {
 }
 
 void Shard::Loop() {
+  NameThread("tg-source");
   std::vector<Entry> due;
   std::vector<Stream*> ended;
   std::unique_lock<std::mutex> lock(mu_);

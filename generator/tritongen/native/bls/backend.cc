@@ -85,6 +85,7 @@ void ModelState::Forget(Stream* s) {
 }
 
 void ModelState::Watch() {
+  NameThread("tg-bls-watch");
   const uint64_t drain_ns = DrainNs();
   std::unique_lock<std::mutex> lk(watcher_mu_);
   while (running_) {
