@@ -242,3 +242,24 @@ def test_the_checker_finds_a_type_only_upward_import():
     }
     assert upward_imports(planted) == ["tritongen.runtimes.x imports tritongen.plan.model",
                                        "tritongen.runtimes.z imports tritongen.render"]
+
+
+RUNTIME_SEAM = ("tritongen.runtimes", "tritongen.runtimes.base")
+"""What a stage may import of the runtimes: the registry and the roles' types. A runtime's own package is reached
+through the runtime object (`runtime_of(plan).build_engine(...)`), never imported."""
+READS_A_RUNTIME_PACKAGE = {"tritongen.tune.measure": "the synthetic engine's schedule, which tune simulates"}
+
+
+def runtime_package_imports(graph: dict[str, set[str]]) -> list[str]:
+    """`stage imports runtime package` for each edge from outside tritongen.runtimes into one runtime's package."""
+    return sorted(f"{src} imports {dst}" for src, dsts in graph.items() for dst in dsts
+                  if dst.startswith("tritongen.runtimes.") and dst not in RUNTIME_SEAM
+                  and not src.startswith("tritongen.runtimes") and src not in READS_A_RUNTIME_PACKAGE)
+
+
+def test_no_stage_imports_a_runtime_package():
+    assert runtime_package_imports(package_graph()) == []
+    planted = {"tritongen": "", "tritongen.runtimes": "", "tritongen.runtimes.base": "", "tritongen.runtimes.x": "",
+               "tritongen.cli": "def build():\n    from tritongen.runtimes.x import build_engine\n",
+               "tritongen.render": "from tritongen.runtimes import runtime_of\nfrom tritongen.runtimes.base import R\n"}
+    assert runtime_package_imports(import_graph(planted)) == ["tritongen.cli imports tritongen.runtimes.x"]
