@@ -10,7 +10,7 @@ from typing import Any
 from tritongen.core import Locations, PlanView, SpecView
 from tritongen.errors import SpecError, problem
 from tritongen.runtimes import llmapi
-from tritongen.runtimes.base import (Dialect, Knob, PlanContext, Renderer, Runtime, RuntimeSettings, Signal, quantity,
+from tritongen.runtimes.base import (Dialect, Knob, PlanContext, Renderer, Runtime, Signal, quantity,
                                      serving_knobs)
 from tritongen.runtimes.llmapi.dialect import DIALECT
 from tritongen.runtimes.llmapi.plan import LlmApiPlan, make_llmapi_plan
