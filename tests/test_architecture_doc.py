@@ -186,11 +186,16 @@ def debts() -> dict:
     modules = package_modules()
     trees = {name: ast.parse(path.read_text()) for name, path in modules.items()}
 
-    runtime = next(n for n in trees["tritongen.runtimes.base"].body
-                   if isinstance(n, ast.ClassDef) and n.name == "Runtime")
-    methods = [n for n in runtime.body if isinstance(n, ast.FunctionDef)]
-    abstract = [m.name for m in methods if any(getattr(d, "id", None) == "abstractmethod" for d in m.decorator_list)]
-    attributes = [n for n in runtime.body if isinstance(n, (ast.AnnAssign, ast.Assign))]
+    def members(cls: ast.ClassDef) -> dict:
+        methods = [n for n in cls.body if isinstance(n, ast.FunctionDef)]
+        abstract = [m.name for m in methods
+                    if any(getattr(d, "id", None) == "abstractmethod" for d in m.decorator_list)]
+        attributes = [n for n in cls.body if isinstance(n, (ast.AnnAssign, ast.Assign))]
+        return {"total": len(methods) + len(attributes), "methods": len(methods), "class_attributes": len(attributes),
+                "abstract": abstract, "optional_methods": len(methods) - len(abstract)}
+
+    roles = ("_Owns", "Planning", "Repository", "Launch", "EngineBuilder", "Clients", "Runtime")
+    runtime_classes = {n.name: n for n in trees["tritongen.runtimes.base"].body if isinstance(n, ast.ClassDef)}
 
     upward: dict[str, list[str]] = {}
     for name, tree in trees.items():
@@ -219,9 +224,7 @@ def debts() -> dict:
     module_level = _internal_edges(modules, only_module_level=True)
 
     return {
-        "runtime_members": {"total": len(methods) + len(attributes), "methods": len(methods),
-                            "class_attributes": len(attributes), "abstract": abstract,
-                            "optional_methods": len(methods) - len(abstract)},
+        "runtime_members": {name: members(runtime_classes[name]) for name in roles if name in runtime_classes},
         "assert_isinstance_narrowings": sum(_narrowing(n) for tree in trees.values() for n in ast.walk(tree)),
         "runtimes_type_only_upward": {"modules": len(upward), "imports": sum(map(len, upward.values())),
                                       "by_module": upward},

@@ -186,3 +186,80 @@ def test_a_package_of_one_init_file_resolves_its_relative_imports_from_itself():
     assert import_graph(planted, {"p", "p.native"})["p.native"] == {"p.errors"}
     assert import_graph(planted, {"p"})["p.flat"] == {"p.errors"}
     assert "tritongen.errors" in package_graph()["tritongen.native"]
+
+
+# ------------------------------------------------------------------------------------------ downward only, types too
+
+DOWNWARD_ONLY = {"tritongen.runtimes": ("tritongen.plan", "tritongen.render", "tritongen.spec")}
+"""Rooms whose modules may not name the rooms above them at all, not even in annotations: the runtimes take the
+data they consume from `tritongen.core`, the bottom room."""
+
+
+def _every_import(tree: ast.AST, module: str, is_package: bool) -> set[str]:
+    """Dotted names a module's imports name, those under `if TYPE_CHECKING:` included."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = module.split(".")
+                anchor = anchor[:len(anchor) - node.level + (1 if is_package else 0)]
+                base = ".".join([*anchor, base] if base else anchor)
+            found.add(base)
+    return found
+
+
+def upward_imports(modules: dict[str, str], packages: set[str] | None = None) -> list[str]:
+    """`importer imports target` for each import (executed or type-only) from a DOWNWARD_ONLY room into a room
+    above it."""
+    if packages is None:
+        packages = {m.rsplit(".", 1)[0] for m in modules if "." in m}
+    out = []
+    for name, source in modules.items():
+        for room, above in DOWNWARD_ONLY.items():
+            if name == room or name.startswith(room + "."):
+                for target in sorted(_every_import(ast.parse(source), name, name in packages)):
+                    if any(target == top or target.startswith(top + ".") for top in above):
+                        out.append(f"{name} imports {target}")
+    return sorted(out)
+
+
+def test_runtimes_import_downward_only_even_for_types():
+    modules = package_modules()
+    assert upward_imports({name: path.read_text() for name, path in modules.items()},
+                          {name for name, path in modules.items() if path.name == "__init__.py"}) == []
+
+
+def test_the_checker_finds_a_type_only_upward_import():
+    planted = {
+        "tritongen": "", "tritongen.core": "", "tritongen.plan": "", "tritongen.runtimes": "",
+        "tritongen.runtimes.x": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                "    from tritongen.plan.model import Plan\n",
+        "tritongen.runtimes.y": "from tritongen.core import PlanView\n",
+        "tritongen.runtimes.z": "def f():\n    from ..render import Locations\n",
+    }
+    assert upward_imports(planted) == ["tritongen.runtimes.x imports tritongen.plan.model",
+                                       "tritongen.runtimes.z imports tritongen.render"]
+
+
+RUNTIME_SEAM = ("tritongen.runtimes", "tritongen.runtimes.base")
+"""What a stage may import of the runtimes: the registry and the roles' types. A runtime's own package is reached
+through the runtime object (`runtime_of(plan).build_engine(...)`), never imported."""
+READS_A_RUNTIME_PACKAGE = {"tritongen.tune.measure": "the synthetic engine's schedule, which tune simulates"}
+
+
+def runtime_package_imports(graph: dict[str, set[str]]) -> list[str]:
+    """`stage imports runtime package` for each edge from outside tritongen.runtimes into one runtime's package."""
+    return sorted(f"{src} imports {dst}" for src, dsts in graph.items() for dst in dsts
+                  if dst.startswith("tritongen.runtimes.") and dst not in RUNTIME_SEAM
+                  and not src.startswith("tritongen.runtimes") and src not in READS_A_RUNTIME_PACKAGE)
+
+
+def test_no_stage_imports_a_runtime_package():
+    assert runtime_package_imports(package_graph()) == []
+    planted = {"tritongen": "", "tritongen.runtimes": "", "tritongen.runtimes.base": "", "tritongen.runtimes.x": "",
+               "tritongen.cli": "def build():\n    from tritongen.runtimes.x import build_engine\n",
+               "tritongen.render": "from tritongen.runtimes import runtime_of\nfrom tritongen.runtimes.base import R\n"}
+    assert runtime_package_imports(import_graph(planted)) == ["tritongen.cli imports tritongen.runtimes.x"]

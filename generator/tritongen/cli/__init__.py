@@ -346,31 +346,21 @@ def _cmd_demo_model(args: argparse.Namespace) -> int:
 def _cmd_build(args: argparse.Namespace) -> int:
     from tritongen.plan import is_plan_file, load_plan
     from tritongen.runtimes import names, runtime_of
-    from tritongen.runtimes.tensorrtllm import TensorrtllmPlan
-    from tritongen.runtimes.tensorrtllm.build import build_engine, detect_gpu_arch
 
     plan = load_plan(args.spec, gpu_arch=args.gpu_arch)
-    if not runtime_of(plan).builds_engine:
+    rt = runtime_of(plan)
+    if not rt.builds_engine:
         raise SpecError(f"runtime: build needs runtime: {names(lambda r: r.builds_engine)}; the {plan.runtime} "
                         "runtime serves the checkpoint as is")
-    trt = plan.runtime_settings
-    assert isinstance(trt, TensorrtllmPlan)
-    if trt.engine_key is None:
-        raise SpecError(problem("engine.engine_dir", f"the plan serves the given engine {trt.engine_dir}, so "
-                                "there is nothing to build", "unset engine.engine_dir (and --engine-dir) to build "
-                                "into the engine cache"))
-    if not args.dry_run:
-        here = detect_gpu_arch()
-        if trt.gpu_arch != here:
-            if is_plan_file(args.spec):
-                field, fix = f"{args.spec}: runtime_settings.gpu_arch", f"re-plan with --gpu-arch {here}"
-            else:
-                field = "--gpu-arch" if args.gpu_arch else "engine.gpu_arch"
-                fix = f"set {field} to {here}"
-            raise SpecError(problem(field, f"{trt.gpu_arch}, but this machine's GPU 0 is {here} and an engine runs "
-                                    "only on the architecture it was built for",
-                                    f"build on an {trt.gpu_arch} machine, or {fix}"))
-    result = build_engine(trt, plan.paths.checkpoint, examples_dir=args.examples_dir, dry_run=args.dry_run)
+
+    def arch_source(here: str) -> tuple[str, str]:
+        """The setting that chose the planned GPU architecture, and how to make it this machine's."""
+        if is_plan_file(args.spec):
+            return f"{args.spec}: runtime_settings.gpu_arch", f"re-plan with --gpu-arch {here}"
+        field = "--gpu-arch" if args.gpu_arch else "engine.gpu_arch"
+        return field, f"set {field} to {here}"
+
+    result = rt.build_engine(plan, examples_dir=args.examples_dir, dry_run=args.dry_run, arch_source=arch_source)
     if args.dry_run:
         for command in result.commands:
             print(" ".join(shlex.quote(c) for c in command))

@@ -30,7 +30,6 @@ from tritongen.deploy.common import (
 from tritongen.errors import SpecError, problem
 from tritongen.runtimes import runtime_of
 from tritongen.placement.inventory import GIB
-from tritongen.runtimes.tensorrtllm import build_commands
 
 CONFIGMAP_LIMIT = 900 * 1024  # ConfigMaps hold at most 1 MiB; leave room for metadata
 EXAMPLES = "/app/examples"
@@ -105,13 +104,13 @@ def models_job(dep: Deployment) -> ModelsJob:
         lines.append(_fetch(deploy.tokenizer_uri, TOKENIZER, "deploy.tokenizer_uri"))
     else:
         lines.append(f"[ -e {TOKENIZER} ] || ln -s checkpoint {TOKENIZER}")
-    gpu = runtime_of(dep.plan).builds_engine
+    rt = runtime_of(dep.plan)
+    gpu = rt.builds_engine
     work_gib = 0
     if gpu:
-        settings = dep.plan.runtime_settings.build  # type: ignore[attr-defined]
         converted = f"{WORK}/tllm_checkpoint"
-        commands = build_commands(settings, CHECKPOINT, f"{ENGINE}.partial", converted_dir=converted,
-                                  examples_dir=EXAMPLES, calibration_dir=CALIBRATION)
+        commands = rt.engine_build_commands(dep.plan, CHECKPOINT, f"{ENGINE}.partial", converted_dir=converted,
+                                            examples_dir=EXAMPLES, calibration_dir=CALIBRATION)
         build = " && ".join(shlex.join(c) for c in commands)
         check = ""
         if any("--calib_dataset" in c for c in commands):

@@ -22,15 +22,15 @@ from pathlib import Path
 
 import jinja2
 
+from tritongen.core import Locations, Ports
 from tritongen.errors import SpecError, problem
 from tritongen.placement import Placement, ServerGroup
 from tritongen.placement.inventory import Inventory
 from tritongen.placement.memory import MemoryModel
 from tritongen.plan import Plan, is_plan_file, load_plan, plan_for_deployment
-from tritongen.render import HEADER, Locations, environment
+from tritongen.render import HEADER, environment
 from tritongen.resources import data_dir
 from tritongen.runtimes import RUNTIMES, runtime_of
-from tritongen.runtimes.base import Ports
 
 TEMPLATES = data_dir("deploy_templates")
 

@@ -15,7 +15,8 @@ from tritongen.plan.deploy import DeployPlan
 from tritongen.plan.frontend import make_frontend_plan
 from tritongen.plan.kv import size_kv
 from tritongen.plan.load import LoadProfile, load_profile
-from tritongen.plan.model import InstanceGroup, PathsPlan, PlacementPlan, Plan, ServerGroupPlan, TokenizerPlan
+from tritongen.core.sections import InstanceGroup, PathsPlan, ServerGroupPlan, TokenizerPlan
+from tritongen.plan.model import PlacementPlan, Plan
 from tritongen.plan.slo import resolve_slo
 from tritongen.runtimes import names, runtime
 from tritongen.runtimes.base import PlanContext, Runtime, RuntimeSettings

@@ -9,19 +9,18 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
 
 from tritongen import contract, detokenizer, error_kinds
-from tritongen.plan import InstanceGroup, Plan, ServerGroupPlan
+from tritongen.core import InstanceGroup, Locations, Renderer, ServerGroupPlan
+from tritongen.plan import Plan
 from tritongen.render.write import MARKER, check_output_dir, status_lines, write_repository
 from tritongen.resources import data_dir
 from tritongen.runtimes import runtime_of
-from tritongen.runtimes.base import Renderer
 
-__all__ = ["HEADER", "MARKER", "Locations", "check_output_dir", "environment", "render_for", "render_repository", "status_lines",
+__all__ = ["HEADER", "MARKER", "check_output_dir", "environment", "render_for", "render_repository", "status_lines",
            "write_repository"]
 
 TEMPLATES = data_dir("model_repository_templates")
@@ -60,20 +59,6 @@ def _render(template: str, plan: Plan, **context: object) -> bytes:
             lines.append(line)
         previous_blank = blank
     return ("\n".join(lines).strip() + "\n").encode()
-
-
-@dataclass(frozen=True)
-class Locations:
-    """Where the server that loads the repository sees the deployment's files (host paths by default; the
-    deploy targets pass the paths inside their containers)."""
-
-    tokenizer: str
-    checkpoint: str
-    engine: str | None
-
-    @classmethod
-    def of(cls, plan: Plan) -> Locations:
-        return cls(plan.tokenizer.dir, plan.paths.checkpoint, plan.paths.engine)
 
 
 def _llm_config(plan: Plan, where: Locations, group: ServerGroupPlan | None) -> bytes:

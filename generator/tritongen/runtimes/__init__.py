@@ -1,16 +1,18 @@
 """The runtimes registry: every runtime tritongen can plan, render, serve and deploy, in one place.
 
-A runtime is one package or module behind `runtimes.base.Runtime`. Registering one is one import line below; the
+A runtime is one package or module behind `runtimes.base.Runtime` (its roles: Planning, Repository, Launch,
+EngineBuilder, Clients). Registering one is one import line below; the
 spec's `runtime` choices, the Plan's runtime section (a union tagged by `runtime`), the request dialects the OpenAI
 frontend and the load test speak (`Runtime.dialect()`, stored by key) and every stage follow from it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Literal, Union
+from typing import Annotated, Literal, Union
 
 from pydantic import Field
 
+from tritongen.core import PlanView
 from tritongen.runtimes.base import Dialect, Runtime
 # One line per runtime, in the order the spec's choices and the docs list them.
 from tritongen.runtimes.hf import RUNTIME as _hf
@@ -18,9 +20,6 @@ from tritongen.runtimes.tensorrtllm.runtime import RUNTIME as _tensorrtllm
 from tritongen.runtimes.llmapi.runtime import RUNTIME as _trtllm
 from tritongen.runtimes.synthetic import RUNTIME as _synthetic
 from tritongen.runtimes.vllm import RUNTIME as _vllm
-
-if TYPE_CHECKING:
-    from tritongen.plan.model import Plan
 
 RUNTIMES: dict[str, Runtime] = {r.name: r for r in list(globals().values()) if isinstance(r, Runtime)}
 NAMES = tuple(RUNTIMES)
@@ -41,7 +40,7 @@ def runtime(name: str) -> Runtime:
     return RUNTIMES[name]
 
 
-def runtime_of(plan: Plan) -> Runtime:
+def runtime_of(plan: PlanView) -> Runtime:
     return RUNTIMES[plan.runtime]
 
 

@@ -1,12 +1,22 @@
-"""The runtime seam: what serves the model named `tensorrt_llm`, behind one interface.
+"""The runtime seam: what serves the model named `tensorrt_llm`, behind small role interfaces.
 
 A runtime owns its part of the Plan (a settings model with a `runtime` tag: one member of the Plan's discriminated
-union), the model files it puts in the repository, how a tritonserver is launched for it, its serving image, the
-Prometheus series a Kubernetes HPA scales it on, how tritongen's clients address it (its request `Dialect`), and
-its contract facts. Stages ask the runtime object (`tritongen.runtimes.runtime_of`); they never test its name.
+union) and plays five roles, each an ABC generic over that settings class, so a method gets the runtime's own
+section typed (`own(plan)`) with no narrowing:
+- `Planning`: the Spec becomes the runtime's section of the Plan, and the planner's questions (sequence length,
+  instances, KV sequences, memory model, knobs, checks of a plan and of its GPUs);
+- `Repository`: the model files it puts in the repository and the checks of a rendered one;
+- `Launch`: its serving image, how a tritonserver is launched for it, the deploy targets' needs (weights in the
+  container, HPA signals, the node's driver);
+- `EngineBuilder`: how the engine it serves is built from the checkpoint (`tritongen build`, the Kubernetes models
+  Job); only runtimes with `builds_engine` implement it;
+- `Clients`: how tritongen's clients address it (its request `Dialect`, the server's token counter).
+`Runtime` adds the runtime's identity (name, its words for the docs) to the roles. Stages ask the runtime object
+(`tritongen.runtimes.runtime_of`); they never test its name.
 
-Layering: this package sits below plan, render, deploy and the load test, so it imports none of them at run time
-(their types appear in annotations only). The render stage hands its template functions in (`Renderer`).
+Layering: this package sits below plan, render, deploy and the load test and imports none of them, not even for
+annotations: it reads the Plan and the Spec through the views of `tritongen.core` (`PlanView`, `SpecView`), and the
+render stage hands its template functions in (`tritongen.core.Renderer`).
 """
 
 from __future__ import annotations
@@ -16,16 +26,18 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict
+
+from tritongen.core import Locations, PlanView, Ports, Renderer, ServerGroupPlan, SpecView, TokenizerPlan
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from tritongen.plan.model import Plan, ServerGroupPlan, TokenizerPlan
-    from tritongen.render import Locations
-    from tritongen.spec import Spec
+__all__ = ["BuiltEngine", "Clients", "Dialect", "EngineBuilder", "Knob", "Launch", "PlanContext", "Planning", "Ports",
+           "Renderer", "Repository", "RevisedText", "Runtime", "RuntimeSettings", "Signal", "TextDeltas",
+           "TokenCounter", "Upstream", "driver_version", "quantity", "serving_knobs"]
 
 
 class RuntimeSettings(BaseModel):
@@ -39,7 +51,7 @@ class RuntimeSettings(BaseModel):
 class PlanContext:
     """What planning has resolved before it asks the runtime for its section."""
 
-    spec: Spec
+    spec: SpecView
     resolve: Callable[[str], Path]
     """A path from the spec or a flag made absolute (`~` expanded, relative to the spec's folder)."""
     checkpoint: Path
@@ -76,26 +88,6 @@ class Upstream:
 def driver_version(text: str) -> tuple[int, ...]:
     """`610.43.02` -> (610, 43, 2), for comparing driver versions."""
     return tuple(int(part) for part in re.findall(r"\d+", text))
-
-
-class Ports(NamedTuple):
-    """A tritonserver's ports."""
-
-    http: int
-    grpc: int
-    metrics: int
-
-
-@dataclass(frozen=True)
-class Renderer:
-    """The render stage's tools, handed to a runtime so that runtimes need not import the render stage."""
-
-    template: Callable[..., bytes]
-    """template(name, plan, **context) -> bytes: a model_repository_templates/*.j2 rendered with the header."""
-    shipped: Callable[[str], bytes]
-    """shipped(relative path) -> bytes: a file of model_repository_templates as it is."""
-    header: str
-    """The generated-file header line for this plan."""
 
 
 @dataclass(frozen=True)
@@ -237,8 +229,26 @@ class Knob:
     """What it trades, in a phrase (the winning spec's diff says it next to each change)."""
 
 
-def serving_knobs(rt: Runtime, spec: Spec) -> list[Knob]:
-    """The knobs every runtime with a Triton batch and a KV budget has (Runtime.knobs' default)."""
+S = TypeVar("S", bound=RuntimeSettings)
+"""A runtime's settings class: its section of the Plan."""
+
+
+class _Owns(Generic[S]):
+    """What every role of one runtime shares: its name, its settings class and the typed view of its section of a
+    Plan."""
+
+    name: ClassVar[str]
+    settings: ClassVar[type[RuntimeSettings]]
+    """Its section of the Plan (Plan.runtime_settings)."""
+
+    def own(self, plan: PlanView) -> S:
+        """The plan's runtime section as this runtime's settings class (a Plan's section is always its runtime's:
+        `runtime_of` picks the runtime by the same tag the Plan checks against its section)."""
+        return cast(S, plan.runtime_settings)
+
+
+def serving_knobs(rt: Planning, spec: SpecView) -> list[Knob]:
+    """The knobs every runtime with a Triton batch and a KV budget has (Planning.knobs' default)."""
     io = spec.validation.load.input_tokens.mean + spec.validation.load.output_tokens.mean
     knobs = [Knob("serving.max_batch_size", 1, 256, log=True, why="requests in one batch: throughput vs ITL"),
              Knob("serving.kv_cache.max_tokens", io, max(io * 512, 4096), log=True,
@@ -251,49 +261,20 @@ def serving_knobs(rt: Runtime, spec: Spec) -> list[Knob]:
     return knobs
 
 
-class Runtime(ABC):
-    """One runtime. Class attributes are facts; methods take the Plan (or, while planning, the Spec)."""
+class Planning(_Owns[S], ABC):
+    """Spec -> the runtime's section of the Plan, and the planner's questions to the runtime."""
 
-    name: ClassVar[str]
-    settings: ClassVar[type[RuntimeSettings]]
-    """Its section of the Plan (Plan.runtime_settings)."""
-    summary: ClassVar[str]
-    """One line for the docs: what serves the model."""
-    choice: ClassVar[str]
-    """What it is and when to pick it, for the spec's `runtime` field (validate --explain)."""
-    executed_here: ClassVar[str]
-    """Where tritongen has run it for real (the runtime table of docs/guide.md), or that it has not."""
-    upstream: ClassVar[Upstream]
-    """The upstream release it was checked against and the driver its image needs (`plan` with an inventory
-    refuses nodes whose driver is older)."""
-
-    ensemble: ClassVar[bool] = True
-    """Speaks the TensorRT-LLM C++ model's tensors, so tritongen's preprocessing, postprocessing, BLS, ensemble,
-    clients and OpenAI frontend serve it; False: the runtime's own model is the whole repository."""
     runs_on_cpu: ClassVar[bool] = True
     honours_stream_interval: ClassVar[bool] = True
     """Sends one response per serving.stream_interval tokens (else one per token)."""
     honours_stream_flush: ClassVar[bool] = False
     """Sends a streamed request's tokens at most every serving.stream_flush_ms."""
-    output_token_counter: ClassVar[str | None] = None
-    """The server's Prometheus counter of generated tokens, which the load report checks the client's token count
-    against (levels[].tokens); None: the runtime's model exports none."""
     needs_tokenizer_files: ClassVar[bool] = False
     """Planning refuses a tokenizer folder without tokenizer files (else it plans from config.json)."""
-    builds_engine: ClassVar[bool] = False
-    """Serves an engine built from the checkpoint (`tritongen build`; the Kubernetes models Job builds it)."""
-    python_model: ClassVar[bool] = True
-    """The LLM model runs in a Python-backend stub (each instance a process: CPU and memory per instance)."""
-    group_configs: ClassVar[bool] = True
-    """Server groups that differ get their own tensorrt_llm/configs/<group>.pbtxt."""
     spans_nodes: ClassVar[bool] = False
     """A server group may span nodes (deploy.nodes > 1)."""
-    embedded: ClassVar[bool] = True
-    """The embedded tritonserver (python backend only) can load it, so `tritongen up` serves it here."""
 
-    # -------------------------------------------------------------------------------------------- planning
-
-    def max_seq_len(self, spec: Spec) -> int | None:
+    def max_seq_len(self, spec: SpecView) -> int | None:
         """The longest prompt + completion the runtime is configured for; None: derive it from the load."""
         return None
 
@@ -302,21 +283,21 @@ class Runtime(ABC):
         derive it from the load profile."""
         return None
 
-    def instances_per_device(self, spec: Spec) -> int:
+    def instances_per_device(self, spec: SpecView) -> int:
         return spec.placement.instances_per_gpu
 
-    def kv_sequences(self, spec: Spec, max_batch_size: int) -> int | None:
+    def kv_sequences(self, spec: SpecView, max_batch_size: int) -> int | None:
         """Sequences one LLM instance holds in its KV cache at once (the planner's KV budget is this x the longest
         sequence); None: the runtime has no KV cache, or sizes its batch from the KV budget."""
         return max_batch_size
 
-    def memory_model(self, spec: Spec, plan: Plan) -> tuple[Path, dict[str, Any]]:
+    def memory_model(self, spec: SpecView, plan: PlanView) -> tuple[Path, dict[str, Any]]:
         """What placement sizes memory from: (config.json or its folder, placement.memory.load_memory_model
         keyword arguments) of what will be served (`plan` is the plan before placement)."""
         dtype = None if spec.model.dtype == "auto" else spec.model.dtype
         return Path(plan.paths.checkpoint), {"dtype": dtype, "tp": 1, "pp": 1, "max_batch_size": plan.max_batch_size}
 
-    def llm_instance_group(self, spec: Spec, placed: bool) -> dict[str, Any]:
+    def llm_instance_group(self, spec: SpecView, placed: bool) -> dict[str, Any]:
         """The tensorrt_llm model's instance_group (kind, count, gpus)."""
         if spec.placement.device == "cpu":
             return {"kind": "KIND_CPU", "count": 1}
@@ -324,57 +305,53 @@ class Runtime(ABC):
         gpus = (0,) if placed else tuple(spec.placement.gpu_ids or [0])
         return {"kind": "KIND_GPU", "count": spec.placement.instances_per_gpu, "gpus": gpus}
 
-    def knobs(self, spec: Spec) -> list[Knob]:
+    def knobs(self, spec: SpecView) -> list[Knob]:
         """The settings `tritongen tune` may search for this runtime, each with its range."""
         return serving_knobs(self, spec)
 
-    def prepare(self, ctx: PlanContext) -> RuntimeSettings | None:
+    def prepare(self, ctx: PlanContext) -> S | None:
         """Work done once before the tokenizer is read and the model placed (an engine resolved); its result comes
         back to `plan_settings` as `prepared`."""
         return None
 
     @abstractmethod
-    def plan_settings(self, ctx: PlanContext, prepared: RuntimeSettings | None) -> RuntimeSettings:
+    def plan_settings(self, ctx: PlanContext, prepared: S | None) -> S:
         """The runtime's Plan section (called again with the placement's KV budget)."""
 
-    def engine_dir(self, settings: RuntimeSettings) -> str | None:
+    def engine_dir(self, settings: S) -> str | None:
         return None
 
-    def logits_datatype(self, settings: RuntimeSettings) -> str:
+    def logits_datatype(self, settings: S) -> str:
         return "TYPE_FP32"  # trtllm-build's default for the Llama family, and the hf/synthetic models' output
 
-    def check_plan(self, plan: Plan) -> None:
+    def check_plan(self, plan: PlanView) -> None:
         """Checks of a finished plan before it is placed (log nothing: render says what is missing)."""
 
-    def check_placement(self, spec: Spec, plan: Plan, gpus: Sequence[tuple[str, str]]) -> None:
+    def check_placement(self, spec: SpecView, plan: PlanView, gpus: Sequence[tuple[str, str]]) -> None:
         """Checks of the GPUs the placement uses ((label, product name) each)."""
 
-    def driver_problem(self, driver: str | None) -> tuple[bool, str] | None:
-        """(refuse, message) about a node's NVIDIA driver (None: unknown) for this runtime's image; None when it
-        is new enough or the image's need is not established. refuse is True when the driver is known and older."""
-        need = self.upstream.min_driver
-        if need is None:
-            return None
-        what = f"{self.image()} ({self.upstream.release}) needs NVIDIA driver >= {need}"
-        if driver is None:
-            return False, (f"the inventory does not say the NVIDIA driver; {what}: check the nodes (an NVML "
-                           "inventory or an inventory file's `driver` records it)")
-        if driver_version(driver) < driver_version(need):
-            return True, f"NVIDIA driver {driver} is older than {need}; {what}"
-        return None
 
-    # -------------------------------------------------------------------------------------------- repository
+class Repository(_Owns[S], ABC):
+    """The runtime's files in a model repository, and the checks of a rendered one."""
 
-    def check_before_render(self, plan: Plan) -> None:
+    ensemble: ClassVar[bool] = True
+    """Speaks the TensorRT-LLM C++ model's tensors, so tritongen's preprocessing, postprocessing, BLS, ensemble,
+    clients and OpenAI frontend serve it; False: the runtime's own model is the whole repository."""
+    python_model: ClassVar[bool] = True
+    """The LLM model runs in a Python-backend stub (each instance a process: CPU and memory per instance)."""
+    group_configs: ClassVar[bool] = True
+    """Server groups that differ get their own tensorrt_llm/configs/<group>.pbtxt."""
+
+    def check_before_render(self, plan: PlanView) -> None:
         """Checks against files that exist now (a built engine); render runs it before rendering."""
 
-    def llm_config(self, plan: Plan, where: Locations, group: ServerGroupPlan | None
+    def llm_config(self, plan: PlanView, where: Locations, group: ServerGroupPlan | None
                    ) -> tuple[str, dict[str, str], Any]:
         """(backend, parameters, instance group) of tensorrt_llm/config.pbtxt (ensemble runtimes)."""
         raise NotImplementedError(f"the {self.name} runtime renders its own repository")
 
     @abstractmethod
-    def model_files(self, plan: Plan, where: Locations, render: Renderer) -> dict[str, bytes]:
+    def model_files(self, plan: PlanView, where: Locations, render: Renderer) -> dict[str, bytes]:
         """Files of the runtime's own model: for an ensemble runtime the tensorrt_llm model's version folder
         (config.pbtxt comes from `llm_config`); otherwise the whole repository."""
 
@@ -393,32 +370,34 @@ class Runtime(ABC):
         adds at launch, so the embedded tritonserver cannot load it; None when it can."""
         return None
 
-    # -------------------------------------------------------------------------------------------- serving
 
-    @abstractmethod
-    def image(self) -> str:
-        """The serving container image."""
+class Launch(_Owns[S], ABC):
+    """Serving the repository: the image, the tritonserver command, and what the deploy targets need."""
 
+    upstream: ClassVar[Upstream]
+    """The upstream release it was checked against and the driver its image needs (`plan` with an inventory
+    refuses nodes whose driver is older)."""
+    embedded: ClassVar[bool] = True
+    """The embedded tritonserver (python backend only) can load it, so `tritongen up` serves it here."""
     builds_image: ClassVar[bool] = False
     """`image()` is built from a generated Dockerfile (deploy writes it)."""
     base_image: ClassVar[str | None] = None
     """builds_image: the image that Dockerfile starts from."""
 
     @abstractmethod
-    def server_command(self, plan: Plan, world_size: int, repository: str, ports: tuple[int, int, int],
+    def image(self) -> str:
+        """The serving container image."""
+
+    @abstractmethod
+    def server_command(self, plan: PlanView, world_size: int, repository: str, ports: tuple[int, int, int],
                        extra_args: Sequence[str]) -> list[str]:
         """argv that serves `repository` in the serving container; `extra_args` go to every tritonserver."""
 
-    def weights_in_container(self, settings: RuntimeSettings, checkpoint: str, engine: str,
-                             models: str) -> RuntimeSettings:
+    def weights_in_container(self, settings: S, checkpoint: str, engine: str, models: str) -> S:
         """The section with its host folders replaced by the container's (the in-cluster load test reads it)."""
         return settings
 
-    def engine_build_script(self, plan: Plan, checkpoint: str, engine: str) -> str | None:
-        """A shell line that builds the engine into `engine` inside the models Job (None: nothing to build)."""
-        return None
-
-    def hpa_signals(self, plan: Plan) -> list[Signal]:
+    def hpa_signals(self, plan: PlanView) -> list[Signal]:
         """Per-pod saturation signals: by default Triton's pending requests, the one queue every model has."""
         return [Signal("tritongen_waiting_requests", 'nv_inference_pending_request_count{pod!=""}',
                        'sum by (<<.GroupBy>>) (nv_inference_pending_request_count{<<.LabelMatchers>>})',
@@ -428,9 +407,69 @@ class Runtime(ABC):
         """Why the embedded tritonserver cannot serve it, and what to do (when `embedded` is False)."""
         return f"the {self.name} runtime needs its own container ({self.image()})"
 
-    # -------------------------------------------------------------------------------------------- clients
+    def driver_problem(self, driver: str | None) -> tuple[bool, str] | None:
+        """(refuse, message) about a node's NVIDIA driver (None: unknown) for this runtime's image; None when it
+        is new enough or the image's need is not established. refuse is True when the driver is known and older."""
+        need = self.upstream.min_driver
+        if need is None:
+            return None
+        what = f"{self.image()} ({self.upstream.release}) needs NVIDIA driver >= {need}"
+        if driver is None:
+            return False, (f"the inventory does not say the NVIDIA driver; {what}: check the nodes (an NVML "
+                           "inventory or an inventory file's `driver` records it)")
+        if driver_version(driver) < driver_version(need):
+            return True, f"NVIDIA driver {driver} is older than {need}; {what}"
+        return None
+
+
+class BuiltEngine(Protocol):
+    """What an engine build did (or, dry, would do)."""
+
+    key: str
+    engine_dir: Path
+    commands: list[list[str]]
+    """What ran (or, dry, would run); empty when the engine was already built."""
+    runner: str
+
+
+class EngineBuilder(_Owns[S], ABC):
+    """Building the engine a runtime serves from the checkpoint. A runtime serves the checkpoint as it is unless
+    it sets `builds_engine` and implements both methods."""
+
+    builds_engine: ClassVar[bool] = False
+    """Serves an engine built from the checkpoint (`tritongen build`; the Kubernetes models Job builds it)."""
+
+    def build_engine(self, plan: PlanView, *, examples_dir: str | None, dry_run: bool,
+                     arch_source: Callable[[str], tuple[str, str]]) -> BuiltEngine:
+        """Build the plan's engine here (`tritongen build`); `arch_source(this machine's architecture)` gives the
+        setting that chose the planned architecture and how to change it, for the message when the two differ."""
+        raise NotImplementedError(f"the {self.name} runtime serves the checkpoint as it is")
+
+    def engine_build_commands(self, plan: PlanView, checkpoint: str, engine: str, *, converted_dir: str,
+                              examples_dir: str, calibration_dir: str | None) -> list[list[str]]:
+        """argv of each step that builds the plan's engine into `engine` inside a container (the models Job)."""
+        raise NotImplementedError(f"the {self.name} runtime serves the checkpoint as it is")
+
+
+class Clients(ABC):
+    """How tritongen's clients (the OpenAI frontend, the load test) speak to the runtime's model."""
+
+    output_token_counter: ClassVar[str | None] = None
+    """The server's Prometheus counter of generated tokens, which the load report checks the client's token count
+    against (levels[].tokens); None: the runtime's model exports none."""
 
     def dialect(self) -> Dialect | None:
         """How the OpenAI frontend and the load test's users speak to its model; None: the ensemble's tensors.
         A runtime that is not an ensemble and has no dialect is served by neither (refused, exit 2)."""
         return None
+
+
+class Runtime(Planning[S], Repository[S], Launch[S], EngineBuilder[S], Clients, ABC):
+    """One runtime: its words for the docs, and the five roles above (each a base class with its own members)."""
+
+    summary: ClassVar[str]
+    """One line for the docs: what serves the model."""
+    choice: ClassVar[str]
+    """What it is and when to pick it, for the spec's `runtime` field (validate --explain)."""
+    executed_here: ClassVar[str]
+    """Where tritongen has run it for real (the runtime table of docs/guide.md), or that it has not."""

@@ -4,17 +4,13 @@ continuous batching (model_repository_templates/tensorrt_llm/1). It runs anywher
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
+from tritongen.core import Locations, PlanView, ServerGroupPlan, SpecView
 from tritongen.runtimes.base import (Knob, PlanContext, Renderer, Runtime, RuntimeSettings, Signal, Upstream, quantity,
                                      serving_knobs)
 from tritongen.runtimes.tensorrtllm import ensemble_server_command
 from tritongen.runtimes.tensorrtllm.release import TRTLLM
-
-if TYPE_CHECKING:
-    from tritongen.plan.model import Plan, ServerGroupPlan
-    from tritongen.render import Locations
-    from tritongen.spec import Spec
 
 # Left unset, transformers sizes its static batch tensors from free memory; on CPU that took ~20 GB of RAM
 # for the tiny demo model, so CPU deployments get a modest per-step token budget instead.
@@ -56,11 +52,10 @@ def kv_cache_blocks(kv_tokens: int | None, block_size: int) -> int | None:
     return -(-kv_tokens // block_size) if kv_tokens else None
 
 
-def hf_parameters(plan: Plan, checkpoint_dir: str, group: ServerGroupPlan | None) -> dict[str, str]:
+def hf_parameters(plan: PlanView, checkpoint_dir: str, group: ServerGroupPlan | None) -> dict[str, str]:
     """The `parameters` of the hf tensorrt_llm model; `checkpoint_dir` is where the server sees the checkpoint,
     `group` the server group whose KV budget it holds (None: the plan's)."""
-    hf = plan.runtime_settings
-    assert isinstance(hf, HFRuntimePlan)
+    hf = RUNTIME.own(plan)
     blocks = kv_cache_blocks(plan.kv_tokens if group is None else group.kv_tokens, hf.block_size)
     # Off (0) is the model's own default, so the parameter is rendered only when set.
     flush = {"stream_flush_ms": str(hf.stream_flush_ms)} if hf.stream_flush_ms else {}
@@ -84,7 +79,7 @@ def hf_parameters(plan: Plan, checkpoint_dir: str, group: ServerGroupPlan | None
     }
 
 
-class HfRuntime(Runtime):
+class HfRuntime(Runtime[HFRuntimePlan]):
     name = "hf"
     output_token_counter = "tritongen_llm_output_tokens_total"
     settings = HFRuntimePlan
@@ -97,7 +92,7 @@ class HfRuntime(Runtime):
     builds_image = True
     base_image = HF_BASE_IMAGE
 
-    def plan_settings(self, ctx: PlanContext, prepared: RuntimeSettings | None) -> HFRuntimePlan:
+    def plan_settings(self, ctx: PlanContext, prepared: HFRuntimePlan | None) -> HFRuntimePlan:
         spec = ctx.spec
         s, kv = spec.serving, spec.serving.kv_cache
         return HFRuntimePlan(
@@ -108,31 +103,31 @@ class HfRuntime(Runtime):
             stream_flush_ms=s.stream_flush_ms,
         )
 
-    def llm_config(self, plan: Plan, where: Locations, group: ServerGroupPlan | None) -> tuple[str, dict, Any]:
+    def llm_config(self, plan: PlanView, where: Locations, group: ServerGroupPlan | None) -> tuple[str, dict, Any]:
         instances = plan.llm_instance_group if group is None else \
             plan.llm_instance_group.model_copy(update={"count": group.instances})
         return "python", hf_parameters(plan, where.checkpoint, group), instances
 
-    def model_files(self, plan: Plan, where: Locations, render: Renderer) -> dict[str, bytes]:
+    def model_files(self, plan: PlanView, where: Locations, render: Renderer) -> dict[str, bytes]:
         return {f"tensorrt_llm/1/{name}": render.shipped(f"tensorrt_llm/1/{name}")
                 for name in ("model.py", "hf_requests.py")}
 
-    def knobs(self, spec: Spec) -> list[Knob]:
+    def knobs(self, spec: SpecView) -> list[Knob]:
         extra = [Knob("placement.instances_per_gpu", 1, 4, why="model copies per GPU: parallel batches vs memory")]
         return serving_knobs(self, spec) + (extra if spec.placement.device == "gpu" else [])
 
     def image(self) -> str:
         return HF_IMAGE
 
-    def server_command(self, plan: Plan, world_size: int, repository: str, ports: tuple[int, int, int],
+    def server_command(self, plan: PlanView, world_size: int, repository: str, ports: tuple[int, int, int],
                        extra_args: Sequence[str]) -> list[str]:
         return ensemble_server_command(world_size, repository, ports, extra_args)
 
-    def weights_in_container(self, settings: RuntimeSettings, checkpoint: str, engine: str,
-                             models: str) -> RuntimeSettings:
+    def weights_in_container(self, settings: HFRuntimePlan, checkpoint: str, engine: str,
+                             models: str) -> HFRuntimePlan:
         return settings.model_copy(update={"checkpoint_dir": checkpoint})
 
-    def hpa_signals(self, plan: Plan) -> list[Signal]:
+    def hpa_signals(self, plan: PlanView) -> list[Signal]:
         # The model exports tritongen_llm_active_requests; requests beyond the planned batch wait for a slot.
         capacity = plan.max_batch_size * plan.llm_instance_group.count
         return [Signal("tritongen_waiting_requests", 'tritongen_llm_active_requests{pod!=""}',

@@ -9,25 +9,23 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, cast
 
 import yaml
 
+from tritongen.core import PlanView
 from tritongen.runtimes.llmapi import contract
 from tritongen.runtimes.llmapi.plan import LlmApiPlan
 from tritongen.runtimes.tensorrtllm.release import TRTLLM
 
-if TYPE_CHECKING:  # the plan imports the runtimes; import the Plan type only for annotations
-    from tritongen.plan import Plan
 
 
-def model_yaml(plan: Plan, checkpoint: str | None = None, tokenizer: str | None = None) -> dict[str, Any]:
+def model_yaml(plan: PlanView, checkpoint: str | None = None, tokenizer: str | None = None) -> dict[str, Any]:
     """model.yaml as a mapping: LlmArgs fields of the pinned release plus the model's triton_config block.
 
     `checkpoint`/`tokenizer` are the paths the server sees (default: the plan's host paths).
     """
-    p = plan.runtime_settings
-    assert isinstance(p, LlmApiPlan), "model_yaml needs a trtllm plan"
+    p = cast(LlmApiPlan, plan.runtime_settings)
     kv: dict[str, Any] = {"free_gpu_memory_fraction": p.kv_free_gpu_memory_fraction,
                           "enable_block_reuse": p.enable_block_reuse, "dtype": p.kv_cache_dtype}
     if plan.kv_tokens is not None:
@@ -55,7 +53,7 @@ def model_yaml(plan: Plan, checkpoint: str | None = None, tokenizer: str | None 
     return data
 
 
-def model_yaml_text(plan: Plan, header: str, checkpoint: str | None = None, tokenizer: str | None = None) -> bytes:
+def model_yaml_text(plan: PlanView, header: str, checkpoint: str | None = None, tokenizer: str | None = None) -> bytes:
     body = yaml.safe_dump(model_yaml(plan, checkpoint, tokenizer), sort_keys=False, default_flow_style=None,
                           width=120)
     return f"{header}\n{body}".encode()

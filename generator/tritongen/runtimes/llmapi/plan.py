@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
+from tritongen.core import SpecView
 from tritongen.runtimes.base import RuntimeSettings
 from tritongen.runtimes.llmapi.sizing import cuda_graph_batch_sizes, size_for
 
-if TYPE_CHECKING:
-    from tritongen.spec import Spec
 
 
 
@@ -39,7 +38,7 @@ class LlmApiPlan(RuntimeSettings):
     sizing: dict[str, float | int | str]
 
 
-def make_llmapi_plan(spec: Spec, checkpoint: str, tokenizer: str | None, *, max_seq_len: int,
+def make_llmapi_plan(spec: SpecView, checkpoint: str, tokenizer: str | None, *, max_seq_len: int,
                      kv_tokens: int | None) -> LlmApiPlan:
     """Resolve the trtllm runtime's settings; `kv_tokens` is the absolute KV budget per model instance, if known
     (the Plan's `kv_tokens`, which model.yaml carries)."""

@@ -5,25 +5,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from tritongen.core import Locations, PlanView, SpecView
 from tritongen.errors import SpecError, problem
 from tritongen.runtimes import llmapi
-from tritongen.runtimes.base import (Dialect, Knob, PlanContext, Renderer, Runtime, RuntimeSettings, Signal, quantity,
+from tritongen.runtimes.base import (Dialect, Knob, PlanContext, Renderer, Runtime, Signal, quantity,
                                      serving_knobs)
 from tritongen.runtimes.llmapi.dialect import DIALECT
 from tritongen.runtimes.llmapi.plan import LlmApiPlan, make_llmapi_plan
 from tritongen.runtimes.tensorrtllm.release import TRTLLM, upstream
 
-if TYPE_CHECKING:
-    from tritongen.plan.model import Plan
-    from tritongen.render import Locations
-    from tritongen.spec import Spec
 
 _KV_QUANT_ALGO = {"auto": None, "fp8": "FP8", "int8": "INT8"}
 
 
-def llmapi_instances(spec: Spec) -> int:
+def llmapi_instances(spec: SpecView) -> int:
     """Model instances per server group: one. Several instances in one server need the llmapi model's
     gpu_device_ids parameter, which TensorRT-LLM 1.2.1 is not known to have (it came to main as a feature in
     February 2026: tests/doubles/llmapi/facts.json); each GPU or MIG slice gets a server instead."""
@@ -37,7 +34,7 @@ def llmapi_instances(spec: Spec) -> int:
     return 1
 
 
-class LlmApiRuntime(Runtime):
+class LlmApiRuntime(Runtime[LlmApiPlan]):
     name = "trtllm"
     settings = LlmApiPlan
     summary = (f"NVIDIA's llmapi model (LLM API, PyTorch backend, no engine build; TensorRT-LLM {TRTLLM.version}, "
@@ -58,7 +55,7 @@ class LlmApiRuntime(Runtime):
     group_configs = False  # one model.yaml for every group (the smallest budget)
     embedded = False
 
-    def max_seq_len(self, spec: Spec) -> int | None:
+    def max_seq_len(self, spec: SpecView) -> int | None:
         return spec.llmapi.max_seq_len
 
     def context_length(self, checkpoint_config: dict[str, Any]) -> int | None:
@@ -67,32 +64,31 @@ class LlmApiRuntime(Runtime):
         value = checkpoint_config.get("max_position_embeddings")
         return int(value) if value else None
 
-    def instances_per_device(self, spec: Spec) -> int:
+    def instances_per_device(self, spec: SpecView) -> int:
         return llmapi_instances(spec)
 
-    def kv_sequences(self, spec: Spec, max_batch_size: int) -> int | None:
+    def kv_sequences(self, spec: SpecView, max_batch_size: int) -> int | None:
         # Unset, its batch is sized from the KV budget (as trtllm-bench does), not the other way round.
         return spec.llmapi.max_batch_size
 
-    def memory_model(self, spec: Spec, plan: Plan) -> tuple[Path, dict[str, Any]]:
+    def memory_model(self, spec: SpecView, plan: PlanView) -> tuple[Path, dict[str, Any]]:
         s = spec.llmapi
         dtype = None if spec.model.dtype == "auto" else spec.model.dtype
         return Path(plan.paths.checkpoint), {"dtype": dtype, "kv_cache_quant_algo": _KV_QUANT_ALGO[s.kv_cache_dtype],
                                              "tp": s.tp_size, "pp": s.pp_size, "max_batch_size": s.max_batch_size}
 
-    def llm_instance_group(self, spec: Spec, placed: bool) -> dict[str, Any]:
+    def llm_instance_group(self, spec: SpecView, placed: bool) -> dict[str, Any]:
         # The llmapi model places itself on the devices its server sees; Triton sees a CPU instance.
         return {"kind": "KIND_CPU", "count": llmapi_instances(spec)}
 
-    def plan_settings(self, ctx: PlanContext, prepared: RuntimeSettings | None) -> LlmApiPlan:
+    def plan_settings(self, ctx: PlanContext, prepared: LlmApiPlan | None) -> LlmApiPlan:
         assert ctx.tokenizer is not None
         # One model.yaml serves every server group, so it holds the budget every group can hold.
         return make_llmapi_plan(ctx.spec, str(ctx.checkpoint), ctx.tokenizer.dir if ctx.spec.model.tokenizer else None,
                                 max_seq_len=ctx.max_seq_len, kv_tokens=ctx.kv_tokens)
 
-    def model_files(self, plan: Plan, where: Locations, render: Renderer) -> dict[str, bytes]:
-        settings = plan.runtime_settings
-        assert isinstance(settings, LlmApiPlan)
+    def model_files(self, plan: PlanView, where: Locations, render: Renderer) -> dict[str, bytes]:
+        settings = self.own(plan)
         tokenizer = where.tokenizer if settings.tokenizer_dir else None
         config = render.template("llmapi/config.pbtxt.j2", plan, inputs=llmapi.contract.INPUTS,
                                  outputs=llmapi.contract.OUTPUTS, params={},
@@ -137,18 +133,18 @@ class LlmApiRuntime(Runtime):
                     findings += [(rel, f"{key}.{k!r} is not a field of {key}") for k in value if k not in nested[key]]
         return findings
 
-    def knobs(self, spec: Spec) -> list[Knob]:
+    def knobs(self, spec: SpecView) -> list[Knob]:
         return serving_knobs(self, spec) + [Knob("llmapi.max_num_tokens", 256, 16384, log=True,
                                                  why="tokens per forward pass: prefill throughput vs ITL")]
 
     def image(self) -> str:
         return TRTLLM.container
 
-    def server_command(self, plan: Plan, world_size: int, repository: str, ports: tuple[int, int, int],
+    def server_command(self, plan: PlanView, world_size: int, repository: str, ports: tuple[int, int, int],
                        extra_args: Sequence[str]) -> list[str]:
         return llmapi.launch_command(repository, ports, extra_args=tuple(extra_args))
 
-    def hpa_signals(self, plan: Plan) -> list[Signal]:
+    def hpa_signals(self, plan: PlanView) -> list[Signal]:
         """The model hands each request to its engine inside execute and returns, so Triton's pending count stays
         0 and its success counter counts arrivals (docs/deploy.md); it exports no gauge. The per-pod arrival rate
         moves with the load."""

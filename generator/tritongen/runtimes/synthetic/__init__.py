@@ -5,19 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from tritongen.core import Locations, PlanView, ServerGroupPlan, SpecView
 from tritongen.runtimes.base import Knob, PlanContext, Renderer, Runtime, RuntimeSettings, serving_knobs
 from tritongen.runtimes.synthetic import engine as engine_module
 from tritongen.runtimes.hf import HF_BASE_IMAGE, HF_IMAGE, HF_UPSTREAM
 from tritongen.runtimes.tensorrtllm import ensemble_server_command
-
-if TYPE_CHECKING:
-    from tritongen.plan.model import Plan, ServerGroupPlan
-    from tritongen.render import Locations
-    from tritongen.spec import Spec
 
 
 class SyntheticEnginePlan(BaseModel):
@@ -51,17 +47,14 @@ NATIVE_BACKEND = "tritongen_tokensource"
 """The C++ token source (generator/tritongen/native/tritongen_tokensource.cc), behaviour equal to the python model."""
 
 
-def synthetic_backend(plan: Plan) -> str:
+def synthetic_backend(plan: PlanView) -> str:
     """The Triton backend of the synthetic tensorrt_llm model (synthetic.source)."""
-    syn = plan.runtime_settings
-    assert isinstance(syn, SyntheticPlan)
-    return NATIVE_BACKEND if syn.source == "native" else "python"
+    return NATIVE_BACKEND if RUNTIME.own(plan).source == "native" else "python"
 
 
-def synthetic_parameters(plan: Plan) -> dict[str, str]:
+def synthetic_parameters(plan: PlanView) -> dict[str, str]:
     """The `parameters` of the synthetic tensorrt_llm model (model_repository_templates/synthetic/model.py)."""
-    syn = plan.runtime_settings
-    assert isinstance(syn, SyntheticPlan)
+    syn = RUNTIME.own(plan)
     params = {"ttft_ms": f"{syn.ttft_ms:g}", "itl_ms": f"{syn.itl_ms:g}",
               "vocab_size": str(plan.tokenizer.vocab_size), "end_id": str(plan.tokenizer.end_id),
               "pad_id": str(plan.tokenizer.pad_id), "stream_interval": str(plan.stream_interval)}
@@ -70,7 +63,7 @@ def synthetic_parameters(plan: Plan) -> dict[str, str]:
     return params
 
 
-class SyntheticRuntime(Runtime):
+class SyntheticRuntime(Runtime[SyntheticPlan]):
     name = "synthetic"
     output_token_counter = "tritongen_llm_output_tokens_total"
     settings = SyntheticPlan
@@ -80,10 +73,10 @@ class SyntheticRuntime(Runtime):
     choice = ("a token source with a configured TTFT/ITL and no model, to measure the serving path and the load "
               "generator alone")
 
-    def kv_sequences(self, spec: Spec, max_batch_size: int) -> int | None:
+    def kv_sequences(self, spec: SpecView, max_batch_size: int) -> int | None:
         return None  # a token source keeps no KV cache
 
-    def plan_settings(self, ctx: PlanContext, prepared: RuntimeSettings | None) -> SyntheticPlan:
+    def plan_settings(self, ctx: PlanContext, prepared: SyntheticPlan | None) -> SyntheticPlan:
         e = ctx.spec.synthetic.engine
         engine = None if not e.enabled else SyntheticEnginePlan(
             step_base_ms=e.step_base_ms, per_sequence_ms=e.per_sequence_ms,
@@ -91,18 +84,18 @@ class SyntheticRuntime(Runtime):
         return SyntheticPlan(ttft_ms=ctx.spec.synthetic.ttft_ms, itl_ms=ctx.spec.synthetic.itl_ms,
                              source=ctx.spec.synthetic.source, engine=engine)
 
-    def llm_config(self, plan: Plan, where: Locations, group: ServerGroupPlan | None) -> tuple[str, dict, Any]:
+    def llm_config(self, plan: PlanView, where: Locations, group: ServerGroupPlan | None) -> tuple[str, dict, Any]:
         return synthetic_backend(plan), synthetic_parameters(plan), plan.llm_instance_group
 
-    def model_files(self, plan: Plan, where: Locations, render: Renderer) -> dict[str, bytes]:
+    def model_files(self, plan: PlanView, where: Locations, render: Renderer) -> dict[str, bytes]:
         if synthetic_backend(plan) != "python":
             return {"tensorrt_llm/1/.keep": b""}
         files = {"tensorrt_llm/1/model.py": render.shipped("synthetic/model.py")}
-        if plan.runtime_settings.engine is not None:  # the schedule's one definition, next to the model
+        if self.own(plan).engine is not None:  # the schedule's one definition, next to the model
             files["tensorrt_llm/1/engine_model.py"] = Path(engine_module.__file__).read_bytes()
         return files
 
-    def knobs(self, spec: Spec) -> list[Knob]:
+    def knobs(self, spec: SpecView) -> list[Knob]:
         # Without the engine model every request gets the fixed timing: batch and KV budget change nothing.
         knobs = serving_knobs(self, spec)
         return knobs if spec.synthetic.engine.enabled else [k for k in knobs if k.path == "serving.stream_interval"]
@@ -113,7 +106,7 @@ class SyntheticRuntime(Runtime):
     builds_image = True
     base_image = HF_BASE_IMAGE
 
-    def server_command(self, plan: Plan, world_size: int, repository: str, ports: tuple[int, int, int],
+    def server_command(self, plan: PlanView, world_size: int, repository: str, ports: tuple[int, int, int],
                        extra_args: Sequence[str]) -> list[str]:
         return ensemble_server_command(world_size, repository, ports, extra_args)
 

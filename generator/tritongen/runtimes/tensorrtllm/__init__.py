@@ -11,14 +11,12 @@ from __future__ import annotations
 import os
 from pathlib import PurePosixPath
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, cast
 
 from pydantic import BaseModel, ConfigDict
 
-if TYPE_CHECKING:  # the plan imports the runtimes; its type is needed for annotations only
-    from tritongen.plan import Plan
-
-from tritongen.runtimes.base import Ports, RuntimeSettings
+from tritongen.core import PlanView, Ports
+from tritongen.runtimes.base import RuntimeSettings
 from tritongen.runtimes.tensorrtllm.release import TRTLLM, TrtllmRelease  # noqa: F401 (re-exported)
 
 # Where the docker build mounts the TensorRT-LLM checkout's examples folder (see trtllm_build).
@@ -162,7 +160,7 @@ def id_groups(groups: Sequence[Sequence[int]] | None) -> str:
     return ";".join(",".join(str(i) for i in group) for group in groups) if groups else ""
 
 
-def tensorrt_llm_parameters(plan: Plan, engine_dir: str | os.PathLike[str], gpu_device_ids: str,
+def tensorrt_llm_parameters(plan: PlanView, engine_dir: str | os.PathLike[str], gpu_device_ids: str,
                             kv_tokens: int | None, participant_ids: str = "") -> dict[str, str]:
     """The `parameters` of the tensorrt_llm model (C++ backend), every key of the pinned release, as literals.
 
@@ -173,8 +171,7 @@ def tensorrt_llm_parameters(plan: Plan, engine_dir: str | os.PathLike[str], gpu_
     out where the default is documented, so a rendered config does not depend on the backend version's defaults
     (enable_kv_cache_reuse flipped from false to true in v0.19).
     """
-    trt = plan.runtime_settings
-    assert isinstance(trt, TensorrtllmPlan)
+    trt = cast(TensorrtllmPlan, plan.runtime_settings)
     beam = trt.build.max_beam_width
     return {
         "max_beam_width": str(beam),

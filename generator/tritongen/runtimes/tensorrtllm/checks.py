@@ -13,13 +13,12 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, cast
 
+from tritongen.core import PlanView
 from tritongen.errors import SpecError, problem
 from tritongen.runtimes.tensorrtllm import TRTLLM, TensorrtllmPlan
 
-if TYPE_CHECKING:  # the plan calls these checks; the Plan type is needed for annotations only
-    from tritongen.plan.model import Plan
 
 # pretrained_config.quantization.quant_algo written by conversion, per spec quantisation.
 _QUANT_ALGO = {"none": None, "fp8": "FP8", "int8_weight_only": "W8A16", "int4_weight_only": "W4A16",
@@ -66,7 +65,7 @@ def _stderr(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def check_plan_engine(plan: Plan, log: Callable[[str], None] = _stderr) -> None:
+def check_plan_engine(plan: PlanView, log: Callable[[str], None] = _stderr) -> None:
     """Check the plan's engine against its config.json when the engine exists here (SpecError naming both
     fields); a missing engine is for the build, or the serving machine, to provide, and is said."""
     trt = plan.runtime_settings
@@ -86,7 +85,7 @@ def check_plan_engine(plan: Plan, log: Callable[[str], None] = _stderr) -> None:
         raise SpecError(problems)
 
 
-def check_engine(engine_config: dict[str, Any], plan: Plan, *, tokenizer_vocab_size: int | None = None,
+def check_engine(engine_config: dict[str, Any], plan: PlanView, *, tokenizer_vocab_size: int | None = None,
                  world_size: int | None = None) -> list[str]:
     """Problems between an engine's config.json and the plan, one `field (value): what; fix` line each
     (fields named as in the spec the plan came from).
@@ -99,8 +98,7 @@ def check_engine(engine_config: dict[str, Any], plan: Plan, *, tokenizer_vocab_s
     pretrained = engine_config.get("pretrained_config", {})
     mapping = pretrained.get("mapping", {})
     quant = pretrained.get("quantization", {})
-    trt = plan.runtime_settings
-    assert isinstance(trt, TensorrtllmPlan)
+    trt = cast(TensorrtllmPlan, plan.runtime_settings)
     wanted = trt.build.model_dump()
     problems = []
 

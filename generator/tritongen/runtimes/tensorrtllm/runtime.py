@@ -4,14 +4,13 @@ tritongen's ensemble (the runtime object; the pure build, parameter and launch f
 from __future__ import annotations
 
 import dataclasses
-import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tritongen.core import Locations, PlanView, ServerGroupPlan, SpecView
 from tritongen.errors import SpecError, problem
-from tritongen.runtimes.base import (Knob, PlanContext, Renderer, Runtime, RuntimeSettings, Signal, quantity,
-                                     serving_knobs)
+from tritongen.runtimes.base import Knob, PlanContext, Renderer, Runtime, Signal, quantity, serving_knobs
 from tritongen.runtimes.tensorrtllm import (
     DEFAULT_MAX_NUM_TOKENS, TRTLLM, BuildSettings, TensorrtllmPlan, build_commands, ensemble_server_command, id_groups,
     tensorrt_llm_parameters,
@@ -19,20 +18,16 @@ from tritongen.runtimes.tensorrtllm import (
 from tritongen.runtimes.tensorrtllm.release import upstream
 
 if TYPE_CHECKING:
-    from tritongen.plan.model import Plan, ServerGroupPlan
-    from tritongen.render import Locations
-    from tritongen.spec import EngineSection, Spec
+    from tritongen.runtimes.tensorrtllm.build import EngineBuild
+
 
 # spec quantisation names -> TensorRT-LLM's quant_algo names, for the memory model
 QUANT_ALGO = {"none": None, "fp8": "FP8", "int8_weight_only": "W8A16", "int4_weight_only": "W4A16",
               "int4_awq": "W4A16_AWQ", "smoothquant": "W8A8_SQ_PER_CHANNEL"}
 KV_QUANT_ALGO = {"auto": None, "fp8": "FP8", "int8": "INT8"}
 
-# Where the Kubernetes models Job clones the TensorRT-LLM release for its conversion scripts.
-JOB_EXAMPLES = "/tmp/tensorrt-llm/examples"
 
-
-def build_settings(engine: EngineSection, max_batch_size: int) -> BuildSettings:
+def build_settings(engine: Any, max_batch_size: int) -> BuildSettings:
     """The engine's build settings from the spec's engine section, defaults resolved; `max_batch_size` is the
     Plan's (the engine's batch unless engine.max_batch_size pins it)."""
     e = engine
@@ -44,7 +39,7 @@ def build_settings(engine: EngineSection, max_batch_size: int) -> BuildSettings:
         max_beam_width=e.max_beam_width, use_paged_context_fmha=e.use_paged_context_fmha, gemm_plugin=e.gemm_plugin)
 
 
-def _gpu_device_ids(spec: Spec) -> list[int] | None:
+def _gpu_device_ids(spec: SpecView) -> list[int] | None:
     """One tensorrtllm model instance over the first tp*pp GPUs of placement.gpu_ids (None: all visible)."""
     if not spec.placement.gpu_ids:
         return None
@@ -55,7 +50,7 @@ def _gpu_device_ids(spec: Spec) -> list[int] | None:
     return spec.placement.gpu_ids[:world]
 
 
-class TensorrtllmRuntime(Runtime):
+class TensorrtllmRuntime(Runtime[TensorrtllmPlan]):
     name = "tensorrtllm"
     settings = TensorrtllmPlan
     summary = f"C++ tensorrtllm backend, engine from trtllm-build (TensorRT-LLM {TRTLLM.version}, {TRTLLM.container})"
@@ -73,16 +68,16 @@ class TensorrtllmRuntime(Runtime):
 
     # -------------------------------------------------------------------------------------------- planning
 
-    def max_seq_len(self, spec: Spec) -> int | None:
+    def max_seq_len(self, spec: SpecView) -> int | None:
         return spec.engine.max_seq_len
 
-    def instances_per_device(self, spec: Spec) -> int:
+    def instances_per_device(self, spec: SpecView) -> int:
         return 1
 
-    def kv_sequences(self, spec: Spec, max_batch_size: int) -> int | None:
+    def kv_sequences(self, spec: SpecView, max_batch_size: int) -> int | None:
         return spec.engine.max_batch_size or max_batch_size
 
-    def memory_model(self, spec: Spec, plan: Plan) -> tuple[Path, dict[str, Any]]:
+    def memory_model(self, spec: SpecView, plan: PlanView) -> tuple[Path, dict[str, Any]]:
         e = spec.engine
         engine_dir = Path(plan.paths.engine) if plan.paths.engine else None
         if engine_dir is not None and (engine_dir / "config.json").is_file():
@@ -92,7 +87,7 @@ class TensorrtllmRuntime(Runtime):
             "kv_cache_quant_algo": KV_QUANT_ALGO[e.kv_cache_dtype], "tp": e.tp_size, "pp": e.pp_size,
             "max_batch_size": e.max_batch_size, "max_num_tokens": e.max_num_tokens}
 
-    def llm_instance_group(self, spec: Spec, placed: bool) -> dict[str, Any]:
+    def llm_instance_group(self, spec: SpecView, placed: bool) -> dict[str, Any]:
         # The TensorRT-LLM backend places itself on GPUs through gpu_device_ids; instance_group stays CPU/1.
         return {"kind": "KIND_CPU", "count": 1}
 
@@ -134,46 +129,43 @@ class TensorrtllmRuntime(Runtime):
         check_convertible(section, ctx.checkpoint)
         return section.model_copy(update={"engine_dir": str(Path(section.cache_dir) / key), "engine_key": key})
 
-    def plan_settings(self, ctx: PlanContext, prepared: RuntimeSettings | None) -> TensorrtllmPlan:
-        assert isinstance(prepared, TensorrtllmPlan)
+    def plan_settings(self, ctx: PlanContext, prepared: TensorrtllmPlan | None) -> TensorrtllmPlan:
+        if prepared is None:
+            raise TypeError("the tensorrtllm section is made by prepare(); plan_settings needs its result")
         return prepared
 
-    def engine_dir(self, settings: RuntimeSettings) -> str | None:
-        assert isinstance(settings, TensorrtllmPlan)
+    def engine_dir(self, settings: TensorrtllmPlan) -> str | None:
         return settings.engine_dir
 
-    def logits_datatype(self, settings: RuntimeSettings) -> str:
-        assert isinstance(settings, TensorrtllmPlan)
+    def logits_datatype(self, settings: TensorrtllmPlan) -> str:
         if (Path(settings.engine_dir) / "config.json").is_file():
             from tritongen.runtimes.tensorrtllm.checks import load_engine_config, logits_datatype
 
             return logits_datatype(load_engine_config(settings.engine_dir))
         return super().logits_datatype(settings)
 
-    def check_plan(self, plan: Plan) -> None:
+    def check_plan(self, plan: PlanView) -> None:
         from tritongen.runtimes.tensorrtllm.checks import check_plan_engine
 
         # Before placing: a mismatched engine would otherwise show up as a placement problem.
         check_plan_engine(plan, log=lambda _: None)  # render says a missing engine
 
-    def check_placement(self, spec: Spec, plan: Plan, gpus: Sequence[tuple[str, str]]) -> None:
+    def check_placement(self, spec: SpecView, plan: PlanView, gpus: Sequence[tuple[str, str]]) -> None:
         from tritongen.runtimes.tensorrtllm.checks import check_fp8
 
-        trt = plan.runtime_settings
-        assert isinstance(trt, TensorrtllmPlan)
+        trt = self.own(plan)
         check_fp8(trt.build.quantization, trt.build.kv_cache_dtype, list(gpus))
 
     # -------------------------------------------------------------------------------------------- repository
 
-    def check_before_render(self, plan: Plan) -> None:
+    def check_before_render(self, plan: PlanView) -> None:
         from tritongen.runtimes.tensorrtllm.checks import check_plan_engine
 
         check_plan_engine(plan)
 
-    def llm_config(self, plan: Plan, where: Locations, group: ServerGroupPlan | None) -> tuple[str, dict, Any]:
+    def llm_config(self, plan: PlanView, where: Locations, group: ServerGroupPlan | None) -> tuple[str, dict, Any]:
         assert where.engine is not None
-        trt = plan.runtime_settings
-        assert isinstance(trt, TensorrtllmPlan)
+        trt = self.own(plan)
         if group is not None:
             ids, kv = group.gpu_device_ids, group.kv_tokens
         else:
@@ -183,12 +175,12 @@ class TensorrtllmRuntime(Runtime):
             kv = plan.kv_tokens
         return "tensorrtllm", tensorrt_llm_parameters(plan, where.engine, ids, kv), plan.llm_instance_group
 
-    def model_files(self, plan: Plan, where: Locations, render: Renderer) -> dict[str, bytes]:
+    def model_files(self, plan: PlanView, where: Locations, render: Renderer) -> dict[str, bytes]:
         return {"tensorrt_llm/1/.keep": b""}  # the backend loads the engine named in config.pbtxt
 
     # -------------------------------------------------------------------------------------------- serving
 
-    def knobs(self, spec: Spec) -> list[Knob]:
+    def knobs(self, spec: SpecView) -> list[Knob]:
         # Engine fields need a rebuild per trial; the served batch stays within the built engine's.
         cap = spec.engine.max_batch_size or 256
         return [dataclasses.replace(k, high=cap) if k.path == "serving.max_batch_size" else k
@@ -197,29 +189,43 @@ class TensorrtllmRuntime(Runtime):
     def image(self) -> str:
         return TRTLLM.container
 
-    def server_command(self, plan: Plan, world_size: int, repository: str, ports: tuple[int, int, int],
+    def server_command(self, plan: PlanView, world_size: int, repository: str, ports: tuple[int, int, int],
                        extra_args: Sequence[str]) -> list[str]:
         return ensemble_server_command(world_size, repository, ports, extra_args)
 
-    def weights_in_container(self, settings: RuntimeSettings, checkpoint: str, engine: str,
-                             models: str) -> RuntimeSettings:
-        assert isinstance(settings, TensorrtllmPlan)
+    def weights_in_container(self, settings: TensorrtllmPlan, checkpoint: str, engine: str,
+                             models: str) -> TensorrtllmPlan:
         # The models Job reads calibration data from the volume (deploy.artifacts), never from a host folder.
         calibration = f"{models}/calibration" if settings.calibration_dataset else None
         return settings.model_copy(update={"engine_dir": engine, "cache_dir": models,
                                            "calibration_dataset": calibration})
 
-    def engine_build_script(self, plan: Plan, checkpoint: str, engine: str) -> str | None:
-        trt = plan.runtime_settings
-        assert isinstance(trt, TensorrtllmPlan)
-        commands = build_commands(trt.build, checkpoint, f"{engine}.partial",
-                                  converted_dir="/tmp/tllm_checkpoint", examples_dir=JOB_EXAMPLES)
-        build = " && ".join(shlex.join(c) for c in commands)
-        return (f"if [ ! -e {engine}/config.json ]; then "
-                f"git clone --depth 1 --branch {TRTLLM.source_tag} https://github.com/NVIDIA/TensorRT-LLM "
-                f"/tmp/tensorrt-llm && rm -rf {engine}.partial && {build} && mv {engine}.partial {engine}; fi")
+    # -------------------------------------------------------------------------------------------- engine build
 
-    def hpa_signals(self, plan: Plan) -> list[Signal]:
+    def build_engine(self, plan: PlanView, *, examples_dir: str | None, dry_run: bool,
+                     arch_source: Callable[[str], tuple[str, str]]) -> EngineBuild:
+        from tritongen.runtimes.tensorrtllm.build import build_engine, detect_gpu_arch
+
+        trt = self.own(plan)
+        if trt.engine_key is None:
+            raise SpecError(problem("engine.engine_dir", f"the plan serves the given engine {trt.engine_dir}, so "
+                                    "there is nothing to build", "unset engine.engine_dir (and --engine-dir) to "
+                                    "build into the engine cache"))
+        if not dry_run:
+            here = detect_gpu_arch()
+            if trt.gpu_arch != here:
+                field, fix = arch_source(here)
+                raise SpecError(problem(field, f"{trt.gpu_arch}, but this machine's GPU 0 is {here} and an engine "
+                                        "runs only on the architecture it was built for",
+                                        f"build on an {trt.gpu_arch} machine, or {fix}"))
+        return build_engine(trt, plan.paths.checkpoint, examples_dir=examples_dir, dry_run=dry_run)
+
+    def engine_build_commands(self, plan: PlanView, checkpoint: str, engine: str, *, converted_dir: str,
+                              examples_dir: str, calibration_dir: str | None) -> list[list[str]]:
+        return build_commands(self.own(plan).build, checkpoint, engine, converted_dir=converted_dir,
+                              examples_dir=examples_dir, calibration_dir=calibration_dir)
+
+    def hpa_signals(self, plan: PlanView) -> list[Signal]:
         # Requests the batch manager has not scheduled (batch slots or KV blocks exhausted) and the paged KV
         # cache's used fraction; the HPA takes the larger proposal of the two.
         d = plan.deploy

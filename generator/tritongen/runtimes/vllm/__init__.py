@@ -24,17 +24,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
+from tritongen.core import Locations, PlanView, SpecView
 from tritongen.errors import SpecError, problem
 from tritongen.runtimes.base import Dialect, PlanContext, Renderer, Runtime, RuntimeSettings, Upstream
 from tritongen.runtimes.tensorrtllm.release import TRTLLM
 from tritongen.runtimes.vllm.dialect import DIALECT, MODEL
-
-if TYPE_CHECKING:
-    from tritongen.plan.model import Plan
-    from tritongen.render import Locations
-    from tritongen.spec import Spec
 
 IMAGE = f"nvcr.io/nvidia/tritonserver:{TRTLLM.release}-vllm-python-py3"
 TRITONSERVER = "/opt/tritonserver/bin/tritonserver"
@@ -86,10 +82,9 @@ class VllmPlan(RuntimeSettings):
     enable_prefix_caching: bool
 
 
-def engine_args(plan: Plan, checkpoint: str, tokenizer: str) -> dict[str, Any]:
+def engine_args(plan: PlanView, checkpoint: str, tokenizer: str) -> dict[str, Any]:
     """model.json as a mapping; `checkpoint`/`tokenizer` are the paths the server sees."""
-    v = plan.runtime_settings
-    assert isinstance(v, VllmPlan)
+    v = RUNTIME.own(plan)
     args: dict[str, Any] = {"model": checkpoint}
     if v.separate_tokenizer:
         args["tokenizer"] = tokenizer
@@ -100,7 +95,7 @@ def engine_args(plan: Plan, checkpoint: str, tokenizer: str) -> dict[str, Any]:
     return args
 
 
-def model_config(plan: Plan, header: str) -> bytes:
+def model_config(plan: PlanView, header: str) -> bytes:
     """config.pbtxt: the backend, the decoupled policy it requires, the contract's tensors and the instances."""
     from google.protobuf import text_format
     from tritonclient.grpc import model_config_pb2 as pb
@@ -119,7 +114,7 @@ def model_config(plan: Plan, header: str) -> bytes:
     return f"{header}\n{text_format.MessageToString(config)}".encode()
 
 
-class VllmRuntime(Runtime):
+class VllmRuntime(Runtime[VllmPlan]):
     name = "vllm"
     output_token_counter = "vllm:generation_tokens_total"  # the backend's own (REPORT_CUSTOM_METRICS)
     settings = VllmPlan
@@ -143,16 +138,16 @@ class VllmRuntime(Runtime):
     group_configs = False  # one model.json for every server group
     embedded = False
 
-    def instances_per_device(self, spec: Spec) -> int:
+    def instances_per_device(self, spec: SpecView) -> int:
         return 1  # one engine takes the GPU (gpu_memory_utilization is a share of the whole device)
 
-    def llm_instance_group(self, spec: Spec, placed: bool) -> dict[str, Any]:
+    def llm_instance_group(self, spec: SpecView, placed: bool) -> dict[str, Any]:
         # KIND_GPU is the backend's documented choice for a one-GPU model: it pins vLLM to that device. With a
         # placement each server group sees its own device as 0.
         gpus = (0,) if placed else tuple(spec.placement.gpu_ids[:1] or [0])
         return {"kind": "KIND_GPU", "count": 1, "gpus": gpus}
 
-    def plan_settings(self, ctx: PlanContext, prepared: RuntimeSettings | None) -> VllmPlan:
+    def plan_settings(self, ctx: PlanContext, prepared: VllmPlan | None) -> VllmPlan:
         spec = ctx.spec
         if not spec.serving.streaming:
             raise SpecError(problem("serving.streaming", "is false, and the vLLM backend requires a decoupled model",
@@ -166,7 +161,7 @@ class VllmRuntime(Runtime):
                         gpu_memory_utilization=GPU_MEMORY_UTILIZATION,
                         enable_prefix_caching=spec.serving.kv_cache.enable_reuse)
 
-    def model_files(self, plan: Plan, where: Locations, render: Renderer) -> dict[str, bytes]:
+    def model_files(self, plan: PlanView, where: Locations, render: Renderer) -> dict[str, bytes]:
         body = json.dumps(engine_args(plan, where.checkpoint, where.tokenizer), indent=2) + "\n"
         # JSON has no comments, so model.json cannot carry the generated-file header; config.pbtxt does.
         return {f"{MODEL}/config.pbtxt": model_config(plan, render.header), f"{MODEL}/1/model.json": body.encode()}
@@ -191,7 +186,7 @@ class VllmRuntime(Runtime):
     def image(self) -> str:
         return IMAGE
 
-    def server_command(self, plan: Plan, world_size: int, repository: str, ports: tuple[int, int, int],
+    def server_command(self, plan: PlanView, world_size: int, repository: str, ports: tuple[int, int, int],
                        extra_args: Sequence[str]) -> list[str]:
         http, grpc, metrics = ports
         return [TRITONSERVER, f"--model-repository={repository}", f"--http-port={http}", f"--grpc-port={grpc}",

@@ -1,0 +1,52 @@
+"""The Plan's parts the runtimes read and write: frozen, serialised as part of the plan JSON (`tritongen.plan.model.Plan`
+holds them)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class PathsPlan(_Frozen):
+    """Every host path the deployment uses, absolute (`~` expanded, relative paths taken from the spec's folder)."""
+
+    checkpoint: str
+    engine: str | None = None
+    """tensorrtllm: the engine folder the tensorrt_llm model loads (given, or the engine cache entry)."""
+
+
+class TokenizerPlan(_Frozen):
+    dir: str
+    """The tokenizer folder (absolute): preprocessing, postprocessing and the load generator load it."""
+    end_id: int
+    pad_id: int
+    vocab_size: int
+    add_special_tokens: bool
+    skip_special_tokens: bool
+    loaded: bool = True
+    """False when the tokenizer files were not there at planning (engine path only): the ids then come from the
+    checkpoint's config.json, and serving and the load test need the files in `dir` first."""
+
+
+class InstanceGroup(_Frozen):
+    """One Triton instance_group entry."""
+
+    kind: Literal["KIND_CPU", "KIND_GPU"]
+    count: int
+    gpus: tuple[int, ...] = ()
+
+
+class ServerGroupPlan(_Frozen):
+    """What one server group (one tritonserver of the placement) serves with: its own KV budget and devices."""
+
+    name: str
+    kv_tokens: int
+    """KV-cache budget of each LLM instance in this group (tokens)."""
+    instances: int
+    gpu_device_ids: str
+    """tensorrt_llm gpu_device_ids as the group's process sees its devices (numbered from 0)."""
