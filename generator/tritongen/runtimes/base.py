@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from tritongen.plan.model import Plan, ServerGroupPlan, TokenizerPlan
     from tritongen.render import Locations
     from tritongen.spec import Spec
+    from tritongen.spec_base import RuntimeSection
 
 
 class RuntimeSettings(BaseModel):
@@ -257,6 +258,8 @@ class Runtime(ABC):
     name: ClassVar[str]
     settings: ClassVar[type[RuntimeSettings]]
     """Its section of the Plan (Plan.runtime_settings)."""
+    spec_section: ClassVar[type[RuntimeSection] | None] = None
+    """Its own section of the spec (`runtimes/<name>/spec.py`; `tritongen.spec.Spec` adds it under its `key`)."""
     summary: ClassVar[str]
     """One line for the docs: what serves the model."""
     choice: ClassVar[str]

@@ -13,6 +13,7 @@ from tritongen.runtimes.base import (Dialect, Knob, PlanContext, Renderer, Runti
                                      serving_knobs)
 from tritongen.runtimes.llmapi.dialect import DIALECT
 from tritongen.runtimes.llmapi.plan import LlmApiPlan, make_llmapi_plan
+from tritongen.runtimes.llmapi.spec import LlmApiSection
 from tritongen.runtimes.tensorrtllm.release import TRTLLM, upstream
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ def llmapi_instances(spec: Spec) -> int:
 class LlmApiRuntime(Runtime):
     name = "trtllm"
     settings = LlmApiPlan
+    spec_section = LlmApiSection
     summary = (f"NVIDIA's llmapi model (LLM API, PyTorch backend, no engine build; TensorRT-LLM {TRTLLM.version}, "
                f"{TRTLLM.container})")
     executed_here = ("with a stand-in: the rendered config.pbtxt and model.yaml served by the embedded tritonserver "

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict
 
 from tritongen.runtimes.base import Knob, PlanContext, Renderer, Runtime, RuntimeSettings, serving_knobs
 from tritongen.runtimes.synthetic import engine as engine_module
+from tritongen.runtimes.synthetic.spec import SyntheticSection
 from tritongen.runtimes.hf import HF_BASE_IMAGE, HF_IMAGE, HF_UPSTREAM
 from tritongen.runtimes.tensorrtllm import ensemble_server_command
 
@@ -74,6 +75,7 @@ class SyntheticRuntime(Runtime):
     name = "synthetic"
     output_token_counter = "tritongen_llm_output_tokens_total"
     settings = SyntheticPlan
+    spec_section = SyntheticSection
     summary = "a token source at a configured TTFT/ITL, no model (measures the serving path alone)"
     executed_here = "yes: CPU in `make test` (embedded tritonserver), H200 (docs/benchmarks.md)"
     upstream = HF_UPSTREAM

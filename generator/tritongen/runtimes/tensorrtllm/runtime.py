@@ -17,11 +17,12 @@ from tritongen.runtimes.tensorrtllm import (
     tensorrt_llm_parameters,
 )
 from tritongen.runtimes.tensorrtllm.release import upstream
+from tritongen.runtimes.tensorrtllm.spec import EngineSection
 
 if TYPE_CHECKING:
     from tritongen.plan.model import Plan, ServerGroupPlan
     from tritongen.render import Locations
-    from tritongen.spec import EngineSection, Spec
+    from tritongen.spec import Spec
 
 # spec quantisation names -> TensorRT-LLM's quant_algo names, for the memory model
 QUANT_ALGO = {"none": None, "fp8": "FP8", "int8_weight_only": "W8A16", "int4_weight_only": "W4A16",
@@ -58,6 +59,7 @@ def _gpu_device_ids(spec: Spec) -> list[int] | None:
 class TensorrtllmRuntime(Runtime):
     name = "tensorrtllm"
     settings = TensorrtllmPlan
+    spec_section = EngineSection
     summary = f"C++ tensorrtllm backend, engine from trtllm-build (TensorRT-LLM {TRTLLM.version}, {TRTLLM.container})"
     executed_here = "no: build commands, engine cache and engine checks tested; no engine built or served"
     upstream = upstream("the C++ tensorrtllm backend (inflight_batcher_llm)",
