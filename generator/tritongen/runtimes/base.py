@@ -248,7 +248,7 @@ def serving_knobs(rt: Runtime, spec: Spec) -> list[Knob]:
         knobs.append(Knob("serving.stream_interval", 1, 16, log=True, why="tokens per streamed response: "
                           "fewer responses vs a later first token"))
     if rt.honours_stream_flush:
-        knobs.append(Knob("serving.stream_flush_ms", 0, 50, why="coalescing streamed tokens: fewer responses vs ITL"))
+        knobs.append(Knob("hf.stream_flush_ms", 0, 50, why="coalescing streamed tokens: fewer responses vs ITL"))
     return knobs
 
 
@@ -277,7 +277,7 @@ class Runtime(ABC):
     honours_stream_interval: ClassVar[bool] = True
     """Sends one response per serving.stream_interval tokens (else one per token)."""
     honours_stream_flush: ClassVar[bool] = False
-    """Sends a streamed request's tokens at most every serving.stream_flush_ms."""
+    """Sends a streamed request's tokens at most every hf.stream_flush_ms."""
     output_token_counter: ClassVar[str | None] = None
     """The server's Prometheus counter of generated tokens, which the load report checks the client's token count
     against (levels[].tokens); None: the runtime's model exports none."""

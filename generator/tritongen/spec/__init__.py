@@ -69,13 +69,13 @@ def _move_deprecated(data: dict[str, Any], moved: list[str]) -> dict[str, Any]:
                 if leaf not in node:
                     continue
                 new = f"{section.key}.{field}"
-                target = out.get(section.key, {})
-                if not isinstance(target, dict):
+                if not isinstance(out.get(section.key, {}), dict):
                     continue  # the section's own error says what is wrong
-                if field in target:
+                if field in out.get(section.key, {}):
                     problems.append(problem(old, f"is the old name of {new}, which is set too", f"remove {old}"))
                     continue
-                out[section.key] = {**target, field: node.pop(leaf)}
+                value = node.pop(leaf)  # first: `node` may be the section itself (a field renamed in place)
+                out[section.key] = {**out.get(section.key, {}), field: value}
                 moved.append(problem(old, f"is deprecated, renamed {new}",
                                      f"write {new} (the old name is accepted until the next release)"))
     if problems:

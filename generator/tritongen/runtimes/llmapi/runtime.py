@@ -33,7 +33,7 @@ def llmapi_instances(spec: Spec) -> int:
             "placement.instances_per_gpu", f"is {spec.placement.instances_per_gpu}, and NVIDIA's llmapi model in "
             f"TensorRT-LLM {TRTLLM.version} runs one instance per tritonserver (several need its gpu_device_ids "
             "parameter, which this release is not known to have)",
-            "set it to 1: placement runs one tritonserver per GPU (or MIG slice); raise llmapi.max_batch_size for "
+            "set it to 1: placement runs one tritonserver per GPU (or MIG slice); raise llmapi.runtime_max_batch_size for "
             "more requests per GPU"))
     return 1
 
@@ -74,13 +74,13 @@ class LlmApiRuntime(Runtime):
 
     def kv_sequences(self, spec: Spec, max_batch_size: int) -> int | None:
         # Unset, its batch is sized from the KV budget (as trtllm-bench does), not the other way round.
-        return spec.llmapi.max_batch_size
+        return spec.llmapi.runtime_max_batch_size
 
     def memory_model(self, spec: Spec, plan: Plan) -> tuple[Path, dict[str, Any]]:
         s = spec.llmapi
         dtype = None if spec.model.dtype == "auto" else spec.model.dtype
         return Path(plan.paths.checkpoint), {"dtype": dtype, "kv_cache_quant_algo": _KV_QUANT_ALGO[s.kv_cache_dtype],
-                                             "tp": s.tp_size, "pp": s.pp_size, "max_batch_size": s.max_batch_size}
+                                             "tp": s.tp_size, "pp": s.pp_size, "max_batch_size": s.runtime_max_batch_size}
 
     def llm_instance_group(self, spec: Spec, placed: bool) -> dict[str, Any]:
         # The llmapi model places itself on the devices its server sees; Triton sees a CPU instance.

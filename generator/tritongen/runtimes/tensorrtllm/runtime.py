@@ -35,11 +35,11 @@ JOB_EXAMPLES = "/tmp/tensorrt-llm/examples"
 
 def build_settings(engine: EngineSection, max_batch_size: int) -> BuildSettings:
     """The engine's build settings from the spec's engine section, defaults resolved; `max_batch_size` is the
-    Plan's (the engine's batch unless engine.max_batch_size pins it)."""
+    Plan's (the engine's batch unless engine.build_max_batch_size pins it)."""
     e = engine
     return BuildSettings(
         tp_size=e.tp_size, pp_size=e.pp_size, dtype=e.dtype, quantization=e.quantization,
-        kv_cache_dtype=e.kv_cache_dtype, max_batch_size=e.max_batch_size or max_batch_size,
+        kv_cache_dtype=e.kv_cache_dtype, max_batch_size=e.build_max_batch_size or max_batch_size,
         max_input_len=e.max_input_len, max_seq_len=e.max_seq_len,
         max_num_tokens=e.max_num_tokens or DEFAULT_MAX_NUM_TOKENS,
         max_beam_width=e.max_beam_width, use_paged_context_fmha=e.use_paged_context_fmha, gemm_plugin=e.gemm_plugin)
@@ -82,7 +82,7 @@ class TensorrtllmRuntime(Runtime):
         return 1
 
     def kv_sequences(self, spec: Spec, max_batch_size: int) -> int | None:
-        return spec.engine.max_batch_size or max_batch_size
+        return spec.engine.build_max_batch_size or max_batch_size
 
     def memory_model(self, spec: Spec, plan: Plan) -> tuple[Path, dict[str, Any]]:
         e = spec.engine
@@ -92,7 +92,7 @@ class TensorrtllmRuntime(Runtime):
         return Path(plan.paths.checkpoint), {
             "dtype": e.dtype, "quant_algo": QUANT_ALGO[e.quantization],
             "kv_cache_quant_algo": KV_QUANT_ALGO[e.kv_cache_dtype], "tp": e.tp_size, "pp": e.pp_size,
-            "max_batch_size": e.max_batch_size, "max_num_tokens": e.max_num_tokens}
+            "max_batch_size": e.build_max_batch_size, "max_num_tokens": e.max_num_tokens}
 
     def llm_instance_group(self, spec: Spec, placed: bool) -> dict[str, Any]:
         # The TensorRT-LLM backend places itself on GPUs through gpu_device_ids; instance_group stays CPU/1.
@@ -124,11 +124,11 @@ class TensorrtllmRuntime(Runtime):
             cache_dir=str(ctx.resolve(e.cache_dir)),
             gpu_arch=gpu_arch, build=build_settings(e, ctx.max_batch_size),
             calibration_dataset=str(ctx.resolve(e.calibration_dataset)) if e.calibration_dataset else None,
-            build_gpus=tuple(spec.placement.gpu_ids), batching_strategy=s.batching_strategy,
-            batch_scheduler_policy=s.batch_scheduler_policy,
+            build_gpus=tuple(spec.placement.gpu_ids), batching_strategy=e.batching_strategy,
+            batch_scheduler_policy=e.batch_scheduler_policy,
             kv_cache_free_gpu_mem_fraction=s.kv_cache.free_gpu_mem_fraction,
             kv_cache_host_memory_bytes=s.kv_cache.host_memory_bytes, enable_kv_cache_reuse=s.kv_cache.enable_reuse,
-            enable_chunked_context=s.enable_chunked_context,
+            enable_chunked_context=e.enable_chunked_context,
             gpu_device_ids=(tuple(gpu_ids),) if gpu_ids else None)
         if given:
             return section
@@ -192,7 +192,7 @@ class TensorrtllmRuntime(Runtime):
 
     def knobs(self, spec: Spec) -> list[Knob]:
         # Engine fields need a rebuild per trial; the served batch stays within the built engine's.
-        cap = spec.engine.max_batch_size or 256
+        cap = spec.engine.build_max_batch_size or 256
         return [dataclasses.replace(k, high=cap) if k.path == "serving.max_batch_size" else k
                 for k in serving_knobs(self, spec)]
 

@@ -11,9 +11,12 @@ from tritongen.spec_base import Problems, RuntimeSection
 
 
 class EngineSection(RuntimeSection):
-    """TensorRT-LLM engine build (runtime tensorrtllm)."""
+    """TensorRT-LLM engine build and the C++ tensorrtllm backend's scheduling (runtime tensorrtllm)."""
 
     key = "engine"
+    moved = {"engine.max_batch_size": "build_max_batch_size", "serving.batching_strategy": "batching_strategy",
+             "serving.batch_scheduler_policy": "batch_scheduler_policy",
+             "serving.enable_chunked_context": "enable_chunked_context"}
 
     tp_size: int = Field(1, ge=1)
     """Tensor-parallel degree of the engine."""
@@ -30,8 +33,10 @@ class EngineSection(RuntimeSection):
     kv_cache_dtype: Literal["auto", "fp8", "int8"] = "auto"
     """KV-cache dtype; `auto` follows `dtype`."""
 
-    max_batch_size: int | None = Field(None, ge=1)
-    """Engine max batch size; defaults to serving.max_batch_size."""
+    build_max_batch_size: int | None = Field(None, ge=1)
+    """The engine's max batch size (trtllm-build --max_batch_size): the largest batch the engine is compiled for,
+    which the served batch serving.max_batch_size cannot exceed. Unset: serving.max_batch_size (a change of the
+    served batch then rebuilds the engine; pin it to serve several batch sizes from one engine)."""
 
     max_input_len: int = Field(2048, ge=1)
     """Longest prompt the engine accepts (tokens)."""
@@ -66,6 +71,15 @@ class EngineSection(RuntimeSection):
 
     cache_dir: str = "~/.cache/tritongen/engines"
     """Content-addressed engine cache."""
+
+    batching_strategy: Literal["inflight_fused_batching", "inflight_batching"] = "inflight_fused_batching"
+    """The backend's gpt_model_type (V1/static batching is deprecated upstream and not offered)."""
+
+    batch_scheduler_policy: Literal["max_utilization", "guaranteed_no_evict"] = "guaranteed_no_evict"
+    """The backend's scheduler policy (batch_scheduler_policy)."""
+
+    enable_chunked_context: bool = False
+    """Context chunking in the backend (enable_chunked_context; needs an engine built with use_paged_context_fmha)."""
 
     @model_validator(mode="after")
     def _lengths(self) -> EngineSection:
