@@ -2,7 +2,7 @@
 
 A runtime owns its section of the spec (`runtimes/<name>/spec.py`, a `RuntimeSection`) as it owns its section of
 the Plan; `tritongen.spec.Spec` composes the sections from the runtime registry, so a runtime's knob is a field in
-its own package and nowhere else. This module imports nothing of tritongen above `errors`.
+its own package and nowhere else. This module imports nothing of tritongen.
 """
 
 from __future__ import annotations

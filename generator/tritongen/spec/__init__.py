@@ -172,13 +172,16 @@ def _runtime_fields() -> dict[str, Any]:
 
 
 if TYPE_CHECKING:
-    class Spec(SpecCore):
-        """A tritongen deployment spec (the runtimes' own sections are attributes named by their `key`)."""
-
-        def __getattr__(self, key: str) -> Any: ...
+    _Composed = SpecCore
 else:
-    Spec = create_model("Spec", __base__=SpecCore, __module__=__name__, __doc__="A tritongen deployment spec.",
-                        **_runtime_fields())
+    _Composed = create_model("_Composed", __base__=SpecCore, __module__=__name__, **_runtime_fields())
+
+
+class Spec(_Composed):
+    """A tritongen deployment spec: the shared sections, then each runtime's own under its `key`."""
+
+    if TYPE_CHECKING:
+        def __getattr__(self, key: str) -> Any: ...  # the runtimes' sections, added from the registry
 
 
 def _field_names(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
