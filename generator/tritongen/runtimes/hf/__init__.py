@@ -17,6 +17,10 @@ if TYPE_CHECKING:
     from tritongen.render import Locations
     from tritongen.spec import Spec
 
+# Left unset, transformers sizes its static batch tensors from free memory; on CPU that took ~20 GB of RAM
+# for the tiny demo model, so CPU deployments get a modest per-step token budget instead.
+CPU_MAX_BATCH_TOKENS = 512
+
 # The hf runtime runs on Triton's plain python image of the same release as the TensorRT-LLM one, plus torch
 # and transformers baked in by a generated Dockerfile (installing at start would download on every restart).
 RELEASE = TRTLLM.release
@@ -100,7 +104,7 @@ class HfRuntime(Runtime):
         hf, kv = spec.hf, spec.serving.kv_cache
         return HFRuntimePlan(
             checkpoint_dir=str(ctx.checkpoint), dtype=spec.model.dtype, block_size=kv.block_size,
-            max_batch_tokens=hf.max_batch_tokens or (hf.cpu_max_batch_tokens if spec.placement.device == "cpu" else None),
+            max_batch_tokens=hf.max_batch_tokens or (CPU_MAX_BATCH_TOKENS if spec.placement.device == "cpu" else None),
             max_memory_percent=kv.free_gpu_mem_fraction, cancellation_check_period_ms=hf.cancellation_check_period_ms,
             sampling=hf.sampling, cuda_graphs=hf.cuda_graphs, attention=hf.attention, log_probs=hf.log_probs,
             stream_flush_ms=hf.stream_flush_ms,

@@ -23,10 +23,6 @@ class HfSection(RuntimeSection):
     """Tokens per continuous-batching step (prefill chunking budget). None: 512 on CPU, and on GPU transformers sizes
     it from free memory."""
 
-    cpu_max_batch_tokens: int = Field(512, ge=1)
-    """max_batch_tokens on CPU placement when max_batch_tokens is unset (transformers would size its static batch
-    tensors from free memory: ~20 GB of RAM for the tiny demo model)."""
-
     stream_flush_ms: int = Field(0, ge=0, le=10000)
     """Send a streamed request's waiting tokens at most every N ms (0: every step). Tokens come from decode steps,
     so a response goes out at the first step N ms after the previous one, with every token since: clients see text
