@@ -16,7 +16,7 @@ import tritongen.spec
 from tritongen.errors import SpecError
 from tritongen.plan import plan_from_file
 from tritongen.runtimes import RUNTIMES
-from tritongen.spec import RUNTIME_SECTIONS, Spec, explain, load_spec, parse_spec
+from tritongen.spec import RUNTIME_SECTIONS, Spec, current_names, explain, load_spec, parse_spec
 from tritongen.spec_base import RuntimeSection, SpecDeprecation
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -132,3 +132,15 @@ def test_the_input_mapping_is_not_changed():
     assert spec.hf.sampling == "greedy" and data["serving"] == {"sampling": "greedy"}
     with pytest.warns(SpecDeprecation):
         assert parse_spec(data).hf.sampling == "greedy" and data["serving"] == {"sampling": "greedy"}
+
+
+def test_a_tune_trial_sets_a_moved_knob_of_a_spec_written_with_the_old_name():
+    from tritongen.tune.space import trial_spec
+
+    old = {"name": "x", "model": {"checkpoint": "."}, "serving": {"stream_flush_ms": 5}}
+    # Set by its new path next to the old name, the knob would be refused on every trial ...
+    assert trial_spec(old, {"hf.stream_flush_ms": 10}).startswith("serving.stream_flush_ms: is the old name")
+    # ... so tune starts from the current names.
+    with pytest.warns(SpecDeprecation, match="serving.stream_flush_ms: is deprecated, renamed hf.stream_flush_ms"):
+        data = current_names(old)
+    assert trial_spec(data, {"hf.stream_flush_ms": 10}).hf.stream_flush_ms == 10

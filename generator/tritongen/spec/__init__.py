@@ -34,8 +34,8 @@ from tritongen.spec_base import Problems, RuntimeSection, Section, SpecDeprecati
 
 __all__ = ["DeploySection", "DynamicBatchingSection", "FrontendSection", "KVCacheSection", "LoadSection",
            "ModelSection", "OpenAIFrontendSection", "PlacementSection", "RUNTIME_SECTIONS", "SLOSection",
-           "ServingSection", "Spec", "SpecDeprecation", "TokenDistribution", "ValidationSection", "explain",
-           "explain_markdown", "load_spec", "parse_spec"]
+           "ServingSection", "Spec", "SpecDeprecation", "TokenDistribution", "ValidationSection", "current_names",
+           "explain", "explain_markdown", "load_spec", "parse_spec"]
 
 RUNTIME_SECTIONS: tuple[type[RuntimeSection], ...] = tuple(
     r.spec_section for r in RUNTIMES.values() if r.spec_section is not None)
@@ -224,6 +224,25 @@ _WARNED: dict[Any, Any] = {}
 """The warnings registry of deprecated names: each is shown once per process, however often the spec is read."""
 
 
+def _warn(moved: list[str], source: str) -> None:
+    for message in moved:
+        warnings.warn_explicit(message, SpecDeprecation, source, 0, registry=_WARNED)
+
+
+def current_names(data: Any, source: str = "spec") -> Any:
+    """`data` with every old field name moved to its new path (a `SpecDeprecation` warning each, attributed to
+    `source`): what a caller that sets fields in the mapping before validating it (tune's trials) starts from."""
+    if not isinstance(data, dict):
+        return data
+    moved: list[str] = []
+    try:
+        out = _move_deprecated(data, moved)
+    except Problems as err:
+        raise SpecError(str(err).splitlines()) from None
+    _warn(moved, source)
+    return out
+
+
 def parse_spec(data: Any, source: str = "spec") -> Spec:
     """Validate a mapping into a Spec, raising SpecError with one line per problem. A field under its old name is
     moved to its new one with a `SpecDeprecation` warning (naming both) attributed to `source`."""
@@ -234,8 +253,7 @@ def parse_spec(data: Any, source: str = "spec") -> Spec:
         spec = Spec.model_validate(data, context={"moved": moved})
     except ValidationError as err:
         raise SpecError(_format_errors(err)) from None
-    for message in moved:
-        warnings.warn_explicit(message, SpecDeprecation, source, 0, registry=_WARNED)
+    _warn(moved, source)
     return spec
 
 
