@@ -47,10 +47,11 @@ serving:
   exclude_input_in_output: true
   preprocessing_instances: {pre}
   postprocessing_instances: {post}
-  sampling: greedy
 {extra}  dynamic_batching:
     max_queue_size: 0
-{kv}placement:
+{kv}hf:
+  sampling: greedy
+{hf}placement:
   device: {device}
 validation:
   load:
@@ -206,8 +207,8 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="gpu", choices=["gpu", "cpu"])
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--kv-max-tokens", type=int, default=262144, help="serving.kv_cache.max_tokens")
-    ap.add_argument("--max-batch-tokens", type=int, help="serving.max_batch_tokens (default: transformers sizes it)")
-    ap.add_argument("--no-log-probs", action="store_true", help="serving.log_probs: false")
+    ap.add_argument("--max-batch-tokens", type=int, help="hf.max_batch_tokens (default: transformers sizes it)")
+    ap.add_argument("--no-log-probs", action="store_true", help="hf.log_probs: false")
     ap.add_argument("--stream-interval", type=int, default=1, help="serving.stream_interval (tokens per response)")
     ap.add_argument("--processes", type=int, default=4, help="Locust processes")
     ap.add_argument("--loadtest-timeout", type=float, default=400)
@@ -232,9 +233,9 @@ def main(argv=None) -> int:
         duration=args.duration, processes=args.processes, input_tokens=args.input_tokens,
         output_tokens=args.output_tokens,
         kv=f"  kv_cache:\n    max_tokens: {args.kv_max_tokens}\n" if args.kv_max_tokens else "",
-        extra=(f"  max_batch_tokens: {args.max_batch_tokens}\n" if args.max_batch_tokens else "")
-        + ("  log_probs: false\n" if args.no_log_probs else "")
-        + (f"  stream_interval: {args.stream_interval}\n" if args.stream_interval != 1 else "")))
+        hf=(f"  max_batch_tokens: {args.max_batch_tokens}\n" if args.max_batch_tokens else "")
+        + ("  log_probs: false\n" if args.no_log_probs else ""),
+        extra=f"  stream_interval: {args.stream_interval}\n" if args.stream_interval != 1 else ""))
     spec, plan = plan_from_file(spec_path)
     repo = work / "repo"
     write_repository(render_for(plan), repo, overwrite=True)

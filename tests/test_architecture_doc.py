@@ -206,11 +206,16 @@ def debts() -> dict:
                 if upward_here:
                     upward.setdefault(name, []).extend(upward_here)
 
-    models, classes = {"BaseModel"}, []
-    for node in trees["tritongen.spec"].body:
-        if isinstance(node, ast.ClassDef) and _is_pydantic(node, models):
-            models.add(node.name)
-            classes.append(node)
+    # The spec's sections: spec/ and the runtimes' own (runtimes/<name>/spec.py), on tritongen.spec_base.
+    spec_modules = sorted(n for n in trees if re.fullmatch(r"tritongen\.spec(\..+)?|tritongen\.runtimes\.\w+\.spec", n))
+    models, classes, runtime_sections = {"BaseModel", "Section", "RuntimeSection"}, [], []
+    for name in spec_modules:
+        for node in trees[name].body:
+            if isinstance(node, ast.ClassDef) and _is_pydantic(node, models):
+                models.add(node.name)
+                classes.append(node)
+                if name.startswith("tritongen.runtimes."):
+                    runtime_sections.append(node.name)
 
     def fields(cls: ast.ClassDef) -> list[str]:
         return [n.target.id for n in cls.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)]
@@ -228,8 +233,9 @@ def debts() -> dict:
         "assert_isinstance_narrowings": sum(_narrowing(n) for tree in trees.values() for n in ast.walk(tree)),
         "runtimes_type_only_upward": {"modules": len(upward), "imports": sum(map(len, upward.values())),
                                       "by_module": upward},
-        "spec": {"files": {p.name: len(p.read_text().splitlines()) for p in sorted((PACKAGE / "spec").glob("*.py"))},
-                 "pydantic_classes": len(classes),
+        "spec": {"files": {str(modules[n].relative_to(PACKAGE)): len(modules[n].read_text().splitlines())
+                           for n in spec_modules},
+                 "pydantic_classes": len(classes), "in_runtime_packages": runtime_sections,
                  "serving_fields": next((len(fields(c)) for c in classes if c.name == "ServingSection"), None),
                  "max_batch_size_in": [c.name for c in classes if "max_batch_size" in fields(c)]},
         "served_code": {"python_models_lines": _lines(templates.rglob("*.py")),

@@ -14,7 +14,7 @@ from tritongen.spec import TokenDistribution as SpecTokenDistribution
 
 PACKAGE = Path(__file__).resolve().parents[2] / "generator" / "tritongen"
 # The spec's input section and the Plan's profile; every other class may share only a few names with them.
-THE_TWO = {("spec/__init__.py", "LoadSection"), ("plan/load.py", "LoadProfile")}
+THE_TWO = {("spec/load.py", "LoadSection"), ("plan/load.py", "LoadProfile")}
 MOST_SHARED = 3  # e.g. samples.Sample: protocol, input_tokens, output_tokens
 
 

@@ -113,7 +113,7 @@ def test_rendered_tensorrt_llm_config_carries_every_parameter(tmp_path, tiny_mod
     ("llama3-8b-bf16-tp1", ("engine.max_input_len (4096)", "build_config.max_input_len (2048)")),
     ("bad-no-paged-context-fmha", ("enable_chunked_context", "use_paged_context_fmha")),
     ("bad-tp2", ("engine.tp_size", "mapping tp_size")),
-    ("bad-padded-input", ("serving.batching_strategy", "remove_input_padding")),
+    ("bad-padded-input", ("engine.batching_strategy", "remove_input_padding")),
     ("bad-short-context", ("max_seq_len", "max_seq_len")),
 ])
 def test_inconsistent_engines_fail_render_with_both_fields(tmp_path, tiny_model, capsys, fixture, fields):

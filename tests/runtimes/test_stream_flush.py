@@ -1,4 +1,4 @@
-"""serving.stream_flush_ms (hf runtime): a streamed request's tokens go out at most every N ms, and never more
+"""hf.stream_flush_ms (hf runtime): a streamed request's tokens go out at most every N ms, and never more
 than one response per request per decode step.
 
 Checked on the real tritonserver with the hf tiny model: fewer responses than tokens, spaced by the flush period;
@@ -34,15 +34,15 @@ N = 16
 def test_only_the_hf_runtime_takes_a_flush_period():
     with pytest.raises(SpecError) as err:
         parse_spec({"name": "x", "runtime": "synthetic", "model": {"checkpoint": "."},
-                    "serving": {"stream_flush_ms": 50}})
-    assert any(p.startswith("serving.stream_flush_ms: (50) is honoured by the hf runtime only")
+                    "hf": {"stream_flush_ms": 50}})
+    assert any(p.startswith("hf.stream_flush_ms: (50) is honoured by the hf runtime only")
                for p in err.value.problems), err.value.problems
 
 
 @pytest.fixture(scope="module")
 def flush_spec(tiny_spec_path, tmp_path_factory) -> Path:
     data = yaml.safe_load(tiny_spec_path.read_text())
-    data["serving"]["stream_flush_ms"] = FLUSH_MS
+    data.setdefault("hf", {})["stream_flush_ms"] = FLUSH_MS
     data["validation"]["load"]["output_tokens"] = {"mean": 8, "stddev": 0}
     path = tmp_path_factory.mktemp("flush") / "flush.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))

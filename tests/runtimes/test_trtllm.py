@@ -17,7 +17,8 @@ from docker.types import DeviceRequest, Mount
 from tritongen.cli import main
 from tritongen.runtimes.tensorrtllm import build as trtllm_build
 from tritongen.errors import CheckFailed, EnvironmentMissing, SpecError
-from tritongen.spec import explain, parse_spec
+from tritongen.runtimes.tensorrtllm.spec import EngineSection
+from tritongen.spec import RUNTIME_SECTIONS, explain, parse_spec
 from specs import trtllm_build_settings as settings, trtllm_section
 from tritongen.contract import bls_parameters
 from tritongen.runtimes.tensorrtllm import (TRTLLM, Ports, build_commands, launch_command,
@@ -79,7 +80,7 @@ def test_build_commands_bf16_tp1():
 
 
 def test_build_commands_fp8_tp4_goes_through_quantize():
-    spec = make_spec(engine={"tp_size": 4, "quantization": "fp8", "kv_cache_dtype": "fp8", "max_batch_size": 128,
+    spec = make_spec(engine={"tp_size": 4, "quantization": "fp8", "kv_cache_dtype": "fp8", "build_max_batch_size": 128,
                              "max_input_len": 8192, "max_seq_len": 16384, "max_num_tokens": 16384})
     assert build_commands(settings(spec), "/ckpt", "/w/engine", converted_dir="/w/conv",
                           examples_dir="/src/examples") == [
@@ -133,8 +134,8 @@ def key_of(spec, digest=DIGEST, version=TRTLLM.version, arch="sm90"):
 
 
 @pytest.mark.parametrize("change", [
-    {"serving": {"streaming": False, "batch_scheduler_policy": "max_utilization", "enable_chunked_context": True,
-                 "kv_cache": {"free_gpu_mem_fraction": 0.5, "enable_reuse": True}}},
+    {"serving": {"streaming": False, "kv_cache": {"free_gpu_mem_fraction": 0.5, "enable_reuse": True}}},
+    {"engine": {"batch_scheduler_policy": "max_utilization", "enable_chunked_context": True}},
     {"placement": {"gpu_ids": [3]}},
     {"validation": {"load": {"users": 64}}},
     {"engine": {"cache_dir": "/elsewhere", "engine_dir": None}},
@@ -142,7 +143,7 @@ def key_of(spec, digest=DIGEST, version=TRTLLM.version, arch="sm90"):
     {"name": "another-name"},
 ])
 def test_cache_key_ignores_serving_only_fields(change):
-    base = make_spec(engine={"max_batch_size": 64})
+    base = make_spec(engine={"build_max_batch_size": 64})
     data = base.model_dump()
     for section, values in change.items():
         if isinstance(values, dict):
@@ -154,7 +155,7 @@ def test_cache_key_ignores_serving_only_fields(change):
 
 @pytest.mark.parametrize("engine", [
     {"tp_size": 2}, {"pp_size": 2}, {"dtype": "float16"}, {"quantization": "fp8"}, {"kv_cache_dtype": "fp8"},
-    {"max_batch_size": 32}, {"max_input_len": 1024}, {"max_seq_len": 8192}, {"max_num_tokens": 4096},
+    {"build_max_batch_size": 32}, {"max_input_len": 1024}, {"max_seq_len": 8192}, {"max_num_tokens": 4096},
     {"max_beam_width": 2}, {"use_paged_context_fmha": False}, {"gemm_plugin": "bfloat16"},
 ])
 def test_cache_key_changes_with_build_fields(engine):
@@ -176,7 +177,7 @@ def test_cache_key_is_stable_for_the_same_settings():
 
 def test_serving_batch_reaches_the_key_only_while_the_engine_batch_is_unset():
     assert key_of(make_spec(serving={"max_batch_size": 8})) != key_of(make_spec(serving={"max_batch_size": 16}))
-    pinned = {"max_batch_size": 32}
+    pinned = {"build_max_batch_size": 32}
     assert key_of(make_spec(engine=pinned, serving={"max_batch_size": 8})) == \
         key_of(make_spec(engine=pinned, serving={"max_batch_size": 16}))
     assert settings(make_spec(serving={"max_batch_size": 8})).max_batch_size == 8
@@ -184,7 +185,9 @@ def test_serving_batch_reaches_the_key_only_while_the_engine_batch_is_unset():
 
 def test_every_spec_field_is_declared_build_relevant_or_ignored():
     leaves = [path for path, kind, _, _ in explain() if kind != "section"]
-    undeclared = [p for p in leaves if p not in CACHE_KEY_FIELDS and not p.startswith(CACHE_KEY_IGNORED)]
+    # The other runtimes' sections never reach the engine.
+    others = tuple(f"{s.key}." for s in RUNTIME_SECTIONS if s is not EngineSection)
+    undeclared = [p for p in leaves if p not in CACHE_KEY_FIELDS and not p.startswith(CACHE_KEY_IGNORED + others)]
     assert undeclared == []
 
 
@@ -426,34 +429,34 @@ def test_local_build_failure_names_the_command_and_keeps_the_log_tail():
 
 def test_consistent_engines_pass(make_plan_):
     assert check_engine(fixture("llama3-8b-bf16-tp1"), make_plan_(), tokenizer_vocab_size=128256, world_size=1) == []
-    spec70 = make_plan_(engine={"tp_size": 4, "quantization": "fp8", "kv_cache_dtype": "fp8"},
-                       serving={"max_batch_size": 128, "kv_cache": {"enable_reuse": True},
-                                "enable_chunked_context": True})
+    spec70 = make_plan_(engine={"tp_size": 4, "quantization": "fp8", "kv_cache_dtype": "fp8",
+                                "enable_chunked_context": True},
+                       serving={"max_batch_size": 128, "kv_cache": {"enable_reuse": True}})
     assert check_engine(fixture("llama3-70b-fp8-tp4"), spec70, tokenizer_vocab_size=128256, world_size=4) == []
 
 
-REUSE = {"kv_cache": {"enable_reuse": True}, "enable_chunked_context": True}
+REUSE = {"serving": {"kv_cache": {"enable_reuse": True}}, "engine": {"enable_chunked_context": True}}
 
 
 @pytest.mark.parametrize(("name", "spec_kwargs", "check_kwargs", "expected"), [
     ("bad-continuous-kv-cache", {}, {}, [
-        "serving.batching_strategy (inflight_fused_batching): needs engine build_config.kv_cache_type PAGED "
+        "engine.batching_strategy (inflight_fused_batching): needs engine build_config.kv_cache_type PAGED "
         "(got CONTINUOUS); rebuild with --kv_cache_type paged"]),
     ("bad-legacy-no-paged-kv-cache", {}, {}, [
         "engine config.json version (0.17.0.post1): must equal the serving container's TensorRT-LLM "
         "(1.2.1, nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3); rebuild the engine with the pinned release",
-        "serving.batching_strategy (inflight_fused_batching): needs engine build_config.plugin_config."
+        "engine.batching_strategy (inflight_fused_batching): needs engine build_config.plugin_config."
         "paged_kv_cache true (got false); rebuild with --kv_cache_type paged"]),
     ("bad-padded-input", {}, {}, [
-        "serving.batching_strategy (inflight_fused_batching): needs engine build_config.plugin_config."
+        "engine.batching_strategy (inflight_fused_batching): needs engine build_config.plugin_config."
         "remove_input_padding true (got false); rebuild with --remove_input_padding enable"]),
-    ("bad-no-paged-context-fmha", {"serving": REUSE}, {}, [
+    ("bad-no-paged-context-fmha", REUSE, {}, [
         "serving.kv_cache.enable_reuse (true): needs engine build_config.plugin_config.use_paged_context_fmha "
         "true (got false); rebuild with engine.use_paged_context_fmha: true "
         "or set serving.kv_cache.enable_reuse: false",
-        "serving.enable_chunked_context (true): needs engine build_config.plugin_config.use_paged_context_fmha "
+        "engine.enable_chunked_context (true): needs engine build_config.plugin_config.use_paged_context_fmha "
         "true (got false); rebuild with engine.use_paged_context_fmha: true "
-        "or set serving.enable_chunked_context: false"]),
+        "or set engine.enable_chunked_context: false"]),
     ("bad-short-context", {}, {}, [
         "engine.max_input_len (2048): must equal engine build_config.max_input_len (32); "
         "set engine.max_input_len: 32 or rebuild the engine",
@@ -546,9 +549,9 @@ def test_parameters_carry_every_contract_key_as_strings(make_plan_):
 
 
 def test_parameters_follow_the_spec_and_placement(make_plan_):
-    plan = make_plan_(engine={"max_beam_width": 2},
-                     serving={"batching_strategy": "inflight_batching", "batch_scheduler_policy": "max_utilization",
-                              "exclude_input_in_output": False, "enable_chunked_context": True,
+    plan = make_plan_(engine={"max_beam_width": 2, "batching_strategy": "inflight_batching",
+                             "batch_scheduler_policy": "max_utilization", "enable_chunked_context": True},
+                     serving={"exclude_input_in_output": False,
                               "kv_cache": {"max_tokens": 65536, "free_gpu_mem_fraction": 0.45, "enable_reuse": True,
                                            "host_memory_bytes": 2_000_000_000}})
     params = tensorrt_llm_parameters(plan, Path("/e"), "0,1;2,3", plan.kv_tokens,

@@ -110,32 +110,12 @@ class KvCacheView(Protocol):
 
 
 class ServingView(Protocol):
-    """The Spec's `serving` section as the runtimes read it (the fields of one runtime included, by name)."""
+    """The Spec's `serving` section as the runtimes read it (a runtime's own knobs are in its own section)."""
 
     @property
     def streaming(self) -> bool: ...
     @property
     def kv_cache(self) -> KvCacheView: ...
-    @property
-    def max_batch_tokens(self) -> int | None: ...
-    @property
-    def cancellation_check_period_ms(self) -> int: ...
-    @property
-    def sampling(self) -> str: ...
-    @property
-    def cuda_graphs(self) -> bool | None: ...
-    @property
-    def attention(self) -> str | None: ...
-    @property
-    def log_probs(self) -> bool: ...
-    @property
-    def stream_flush_ms(self) -> int: ...
-    @property
-    def batching_strategy(self) -> str: ...
-    @property
-    def batch_scheduler_policy(self) -> str: ...
-    @property
-    def enable_chunked_context(self) -> bool: ...
 
 
 class ValidationView(Protocol):
@@ -165,3 +145,6 @@ class SpecView(Protocol):
     @property
     def synthetic(self) -> Any:
         """runtime synthetic's section (its package owns the type)."""
+    @property
+    def hf(self) -> Any:
+        """runtime hf's section (its package owns the type)."""

@@ -339,7 +339,7 @@ def memory_from_engine_config(config: dict[str, Any], source: str = "config.json
 # Spec fields that a build setting comes from, for messages about a built engine that disagrees with the spec.
 _SPEC_FIELDS = {"dtype": "engine.dtype", "quant_algo": "engine.quantization", "kv_cache_quant_algo":
                 "engine.kv_cache_dtype", "tp": "engine.tp_size", "pp": "engine.pp_size",
-                "max_batch_size": "engine.max_batch_size", "max_num_tokens": "engine.max_num_tokens"}
+                "max_batch_size": "engine.build_max_batch_size", "max_num_tokens": "engine.max_num_tokens"}
 
 
 def load_memory_model(path: str | Path, *, dtype: str | None = None, quant_algo: str | None = None,

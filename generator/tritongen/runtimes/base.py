@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, Typ
 from pydantic import BaseModel, ConfigDict
 
 from tritongen.core import Locations, PlanView, Ports, Renderer, ServerGroupPlan, SpecView, TokenizerPlan
+from tritongen.spec_base import RuntimeSection
 
 if TYPE_CHECKING:
     import numpy as np
@@ -257,18 +258,20 @@ def serving_knobs(rt: Planning, spec: SpecView) -> list[Knob]:
         knobs.append(Knob("serving.stream_interval", 1, 16, log=True, why="tokens per streamed response: "
                           "fewer responses vs a later first token"))
     if rt.honours_stream_flush:
-        knobs.append(Knob("serving.stream_flush_ms", 0, 50, why="coalescing streamed tokens: fewer responses vs ITL"))
+        knobs.append(Knob("hf.stream_flush_ms", 0, 50, why="coalescing streamed tokens: fewer responses vs ITL"))
     return knobs
 
 
 class Planning(_Owns[S], ABC):
     """Spec -> the runtime's section of the Plan, and the planner's questions to the runtime."""
 
+    spec_section: ClassVar[type[RuntimeSection] | None] = None
+    """Its own section of the spec (`runtimes/<name>/spec.py`; `tritongen.spec.Spec` adds it under its `key`)."""
     runs_on_cpu: ClassVar[bool] = True
     honours_stream_interval: ClassVar[bool] = True
     """Sends one response per serving.stream_interval tokens (else one per token)."""
     honours_stream_flush: ClassVar[bool] = False
-    """Sends a streamed request's tokens at most every serving.stream_flush_ms."""
+    """Sends a streamed request's tokens at most every hf.stream_flush_ms."""
     needs_tokenizer_files: ClassVar[bool] = False
     """Planning refuses a tokenizer folder without tokenizer files (else it plans from config.json)."""
     spans_nodes: ClassVar[bool] = False

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tritongen.errors import CheckFailed, SpecError, problem
-from tritongen.spec import Spec, parse_spec
+from tritongen.spec import Spec, current_names, parse_spec
 from tritongen.spec.source import read_yaml
 from tritongen.tune.space import search_space
 from tritongen.tune.study import STORE, Search, knob_values, parse_duration, rows, winner
@@ -59,7 +59,7 @@ def tune(opts: TuneOptions, evaluator: Any = None, say=print) -> int:
     spec_path = Path(opts.spec)
     if not spec_path.is_file():
         raise SpecError(problem(str(spec_path), "spec file not found", "pass the path of a YAML spec"))
-    data = read_yaml(spec_path)
+    data = current_names(read_yaml(spec_path), str(spec_path))  # trials set knobs by their current path
     spec = parse_spec(data)
     check_slo(spec)
     if spec.validation.load.protocol == "openai":

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from tritongen.core import Locations, PlanView, ServerGroupPlan, SpecView
 from tritongen.runtimes.base import (Knob, PlanContext, Renderer, Runtime, RuntimeSettings, Signal, Upstream, quantity,
                                      serving_knobs)
+from tritongen.runtimes.hf.spec import HfSection
 from tritongen.runtimes.tensorrtllm import ensemble_server_command
 from tritongen.runtimes.tensorrtllm.release import TRTLLM
 
@@ -39,7 +40,7 @@ class HFRuntimePlan(RuntimeSettings):
     max_memory_percent: float
     cancellation_check_period_ms: int = 100
     stream_flush_ms: int = 0
-    """Streamed tokens are sent at most every N ms (serving.stream_flush_ms); 0: every step."""
+    """Streamed tokens are sent at most every N ms (hf.stream_flush_ms); 0: every step."""
     sampling: str = "per_request"
     cuda_graphs: bool | None = None
     attention: str | None = None
@@ -83,6 +84,7 @@ class HfRuntime(Runtime[HFRuntimePlan]):
     name = "hf"
     output_token_counter = "tritongen_llm_output_tokens_total"
     settings = HFRuntimePlan
+    spec_section = HfSection
     summary = "python-backend model on transformers' continuous batching, the C++ model's tensors (CPU or GPU)"
     executed_here = "yes: CPU in `make test` (embedded tritonserver), H200 (docs/benchmarks.md)"
     upstream = HF_UPSTREAM
@@ -94,13 +96,13 @@ class HfRuntime(Runtime[HFRuntimePlan]):
 
     def plan_settings(self, ctx: PlanContext, prepared: HFRuntimePlan | None) -> HFRuntimePlan:
         spec = ctx.spec
-        s, kv = spec.serving, spec.serving.kv_cache
+        hf, kv = spec.hf, spec.serving.kv_cache
         return HFRuntimePlan(
             checkpoint_dir=str(ctx.checkpoint), dtype=spec.model.dtype, block_size=kv.block_size,
-            max_batch_tokens=s.max_batch_tokens or (CPU_MAX_BATCH_TOKENS if spec.placement.device == "cpu" else None),
-            max_memory_percent=kv.free_gpu_mem_fraction, cancellation_check_period_ms=s.cancellation_check_period_ms,
-            sampling=s.sampling, cuda_graphs=s.cuda_graphs, attention=s.attention, log_probs=s.log_probs,
-            stream_flush_ms=s.stream_flush_ms,
+            max_batch_tokens=hf.max_batch_tokens or (CPU_MAX_BATCH_TOKENS if spec.placement.device == "cpu" else None),
+            max_memory_percent=kv.free_gpu_mem_fraction, cancellation_check_period_ms=hf.cancellation_check_period_ms,
+            sampling=hf.sampling, cuda_graphs=hf.cuda_graphs, attention=hf.attention, log_probs=hf.log_probs,
+            stream_flush_ms=hf.stream_flush_ms,
         )
 
     def llm_config(self, plan: PlanView, where: Locations, group: ServerGroupPlan | None) -> tuple[str, dict, Any]:

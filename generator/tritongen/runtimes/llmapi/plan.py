@@ -56,7 +56,7 @@ def make_llmapi_plan(spec: SpecView, checkpoint: str, tokenizer: str | None, *, 
         batch, tokens = None, None
         sizing = {"source": "no KV budget known (plan with --inventory or set serving.kv_cache.max_tokens): "
                             "the LLM API's own max_batch_size and max_num_tokens"}
-    batch = s.max_batch_size or batch
+    batch = s.runtime_max_batch_size or batch
     tokens = s.max_num_tokens or tokens
     return LlmApiPlan(
         checkpoint_dir=checkpoint, tokenizer_dir=tokenizer, dtype=spec.model.dtype, tp=s.tp_size, pp=s.pp_size,

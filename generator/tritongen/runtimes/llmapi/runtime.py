@@ -14,6 +14,7 @@ from tritongen.runtimes.base import (Dialect, Knob, PlanContext, Renderer, Runti
                                      serving_knobs)
 from tritongen.runtimes.llmapi.dialect import DIALECT
 from tritongen.runtimes.llmapi.plan import LlmApiPlan, make_llmapi_plan
+from tritongen.runtimes.llmapi.spec import LlmApiSection
 from tritongen.runtimes.tensorrtllm.release import TRTLLM, upstream
 
 
@@ -29,7 +30,7 @@ def llmapi_instances(spec: SpecView) -> int:
             "placement.instances_per_gpu", f"is {spec.placement.instances_per_gpu}, and NVIDIA's llmapi model in "
             f"TensorRT-LLM {TRTLLM.version} runs one instance per tritonserver (several need its gpu_device_ids "
             "parameter, which this release is not known to have)",
-            "set it to 1: placement runs one tritonserver per GPU (or MIG slice); raise llmapi.max_batch_size for "
+            "set it to 1: placement runs one tritonserver per GPU (or MIG slice); raise llmapi.runtime_max_batch_size for "
             "more requests per GPU"))
     return 1
 
@@ -37,6 +38,7 @@ def llmapi_instances(spec: SpecView) -> int:
 class LlmApiRuntime(Runtime[LlmApiPlan]):
     name = "trtllm"
     settings = LlmApiPlan
+    spec_section = LlmApiSection
     summary = (f"NVIDIA's llmapi model (LLM API, PyTorch backend, no engine build; TensorRT-LLM {TRTLLM.version}, "
                f"{TRTLLM.container})")
     executed_here = ("with a stand-in: the rendered config.pbtxt and model.yaml served by the embedded tritonserver "
@@ -69,13 +71,13 @@ class LlmApiRuntime(Runtime[LlmApiPlan]):
 
     def kv_sequences(self, spec: SpecView, max_batch_size: int) -> int | None:
         # Unset, its batch is sized from the KV budget (as trtllm-bench does), not the other way round.
-        return spec.llmapi.max_batch_size
+        return spec.llmapi.runtime_max_batch_size
 
     def memory_model(self, spec: SpecView, plan: PlanView) -> tuple[Path, dict[str, Any]]:
         s = spec.llmapi
         dtype = None if spec.model.dtype == "auto" else spec.model.dtype
         return Path(plan.paths.checkpoint), {"dtype": dtype, "kv_cache_quant_algo": _KV_QUANT_ALGO[s.kv_cache_dtype],
-                                             "tp": s.tp_size, "pp": s.pp_size, "max_batch_size": s.max_batch_size}
+                                             "tp": s.tp_size, "pp": s.pp_size, "max_batch_size": s.runtime_max_batch_size}
 
     def llm_instance_group(self, spec: SpecView, placed: bool) -> dict[str, Any]:
         # The llmapi model places itself on the devices its server sees; Triton sees a CPU instance.

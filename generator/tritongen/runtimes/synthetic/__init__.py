@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict
 from tritongen.core import Locations, PlanView, ServerGroupPlan, SpecView
 from tritongen.runtimes.base import Knob, PlanContext, Renderer, Runtime, RuntimeSettings, serving_knobs
 from tritongen.runtimes.synthetic import engine as engine_module
+from tritongen.runtimes.synthetic.spec import SyntheticSection
 from tritongen.runtimes.hf import HF_BASE_IMAGE, HF_IMAGE, HF_UPSTREAM
 from tritongen.runtimes.tensorrtllm import ensemble_server_command
 
@@ -67,6 +68,7 @@ class SyntheticRuntime(Runtime[SyntheticPlan]):
     name = "synthetic"
     output_token_counter = "tritongen_llm_output_tokens_total"
     settings = SyntheticPlan
+    spec_section = SyntheticSection
     summary = "a token source at a configured TTFT/ITL, no model (measures the serving path alone)"
     executed_here = "yes: CPU in `make test` (embedded tritonserver), H200 (docs/benchmarks.md)"
     upstream = HF_UPSTREAM

@@ -55,7 +55,7 @@ class BuildSettings(BaseModel):
     quantization: str
     kv_cache_dtype: str
     max_batch_size: int
-    """The engine's batch: engine.max_batch_size, else the Plan's max_batch_size (the engine follows the Triton
+    """The engine's batch: engine.build_max_batch_size, else the Plan's max_batch_size (the engine follows the Triton
     batch unless pinned; NVIDIA's model_config.md keeps the two independent)."""
     max_input_len: int
     max_seq_len: int

@@ -37,11 +37,11 @@ from tritongen.runtimes.tensorrtllm import (CONTAINER_EXAMPLES, LLAMA_FAMILY, TR
 MANIFEST = "tritongen-manifest.json"
 
 # Spec fields that change the engine (planning turns them into BuildSettings); serving.max_batch_size only while
-# engine.max_batch_size is unset. Adding a spec field means adding it here or to CACHE_KEY_IGNORED
+# engine.build_max_batch_size is unset. Adding a spec field means adding it here or to CACHE_KEY_IGNORED
 # (tests/runtimes/test_trtllm.py fails otherwise).
 CACHE_KEY_FIELDS = (
     "engine.tp_size", "engine.pp_size", "engine.dtype", "engine.quantization", "engine.kv_cache_dtype",
-    "engine.max_batch_size", "serving.max_batch_size", "engine.max_input_len", "engine.max_seq_len",
+    "engine.build_max_batch_size", "serving.max_batch_size", "engine.max_input_len", "engine.max_seq_len",
     "engine.max_num_tokens", "engine.max_beam_width", "engine.use_paged_context_fmha", "engine.gemm_plugin",
     "engine.calibration_dataset",  # enters through its content digest (calibration_digest), never its path
     "engine.gpu_arch",  # enters as the resolved architecture (flag, this field, the inventory or NVML)
@@ -50,8 +50,9 @@ CACHE_KEY_FIELDS = (
 # enters through its content digest, never through its path.
 CACHE_KEY_IGNORED = (
     "version", "name", "runtime", "model.checkpoint", "model.tokenizer", "model.dtype", "model.add_special_tokens",
-    "model.skip_special_tokens", "engine.engine_dir", "engine.cache_dir", "llmapi.", "serving.", "placement.",
-    "validation.", "deploy.", "synthetic.", "frontend.",
+    "model.skip_special_tokens", "engine.engine_dir", "engine.cache_dir", "engine.batching_strategy",
+    "engine.batch_scheduler_policy", "engine.enable_chunked_context", "serving.", "placement.", "validation.",
+    "deploy.", "frontend.",
 )
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")

@@ -109,7 +109,7 @@ def check_engine(engine_config: dict[str, Any], plan: PlanView, *, tokenizer_voc
                                 f"({TRTLLM.version}, {TRTLLM.container})",
                                 "rebuild the engine with the pinned release"))
 
-    strategy = f"serving.batching_strategy ({trt.batching_strategy})"
+    strategy = f"engine.batching_strategy ({trt.batching_strategy})"
     if "kv_cache_type" in build:
         if str(build["kv_cache_type"]).upper() != "PAGED":
             problems.append(problem(strategy, f"needs engine build_config.kv_cache_type PAGED "
@@ -123,7 +123,7 @@ def check_engine(engine_config: dict[str, Any], plan: PlanView, *, tokenizer_voc
                                 "rebuild with --remove_input_padding enable"))
     fmha = plugin.get("use_paged_context_fmha")
     for field, enabled in (("serving.kv_cache.enable_reuse", trt.enable_kv_cache_reuse),
-                           ("serving.enable_chunked_context", trt.enable_chunked_context)):
+                           ("engine.enable_chunked_context", trt.enable_chunked_context)):
         if enabled and fmha is not True:
             problems.append(problem(f"{field} (true)", f"needs engine build_config.plugin_config."
                                     f"use_paged_context_fmha true (got {_json(fmha)})",

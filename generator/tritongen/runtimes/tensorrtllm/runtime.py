@@ -16,6 +16,7 @@ from tritongen.runtimes.tensorrtllm import (
     tensorrt_llm_parameters,
 )
 from tritongen.runtimes.tensorrtllm.release import upstream
+from tritongen.runtimes.tensorrtllm.spec import EngineSection
 
 if TYPE_CHECKING:
     from tritongen.runtimes.tensorrtllm.build import EngineBuild
@@ -29,11 +30,11 @@ KV_QUANT_ALGO = {"auto": None, "fp8": "FP8", "int8": "INT8"}
 
 def build_settings(engine: Any, max_batch_size: int) -> BuildSettings:
     """The engine's build settings from the spec's engine section, defaults resolved; `max_batch_size` is the
-    Plan's (the engine's batch unless engine.max_batch_size pins it)."""
+    Plan's (the engine's batch unless engine.build_max_batch_size pins it)."""
     e = engine
     return BuildSettings(
         tp_size=e.tp_size, pp_size=e.pp_size, dtype=e.dtype, quantization=e.quantization,
-        kv_cache_dtype=e.kv_cache_dtype, max_batch_size=e.max_batch_size or max_batch_size,
+        kv_cache_dtype=e.kv_cache_dtype, max_batch_size=e.build_max_batch_size or max_batch_size,
         max_input_len=e.max_input_len, max_seq_len=e.max_seq_len,
         max_num_tokens=e.max_num_tokens or DEFAULT_MAX_NUM_TOKENS,
         max_beam_width=e.max_beam_width, use_paged_context_fmha=e.use_paged_context_fmha, gemm_plugin=e.gemm_plugin)
@@ -53,6 +54,7 @@ def _gpu_device_ids(spec: SpecView) -> list[int] | None:
 class TensorrtllmRuntime(Runtime[TensorrtllmPlan]):
     name = "tensorrtllm"
     settings = TensorrtllmPlan
+    spec_section = EngineSection
     summary = f"C++ tensorrtllm backend, engine from trtllm-build (TensorRT-LLM {TRTLLM.version}, {TRTLLM.container})"
     executed_here = "no: build commands, engine cache and engine checks tested; no engine built or served"
     upstream = upstream("the C++ tensorrtllm backend (inflight_batcher_llm)",
@@ -75,7 +77,7 @@ class TensorrtllmRuntime(Runtime[TensorrtllmPlan]):
         return 1
 
     def kv_sequences(self, spec: SpecView, max_batch_size: int) -> int | None:
-        return spec.engine.max_batch_size or max_batch_size
+        return spec.engine.build_max_batch_size or max_batch_size
 
     def memory_model(self, spec: SpecView, plan: PlanView) -> tuple[Path, dict[str, Any]]:
         e = spec.engine
@@ -85,7 +87,7 @@ class TensorrtllmRuntime(Runtime[TensorrtllmPlan]):
         return Path(plan.paths.checkpoint), {
             "dtype": e.dtype, "quant_algo": QUANT_ALGO[e.quantization],
             "kv_cache_quant_algo": KV_QUANT_ALGO[e.kv_cache_dtype], "tp": e.tp_size, "pp": e.pp_size,
-            "max_batch_size": e.max_batch_size, "max_num_tokens": e.max_num_tokens}
+            "max_batch_size": e.build_max_batch_size, "max_num_tokens": e.max_num_tokens}
 
     def llm_instance_group(self, spec: SpecView, placed: bool) -> dict[str, Any]:
         # The TensorRT-LLM backend places itself on GPUs through gpu_device_ids; instance_group stays CPU/1.
@@ -117,11 +119,11 @@ class TensorrtllmRuntime(Runtime[TensorrtllmPlan]):
             cache_dir=str(ctx.resolve(e.cache_dir)),
             gpu_arch=gpu_arch, build=build_settings(e, ctx.max_batch_size),
             calibration_dataset=str(ctx.resolve(e.calibration_dataset)) if e.calibration_dataset else None,
-            build_gpus=tuple(spec.placement.gpu_ids), batching_strategy=s.batching_strategy,
-            batch_scheduler_policy=s.batch_scheduler_policy,
+            build_gpus=tuple(spec.placement.gpu_ids), batching_strategy=e.batching_strategy,
+            batch_scheduler_policy=e.batch_scheduler_policy,
             kv_cache_free_gpu_mem_fraction=s.kv_cache.free_gpu_mem_fraction,
             kv_cache_host_memory_bytes=s.kv_cache.host_memory_bytes, enable_kv_cache_reuse=s.kv_cache.enable_reuse,
-            enable_chunked_context=s.enable_chunked_context,
+            enable_chunked_context=e.enable_chunked_context,
             gpu_device_ids=(tuple(gpu_ids),) if gpu_ids else None)
         if given:
             return section
@@ -182,7 +184,7 @@ class TensorrtllmRuntime(Runtime[TensorrtllmPlan]):
 
     def knobs(self, spec: SpecView) -> list[Knob]:
         # Engine fields need a rebuild per trial; the served batch stays within the built engine's.
-        cap = spec.engine.max_batch_size or 256
+        cap = spec.engine.build_max_batch_size or 256
         return [dataclasses.replace(k, high=cap) if k.path == "serving.max_batch_size" else k
                 for k in serving_knobs(self, spec)]
 
