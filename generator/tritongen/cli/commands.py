@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import tritongen.runtimes.tensorrtllm.build as engine_build
 from tritongen import client, console
 from tritongen.cli.flags import REFERENCE_HEAD
 from tritongen.errors import EnvironmentMissing, SpecError, TritongenError, clip, problem, scrub
@@ -22,7 +23,6 @@ from tritongen.plan.show import plan_text
 from tritongen.render import render_for, status_lines, write_repository
 from tritongen.runtimes import names, runtime, runtime_of
 from tritongen.runtimes.tensorrtllm import TensorrtllmPlan
-from tritongen.runtimes.tensorrtllm.build import build_engine, detect_gpu_arch
 from tritongen.serve import TritonServer, port_in_use
 from tritongen.serve.state import clear_state, pick, repository_deployment, write_state
 from tritongen.spec import explain, explain_markdown, load_spec
@@ -275,7 +275,7 @@ def cmd_build(args: argparse.Namespace) -> int:
                                 "there is nothing to build", "unset engine.engine_dir (and --engine-dir) to build "
                                 "into the engine cache"))
     if not args.dry_run:
-        here = detect_gpu_arch()
+        here = engine_build.detect_gpu_arch()
         if trt.gpu_arch != here:
             if is_plan_file(args.spec):
                 field, fix = f"{args.spec}: runtime_settings.gpu_arch", f"re-plan with --gpu-arch {here}"
@@ -285,7 +285,8 @@ def cmd_build(args: argparse.Namespace) -> int:
             raise SpecError(problem(field, f"{trt.gpu_arch}, but this machine's GPU 0 is {here} and an engine runs "
                                     "only on the architecture it was built for",
                                     f"build on an {trt.gpu_arch} machine, or {fix}"))
-    result = build_engine(trt, plan.paths.checkpoint, examples_dir=args.examples_dir, dry_run=args.dry_run)
+    result = engine_build.build_engine(trt, plan.paths.checkpoint, examples_dir=args.examples_dir,
+                                       dry_run=args.dry_run)
     if args.dry_run:
         for command in result.commands:
             print(" ".join(shlex.quote(c) for c in command))
