@@ -41,6 +41,11 @@ from pathlib import Path
 
 import yaml
 
+from tritongen.cli import main as tritongen
+from tritongen.deploy import serving_image
+from tritongen.plan import plan_from_file
+from tritongen.serve import TritonServer
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests"))
@@ -73,14 +78,13 @@ def build_as_dockerfile(out: Path, work: Path, args) -> dict:
     """Run Dockerfile.serving's build.sh line here: {"command": what ran, "libraries": {backend: library}}."""
     from dockerfile_parse import DockerfileParser
 
-    from tritongen.deploy import serving_image as s
-
-    with (out / s.DOCKERFILE).open("rb") as f:
+    with (out / serving_image.DOCKERFILE).open("rb") as f:
         steps = DockerfileParser(fileobj=f).structure
     run = next(st["value"] for st in steps if st["instruction"] == "RUN" and "build.sh" in st["value"])
     argv = shlex.split(run)
     prefix, build_dir = work / "backends", work / "native-build"
-    moved = {f"/src/{s.NATIVE_CONTEXT}/": f"{out / s.NATIVE_CONTEXT}/", s.BUILD_PREFIX: str(prefix),
+    context = serving_image.NATIVE_CONTEXT
+    moved = {f"/src/{context}/": f"{out / context}/", serving_image.BUILD_PREFIX: str(prefix),
              "/tmp/tritongen-native-build": str(build_dir)}
     where = {"--triton-include": args.triton_include, "--triton-lib": args.triton_lib}
     cmd, skip = [], False
@@ -104,7 +108,7 @@ def build_as_dockerfile(out: Path, work: Path, args) -> dict:
         if st["instruction"] == "COPY" and st["value"].startswith("--from=backends"):
             _, src, dest = st["value"].split()
             backend = Path(dest).parent.name
-            libs[backend] = prefix / Path(src).relative_to(s.BUILD_PREFIX)
+            libs[backend] = prefix / Path(src).relative_to(serving_image.BUILD_PREFIX)
     return {"command": shlex.join(cmd), "libraries": libs}
 
 
@@ -166,10 +170,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="spec override")
     ap.add_argument("--name", default="deploy_parity", help="results file name under bench/results/")
     args = ap.parse_args(argv)
-
-    from tritongen.cli import main as tritongen
-    from tritongen.plan import plan_from_file
-    from tritongen.serve import TritonServer
 
     processes = min(args.processes, args.streams)
     streams = math.ceil(args.streams / processes)

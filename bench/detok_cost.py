@@ -22,12 +22,16 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
+
+from tritongen import client
+from tritongen.demo.model import TOKENIZERS, make_demo_model, train_tokenizer
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -41,8 +45,6 @@ def inprocess(repeat: int) -> dict:
     import numpy as np
 
     from streaming_text import TEXT, load_detokenizer
-    from tritongen.demo.model import TOKENIZERS, train_tokenizer
-
     detok = load_detokenizer()
     out = {}
     for kind in TOKENIZERS:
@@ -80,8 +82,6 @@ def _cpu(fn) -> float:
 
 def _old_repo(new_repo: Path, out: Path) -> Path:
     """The new repository with the former ensemble wiring and postprocessing model put back (from git)."""
-    import shutil
-
     shutil.copytree(new_repo, out)
     for rel, src in (("ensemble/config.pbtxt", "tests/golden/tiny-cpu/ensemble/config.pbtxt"),
                      ("postprocessing/1/model.py", "model_repository_templates/postprocessing/1/model.py")):
@@ -95,9 +95,6 @@ def served(requests: int, tokens: int, concurrency: int) -> dict:
     from served import stub_cpu
 
     from streaming_text import PROMPTS, TEXT, render_repo, start_server
-    from tritongen import client
-    from tritongen.demo.model import make_demo_model
-
     tmp = Path(tempfile.mkdtemp(prefix="detok-cost-"))
     model = make_demo_model(tmp / "model", tokenizer="sentencepiece", recite=TEXT)
     new = render_repo(model, tmp / "new")

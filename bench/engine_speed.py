@@ -45,10 +45,14 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import psutil
 import yaml
+
+from tritongen.frontend.server import FrontendWorkers
+from tritongen.plan.frontend import FrontendPlan
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
@@ -103,8 +107,6 @@ def tree_cpu(root_pid: int) -> float:
 
 def source_counters(metrics_url: str) -> tuple[float, float]:
     """(tokens sent, requests active) of the tensorrt_llm model's source."""
-    import urllib.request
-
     from prometheus_client.parser import text_string_to_metric_families
 
     text = urllib.request.urlopen(metrics_url, timeout=10).read().decode()
@@ -180,9 +182,6 @@ def render_and_start(args, workdir: Path):
 def start_frontend(args, workdir: Path, server, layout: str):
     """The OpenAI frontend for one openai layout, as `tritongen serve REPO --openai 0 --triton-url URL
     --openai-workers W --openai-path P` starts it (FrontendWorkers), on a free port."""
-    from tritongen.frontend.server import FrontendWorkers
-    from tritongen.plan.frontend import FrontendPlan
-
     repo = workdir / "model_repository"
     if args.openai_workers is None:  # what `tritongen serve --openai` starts: the Plan's count, capped by the host
         args.openai_workers, why = FrontendPlan.read(repo).workers_on_host()

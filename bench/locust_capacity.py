@@ -31,6 +31,13 @@ import tempfile
 from concurrent import futures
 from pathlib import Path
 
+from tritongen.demo.model import make_demo_model
+from tritongen.loadtests.samples import read_samples, sample_files
+from tritongen.loadtests.workload import LocustConfig
+from tritongen.plan.load import load_profile
+from tritongen.serve import free_port
+from tritongen.spec import LoadSection
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -90,11 +97,6 @@ def serve_stub(port: int, tokens: int, ready) -> None:
 
 
 def run_level(users: int, args: argparse.Namespace, url: str, tokenizer: str, work: Path) -> dict:
-    from tritongen.loadtests.samples import read_samples, sample_files
-    from tritongen.loadtests.workload import LocustConfig
-    from tritongen.plan.load import load_profile
-    from tritongen.spec import LoadSection
-
     level_dir = work / f"u{users}"
     load = LoadSection(users=users, duration_s=args.duration, protocol="grpc", input_tokens={"mean": 32},
                        output_tokens={"mean": args.tokens})
@@ -132,12 +134,8 @@ def main() -> int:
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "locust_capacity.json"))
     args = p.parse_args()
 
-    from tritongen.serve import free_port
-
     tokenizer = args.tokenizer or str(ROOT / "build" / "tiny-llama")
     if not Path(tokenizer, "tokenizer.json").is_file():
-        from tritongen.demo.model import make_demo_model
-
         tokenizer = str(make_demo_model(tokenizer))
     port = free_port()
     ready = multiprocessing.Event()

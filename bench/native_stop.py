@@ -23,6 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from tritongen.demo.model import make_demo_model
+from tritongen.serve import SHM_PREFIX, TritonServer, free_ports
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "native"))
@@ -32,8 +35,6 @@ def _repo(work: Path, itl_ms: float, max_batch_size: int) -> Path:
     import yaml
 
     from specs import apply_overrides, render_spec
-    from tritongen.demo.model import make_demo_model
-
     model = make_demo_model(work / "tiny-llama")
     data = yaml.safe_load((ROOT / "examples" / "synthetic-cpu.yaml").read_text())
     data["model"]["checkpoint"] = str(model)
@@ -76,7 +77,6 @@ def _one(target: str, repo: Path, work: Path, streams: int, grace: float, client
     import psutil
 
     from stopclients import ProcessStreams, Streams, clean
-    from tritongen.serve import SHM_PREFIX, TritonServer, free_ports
 
     http, grpc, metrics = free_ports(3)
     if target == "tritonserver":

@@ -24,6 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from tritongen import native
+from tritongen.demo.model import make_demo_model
+from tritongen.serve import TritonServer, backend_dir
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "native"))
@@ -38,10 +42,6 @@ def main(argv: list[str] | None = None) -> int:
 
     from stopclients import Streams, clean
     from test_bls_served import _render
-    from tritongen import native
-    from tritongen.demo.model import make_demo_model
-    from tritongen.serve import TritonServer, backend_dir
-
     work = Path(tempfile.mkdtemp(prefix="native-tsan-"))
     t0 = time.monotonic()
     backends = args.backends or work / "backends"

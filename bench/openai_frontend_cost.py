@@ -20,6 +20,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from tritongen.client import stream_grpc
+from tritongen.frontend.server import FrontendProcess
+from tritongen.pipeline import render_for
+from tritongen.plan import plan_from_file
+from tritongen.render import write_repository
+from tritongen.serve import TritonServer
+
 
 def _cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -46,8 +53,6 @@ def _openai_once(host: str, port: int, model: str, prompt: str, max_tokens: int)
 
 
 def _grpc_once(url: str, prompt: str, max_tokens: int) -> float:
-    from tritongen.client import stream_grpc
-
     start = time.perf_counter()
     for _ in stream_grpc(url, prompt, max_tokens, min_tokens=max_tokens):
         return time.perf_counter() - start
@@ -55,12 +60,6 @@ def _grpc_once(url: str, prompt: str, max_tokens: int) -> float:
 
 
 def main() -> None:
-    from tritongen.frontend.server import FrontendProcess
-    from tritongen.pipeline import render_for
-    from tritongen.plan import plan_from_file
-    from tritongen.render import write_repository
-    from tritongen.serve import TritonServer
-
     p = argparse.ArgumentParser()
     p.add_argument("spec")
     p.add_argument("--requests", type=int, default=40)

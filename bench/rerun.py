@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import re
 import subprocess
 import sys
@@ -27,6 +28,11 @@ import time
 import types
 import urllib.request
 from pathlib import Path
+
+from tritongen.pipeline import render_for
+from tritongen.plan import plan_from_file
+from tritongen.render import write_repository
+from tritongen.serve import TritonServer
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -131,8 +137,6 @@ def inprocess(args, ckpt: Path, repo: Path, params: dict) -> dict:
                 "num_blocks": cache.num_blocks, "block_size": getattr(cache, "block_size", None),
                 "max_batch_tokens": cache.max_batch_tokens, "return_logprobs": cb.return_logprobs,
                 "sampling": "greedy (no sampling processors)", "min_tokens_processor": True}
-    import random
-
     rng = random.Random(0)
     vocab = min(512, model.config.vocab_size)  # the tokenizer's ids, as the served prompts use
     kwargs = {"tritongen_min_tokens": args.output_tokens, "tritongen_end_id": int(eos)}
@@ -166,8 +170,6 @@ def scrape_settings(metrics_url: str) -> dict:
 
 
 def served(args, work: Path, spec_path: Path, repo: Path) -> dict:
-    from tritongen.serve import TritonServer
-
     log = work / "tritonserver.log"
     server = TritonServer(repo, log_path=log)
     t = time.perf_counter()
@@ -217,10 +219,6 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     from served import make_checkpoint
-
-    from tritongen.pipeline import render_for
-    from tritongen.plan import plan_from_file
-    from tritongen.render import write_repository
 
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)

@@ -43,6 +43,14 @@ from pathlib import Path
 import psutil
 import yaml
 
+from tritongen.demo.model import make_demo_model
+from tritongen.loadtests.prom import scrape
+from tritongen.loadtests.samples import read_samples, sample_files
+from tritongen.pipeline import render_for
+from tritongen.plan import plan_from_file
+from tritongen.render import write_repository
+from tritongen.serve import TritonServer
+
 ROOT = Path(__file__).resolve().parent.parent
 PATH_MODELS = ("tritonserver", "preprocessing", "postprocessing", "tensorrt_llm_bls")
 
@@ -70,8 +78,6 @@ def cpu_by_process(root: psutil.Process) -> dict[str, float]:
 
 
 def tokens_sent(metrics_url: str) -> float:
-    from tritongen.loadtests.prom import scrape
-
     snap = scrape(metrics_url)
     return sum(v for (name, _), v in snap.values.items() if name == "tritongen_llm_output_tokens_total")
 
@@ -104,8 +110,6 @@ def measure_level(server, spec: Path, users: int, duration: float, warmup: float
     finally:
         done.set()
         sampler.join()
-    from tritongen.loadtests.samples import read_samples, sample_files
-
     sent = [s.send_wall_ns / 1e9 for s in read_samples(sample_files(next((out / "samples").glob("level-*"))))]
     if not sent:
         raise SystemExit(f"no request was sent: {log[-2000:]}")
@@ -150,12 +154,6 @@ def main() -> int:
                         help="ids: the load generator sends token ids to tensorrt_llm and detokenizes (--model unused)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "serving_path.json"))
     args = parser.parse_args()
-
-    from tritongen.demo.model import make_demo_model
-    from tritongen.pipeline import render_for
-    from tritongen.plan import plan_from_file
-    from tritongen.render import write_repository
-    from tritongen.serve import TritonServer
 
     work = Path(tempfile.mkdtemp(prefix="serving-path-"))
     model = make_demo_model(work / "tiny-llama")

@@ -41,6 +41,7 @@ import os
 import struct
 import sys
 import time
+import urllib.request
 from dataclasses import asdict, dataclass
 
 TARGETS = ("tensorrt_llm", "tensorrt_llm_bls", "ensemble", "openai")
@@ -114,8 +115,6 @@ def discover(cfg: Config) -> dict:
 
 
 def _openai_model(cfg: Config) -> str:
-    import urllib.request
-
     if cfg.model:
         return cfg.model
     if not cfg.openai_url:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tritongen.cli import REFERENCE_HEAD
+from tritongen.cli.flags import REFERENCE_HEAD
 from tritongen.spec import explain_markdown
 
 README = Path(__file__).resolve().parent.parent / "README.md"

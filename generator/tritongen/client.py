@@ -16,6 +16,11 @@ from typing import Any
 import numpy as np
 
 from tritongen.errors import CheckFailed, EnvironmentMissing, problem
+from tritongen.token_ids import LLM_MODEL, OUTPUTS, Codec, response_ids
+
+# tritonclient (about 0.5 s of CPU to import: grpc, protobuf, numpy) is imported in the functions that call
+# Triton; the OpenAI frontend, the load test's users and `tritongen generate --protocol http` use this module's text
+# helpers without it.
 
 _NUMPY = {"INT32": np.int32, "FP32": np.float32, "UINT64": np.uint64, "BOOL": np.bool_}
 # Ensemble inputs a caller may pass as keyword arguments, with their Triton data types.
@@ -161,8 +166,6 @@ def ids_codec(url: str, tokenizer_dir: str | None = None):
     another host sees the tokenizer elsewhere)."""
     import tritonclient.grpc as grpcclient
 
-    from tritongen.token_ids import Codec
-
     def params(model: str) -> dict[str, str]:
         config = client.get_model_config(model, as_json=True)["config"]
         return {k: v.get("string_value", "") for k, v in config.get("parameters", {}).items()}
@@ -191,8 +194,6 @@ def stream_ids(url: str, codec, prompt: str, max_tokens: int, *, stream: bool = 
     A stop string ends the text (after it) and the request."""
     import tritonclient.grpc as grpcclient
     from tritonclient.utils import np_to_triton_dtype
-
-    from tritongen.token_ids import LLM_MODEL, OUTPUTS, response_ids
 
     inputs = []
     for name, value in codec.inputs(prompt, max_tokens, stream=stream, stop=stop_words or (), **params).items():

@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+from tritongen.client import stream_grpc
 from tritongen.errors import CheckFailed, EnvironmentMissing, SpecError, problem
+from tritongen.frontend.metrics import histogram_buckets, quantiles
+from tritongen.frontend.server import FrontendProcess, FrontendWorkers
 from tritongen.loadtests.progress import wanted
 from tritongen.loadtests.runner import Endpoint, LoadTest, load_from_args, run_loadtest, say
-from tritongen.plan import Plan
+from tritongen.plan import Plan, load_plan
 from tritongen.plan.checks import require_tokenizer
-from tritongen.render import render_for
+from tritongen.render import render_for, write_repository
 from tritongen.runtimes import runtime_of
+from tritongen.serve import TritonServer
+from tritongen.verify import verify_repository
 
 
 def _stage(number: int, total: int, name: str, detail: str = "") -> None:
@@ -21,11 +29,6 @@ def _stage(number: int, total: int, name: str, detail: str = "") -> None:
 
 def up(args: argparse.Namespace) -> int:
     """validate -> plan -> render -> verify -> serve (embedded tritonserver) -> loadtest -> report -> stop."""
-    from tritongen.plan import load_plan
-    from tritongen.render import write_repository
-    from tritongen.serve import TritonServer
-    from tritongen.verify import verify_repository
-
     total = 7
     plan = load_plan(args.spec, engine_dir=args.engine_dir)
     rt = runtime_of(plan)
@@ -86,16 +89,12 @@ def up(args: argparse.Namespace) -> int:
 
 def _start_frontend(plan: Plan, repo: Path, grpc_url: str, port: int | None, log: Path):
     """The OpenAI frontend in its own process on `port` (None or -1: the plan's port; 0: a free one)."""
-    from tritongen.frontend.server import FrontendProcess
-
     if plan.frontend is None:
         raise SpecError(problem("frontend", "the plan has no frontend section (an older lock file?)",
                                 "re-plan with `tritongen plan --json`"))
     chosen = plan.frontend.port if port in (None, -1) else port
     workers, _ = plan.frontend.workers_on_host()
     if workers > 1:
-        from tritongen.frontend.server import FrontendWorkers
-
         return FrontendWorkers(repo, grpc_url, workers=workers, port=chosen, log_path=log).start()
     return FrontendProcess(repo, grpc_url, port=chosen, log_path=log).start()
 
@@ -103,12 +102,7 @@ def _start_frontend(plan: Plan, repo: Path, grpc_url: str, port: int | None, log
 def openai_overhead(plan: Plan, endpoint: Endpoint, load: LoadTest, out: Path, spec_path: str | None = None) -> int:
     """The same load through gRPC and through the OpenAI frontend; writes openai_overhead.json with the TTFT
     (and ITL) each protocol's clients saw and the difference. Exit code: the worse SLO verdict of the two."""
-    import dataclasses
-    import json
 
-    import urllib.request
-
-    from tritongen.frontend.metrics import histogram_buckets, quantiles
 
     profile = load.profile
     if len(profile.levels()) != 1:
@@ -160,8 +154,6 @@ def openai_overhead(plan: Plan, endpoint: Endpoint, load: LoadTest, out: Path, s
 
 def _stream_one(grpc_url: str, max_tokens: int) -> None:
     """One streamed completion through the ensemble, printed as it arrives: the deployment answers."""
-    from tritongen.client import stream_grpc
-
     prompt = "Once upon a time"
     print(f"       generate  {prompt!r} ->", end=" ", flush=True)
     chunks = 0

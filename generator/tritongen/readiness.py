@@ -14,6 +14,9 @@ import time
 from collections.abc import Callable
 from typing import Literal
 
+# tritonclient (about 0.5 s of CPU to import) is imported where a server is polled: the CLI's serve and up import
+# this module on their way to tritonserver.
+
 
 def _client(http_url: str, timeout: float):
     import tritonclient.http as httpclient

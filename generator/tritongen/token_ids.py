@@ -20,6 +20,9 @@ import numpy as np
 
 from tritongen.detokenizer import IncrementalDetokenizer, StopStrings, held_ids
 
+# transformers (about 1.8 s of CPU to import) is imported where a tokenizer is loaded; the CLI and the runner
+# import this module for its tensor names.
+
 LLM_MODEL = "tensorrt_llm"
 # Outputs the ids path asks tensorrt_llm for: the tokens, how many of them are valid, and the server's counts.
 OUTPUTS = ("output_ids", "sequence_length", "num_input_tokens", "num_output_tokens")

@@ -9,6 +9,9 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
 from tritongen.errors import CheckFailed, EnvironmentMissing, problem
+from tritongen.readiness import model_states
+from tritongen.runtimes import RUNTIMES, missing_model_code
+from tritongen.serve import TritonServer
 
 
 @dataclass(frozen=True)
@@ -118,8 +121,6 @@ def check_ensembles(configs: dict[str, model_config_pb2.ModelConfig]) -> list[Fi
 
 def check_runtime_files(repo: Path) -> list[Finding]:
     """Each runtime's check of its own files (llmapi model.yaml keys, vLLM model.json keys, ...)."""
-    from tritongen.runtimes import RUNTIMES
-
     return [Finding(path, message) for rt in RUNTIMES.values() for path, message in rt.check_repository(repo)]
 
 
@@ -130,10 +131,6 @@ def verify_repository(repo: Path) -> list[Finding]:
 
 def verify_load(repo: Path, timeout: float = 300.0) -> dict[str, str]:
     """Start the embedded tritonserver on `repo`; every model must be READY. Returns {model: state}."""
-    from tritongen.readiness import model_states
-    from tritongen.serve import TritonServer
-
-    from tritongen.runtimes import missing_model_code
 
     missing = missing_model_code(repo)
     if missing is not None:

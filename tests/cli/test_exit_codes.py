@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tritongen import cli
+from tritongen.cli import commands
 from tritongen.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -130,7 +130,7 @@ def test_internal_error_is_one_line_with_its_own_code(capsys, monkeypatch, tiny_
     def broken(args):
         raise ZeroDivisionError("division by zero")
 
-    monkeypatch.setattr(cli, "_cmd_validate", broken)
+    monkeypatch.setattr(commands, "cmd_validate", broken)
     code, err = _run(capsys, "validate", str(tiny_spec_path))
     assert code == 70
     assert _one_line(err).startswith("error: internal error ZeroDivisionError: division by zero (at ")

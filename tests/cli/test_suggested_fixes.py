@@ -49,7 +49,7 @@ def test_serve_of_a_spec_suggests_render_then_serve_and_both_work(spec, tmp_path
     assert [c[0] for c in commands] == ["render", "serve", "up"]
     assert main(commands[0]) == 0  # render SPEC -o DIR, for real
     serve = parses(commands[1])
-    from tritongen.cli import _check_repository
+    from tritongen.cli.commands import _check_repository
 
     _check_repository(Path(serve.repo))  # what serve refused before now passes its check
     parses(commands[2])
@@ -91,7 +91,7 @@ def test_a_spec_path_that_is_a_folder_says_so(tmp_path, spec, capsys):
 
 
 def test_demo_outside_a_checkout_runs_from_the_installed_checkout_or_says_what_works(tmp_path, monkeypatch):
-    from tritongen.cli import DEMO_EXAMPLE, _demo_root
+    from tritongen.cli.demo import DEMO_EXAMPLE, _demo_root
     from tritongen.errors import SpecError
 
     monkeypatch.chdir(tmp_path)

@@ -40,7 +40,7 @@ def test_state_is_read_while_its_writer_lives_and_cleared_by_it(tmp_path, monkey
     assert (served.pid, served.name, served.repository) == (os.getpid(), "tiny-cpu", str(repo.resolve()))
     assert served.urls == {"grpc": "127.0.0.1:41001", "http": "127.0.0.1:41000",
                            "metrics": "http://127.0.0.1:41002/metrics"}
-    from tritongen.cli import local_server
+    from tritongen.cli.commands import local_server
     from tritongen.cli.load import _endpoint_from_args
 
     assert local_server("grpc").url("grpc") == "127.0.0.1:41001"
@@ -89,7 +89,7 @@ def test_loadtest_url_without_metrics_url_says_the_token_check_may_be_skipped(ca
 
 
 def test_serve_starts_the_openai_frontend_when_the_repository_enables_it(tmp_path, monkeypatch):
-    from tritongen.cli import _openai_enabled
+    from tritongen.cli.commands import _openai_enabled
     from tritongen.plan.frontend import CONFIG_FILE
 
     assert not _openai_enabled(tmp_path)  # no frontend settings rendered

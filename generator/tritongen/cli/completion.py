@@ -5,32 +5,23 @@ from __future__ import annotations
 
 import argparse
 
-SHELLS = ("bash", "zsh", "tcsh")
+import shtab
 
-
-def add_command(sub: argparse._SubParsersAction, parser: argparse.ArgumentParser) -> None:
-    s = sub.add_parser("completion", help="print a shell completion script (bash, zsh, tcsh)",
-                       description="Print a completion script for SHELL. bash: `tritongen completion bash > "
-                       "~/.local/share/bash-completion/completions/tritongen`; zsh: `tritongen completion zsh > "
-                       "~/.zfunc/_tritongen` with ~/.zfunc on $fpath before compinit.")
-    s.add_argument("shell", choices=SHELLS, help="the shell to complete in")
-    s.set_defaults(func=lambda args: _print_script(parser, args.shell))
-
+from tritongen.cli.parser import build_parser
 
 # Arguments that name a file or a folder: the shell completes paths for them.
 _FILES = {"spec", "inventory", "trace", "engine_config"}
 _FOLDERS = {"repo", "dir", "output", "out", "engine_dir", "tokenizer", "examples_dir"}
 
 
-def _print_script(parser: argparse.ArgumentParser, shell: str) -> int:
-    import shtab
-
+def cmd_completion(args: argparse.Namespace) -> int:
+    parser = build_parser()
     for action in _actions(parser):
         if action.dest in _FILES:
             action.complete = shtab.FILE  # type: ignore[attr-defined]
         elif action.dest in _FOLDERS:
             action.complete = shtab.DIRECTORY  # type: ignore[attr-defined]
-    print(shtab.complete(parser, shell=shell), end="")
+    print(shtab.complete(parser, shell=args.shell), end="")
     return 0
 
 

@@ -4,6 +4,7 @@ generated spec reference."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 from tritongen import console
 
@@ -15,12 +16,25 @@ FINDS_SERVER = ("Default: the local `tritongen serve` that serves the spec's dep
 
 def version() -> str:
     """The installed tritongen's version (the package metadata of pyproject.toml)."""
+    # Deferred for the CLI's start: importlib.metadata and its scan of the installed distributions take about 0.1 s,
+    # which every `tritongen --help` paid when the parser read the version.
     from importlib.metadata import PackageNotFoundError, version as package_version
 
     try:
         return package_version("tritongen")
     except PackageNotFoundError:
         return "(not installed: run from a source tree)"
+
+
+class VersionAction(argparse.Action):
+    """`--version`: print tritongen's version and exit; the version is looked up only when the flag is given."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"{parser.prog} {version()}", file=sys.stdout)
+        parser.exit()
 
 
 def add_verbosity_flags(parser: argparse.ArgumentParser, sub: argparse._SubParsersAction) -> None:

@@ -13,6 +13,9 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+# torch, transformers and tokenizers (several seconds of CPU to import) are imported where the model is made:
+# make_demo_model returns at once for a checkpoint that exists (`tritongen demo` a second time) without them.
+
 _CORPUS = """\
 Triton Inference Server serves models over HTTP and gRPC.
 An ensemble chains a tokenizer, a language model and a detokenizer.

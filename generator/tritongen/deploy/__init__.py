@@ -6,7 +6,11 @@
 
 from __future__ import annotations
 
-from tritongen.deploy.common import Deployment, serving_dockerfile
+from tritongen.deploy import clients
+from tritongen.deploy.common import Deployment, serving_dockerfile, tritongen_dockerfile
+from tritongen.deploy.compose import render_compose
+from tritongen.deploy.image import DOCKERFILE
+from tritongen.deploy.k8s import render_k8s
 from tritongen.deploy.serving_image import DOCKERFILE as SERVING_DOCKERFILE
 
 
@@ -14,18 +18,10 @@ def render_deployment(dep: Deployment, target: str, *, mig_strategy: str = "mixe
     """All files of one target, the model repository included, as {relative path: bytes}."""
     files = {f"model_repository/{rel}": data for rel, data in dep.repository.items()}
     if target == "compose":
-        from tritongen.deploy.compose import render_compose
-
         files.update(render_compose(dep))
     elif target == "k8s":
-        from tritongen.deploy.k8s import render_k8s
-
         files.update(render_k8s(dep, mig_strategy=mig_strategy))
     else:
-        from tritongen.deploy import clients
-        from tritongen.deploy.common import tritongen_dockerfile
-        from tritongen.deploy.image import DOCKERFILE
-
         if dep.builds_serving_image:
             files[SERVING_DOCKERFILE] = serving_dockerfile(dep)
         if clients.frontend_mode(dep) == "tritongen":  # the docker target builds and starts the frontend's image

@@ -23,12 +23,16 @@ from pathlib import Path
 import jinja2
 
 from tritongen.core import Locations, Ports
+from tritongen.deploy import image, serving_image
+from tritongen.deploy.pods import drain_timeout_s
 from tritongen.errors import SpecError, problem
+from tritongen.frontend.ngc import triton_frontend_command
 from tritongen.placement import Placement, ServerGroup
 from tritongen.placement.inventory import Inventory
-from tritongen.placement.memory import MemoryModel
+from tritongen.placement.memory import MemoryModel, load_memory_model
 from tritongen.plan import Plan, is_plan_file, load_plan, plan_for_deployment
-from tritongen.render import HEADER, environment
+from tritongen.plan.frontend import FrontendPlan
+from tritongen.render import HEADER, environment, render_for
 from tritongen.resources import data_dir
 from tritongen.runtimes import RUNTIMES, runtime_of
 
@@ -81,8 +85,6 @@ class Deployment:
     def builds_serving_image(self) -> bool:
         """The deployment runs the serving image its Dockerfile.serving builds (deploy/serving_image.py), not an
         image named with --image or a runtime's container as it is."""
-        from tritongen.deploy import serving_image
-
         return serving_image.needed(self.plan, self.repository) and self.image == serving_image.image_tag(self.plan)
 
     @property
@@ -99,8 +101,6 @@ class Deployment:
         frontend = self.plan.frontend
         if frontend is not None and frontend.enabled and frontend.implementation == "triton":
             return self._triton_openai_command(group)
-        from tritongen.deploy.pods import drain_timeout_s
-
         # A stopping server drains (no new requests, those in flight finish) within the planned grace period.
         extra = [f"--exit-timeout-secs={drain_timeout_s(self.plan.deploy.grace_period_s)}"]
         if not group.gpu_metrics:
@@ -112,9 +112,6 @@ class Deployment:
         return runtime_of(self.plan).server_command(self.plan, group.world_size, REPOSITORY, CONTAINER_PORTS, extra)
 
     def _triton_openai_command(self, group: ServerGroup) -> list[str]:
-        from tritongen.frontend.ngc import triton_frontend_command
-        from tritongen.plan.frontend import FrontendPlan
-
         if group.world_size > 1 or not runtime_of(self.plan).ensemble:
             raise SpecError(problem("frontend.openai.implementation", "triton starts one in-process tritonserver "
                                     "for the ensemble, but this server group is an MPI launch or its runtime "
@@ -145,8 +142,6 @@ def prepare(source: str | Path, *, inventory: str | None = None, engine_config: 
     A spec or plan with `placement.device: cpu` (runtimes hf and synthetic) deploys as the CPU profile: one
     tritonserver on a CPU node, no inventory. Raises SpecError / CheckFailed.
     """
-    from tritongen.render import render_for
-
     engine_dir = None
     if engine_config is not None:
         config = Path(engine_config)
@@ -176,8 +171,6 @@ def prepare(source: str | Path, *, inventory: str | None = None, engine_config: 
     repository = render_for(plan, Locations(tokenizer=TOKENIZER, checkpoint=CHECKPOINT, engine=ENGINE))
     # The serving image carries tritongen's native backends (and the runtime's python packages) when the
     # repository needs them; --image names one that already does.
-    from tritongen.deploy import serving_image
-
     chosen = image or (serving_image.image_tag(plan) if serving_image.needed(plan, repository) else rt.image())
     if plan.placement is None:
         placement, gpus, memory = cpu_placement(plan)
@@ -209,8 +202,6 @@ def planned_on_cpu(plan: Plan) -> bool:
 
 def cpu_placement(plan: Plan) -> tuple[Placement, Inventory, MemoryModel]:
     """One server group on a CPU node: no devices, the container ports, host memory sized from the checkpoint."""
-    from tritongen.placement.memory import load_memory_model
-
     if plan.runtime not in CPU_RUNTIMES:
         raise SpecError(problem("placement.device", f"cpu deploys runtimes {', '.join(CPU_RUNTIMES)}, not "
                                 f"{plan.runtime}", "set placement.device: gpu and pass --inventory"))
@@ -243,21 +234,17 @@ def render_template(name: str, dep: Deployment, **context: object) -> bytes:
 
 def serving_dockerfile(dep: Deployment) -> bytes:
     """Dockerfile.serving: the pinned container with tritongen's native backends built in (deploy/serving_image.py)."""
-    from tritongen.deploy import serving_image as s
-
-    backends = [{"built": s.library(b, s.BUILD_PREFIX), "installed": s.library(b, s.BACKEND_DIRECTORY)}
-                for b in s.NATIVE_BACKENDS]
-    return render_template("Dockerfile.serving.j2", dep, base=s.base_image(dep.plan), names=s.NATIVE_BACKENDS,
-                           backends=backends, packages=s.python_packages(dep.plan), runtime=dep.plan.runtime,
-                           tag=dep.image, dockerfile=s.DOCKERFILE, context=s.NATIVE_CONTEXT, prefix=s.BUILD_PREFIX,
-                           build_packages=s.BUILD_PACKAGES, triton_include=s.TRITON_INCLUDE,
-                           triton_lib=s.TRITON_LIB)
+    si = serving_image
+    backends = [{"built": si.library(b, si.BUILD_PREFIX), "installed": si.library(b, si.BACKEND_DIRECTORY)}
+                for b in si.NATIVE_BACKENDS]
+    return render_template("Dockerfile.serving.j2", dep, base=si.base_image(dep.plan), names=si.NATIVE_BACKENDS,
+                           backends=backends, packages=si.python_packages(dep.plan), runtime=dep.plan.runtime,
+                           tag=dep.image, dockerfile=si.DOCKERFILE, context=si.NATIVE_CONTEXT, prefix=si.BUILD_PREFIX,
+                           build_packages=si.BUILD_PACKAGES, triton_include=si.TRITON_INCLUDE, triton_lib=si.TRITON_LIB)
 
 
 def tritongen_dockerfile(dep: Deployment) -> bytes:
     """Dockerfile.tritongen: the image of the load test and of tritongen's OpenAI frontend (deploy.image)."""
-    from tritongen.deploy import image
-
     return render_template("Dockerfile.tritongen.j2", dep, base=image.BASE_IMAGE, torch_index=image.TORCH_CPU_INDEX,
                            torch_version=image.TORCH_VERSION, constraints=image.CONSTRAINTS,
                            wheel=image.wheel_name(), dist=image.DIST, tag=image.image_tag(),

@@ -23,6 +23,12 @@ import json
 import re
 from dataclasses import dataclass
 
+import yaml
+
+from tritongen.deploy import clients, pods
+from tritongen.render import HEADER
+from tritongen.runtimes import runtime_of
+
 RATE = "$__rate_interval"
 
 TRITON = ("nv_inference_request_success", "nv_inference_request_failure", "nv_inference_count",
@@ -186,9 +192,6 @@ def dashboard(name: str, runtime: str, group_label: str, *, frontend: bool, gpu:
 def for_deployment(dep, group_label: str, *, frontend_scraped: bool) -> dict:
     """The dashboard of a deployment (tritongen.deploy.common.Deployment); `frontend_scraped`: the Prometheus the
     dashboard reads scrapes tritongen's OpenAI frontend (compose's does; the k8s PodMonitor scrapes the servers)."""
-    from tritongen.deploy import clients
-    from tritongen.runtimes import runtime_of
-
     plan = dep.plan
     runtime = runtime_of(plan)
     frontend = frontend_scraped and clients.frontend_mode(dep) == "tritongen"
@@ -248,10 +251,6 @@ def compose_services(dep, services) -> dict[str, dict]:
 def compose_files(dep, services) -> dict[str, bytes]:
     """monitoring/: Prometheus' scrape configuration (each server's target labelled with its server group) and
     Grafana's provisioning (the Prometheus data source, the dashboard folder, the dashboard)."""
-    import yaml
-
-    from tritongen.deploy import clients
-    from tritongen.render import HEADER
 
     _, port = clients.metrics_port(dep)
     jobs = [{"job_name": "triton", "scrape_interval": "15s", "static_configs": [
@@ -281,8 +280,6 @@ def compose_files(dep, services) -> dict[str, bytes]:
 def k8s_files(dep, labels: dict[str, str]) -> dict[str, bytes]:
     """k8s/dashboard: a kustomize Component with the dashboard as a ConfigMap labelled for the Grafana sidecar
     (kube-prometheus-stack's grafana.sidecar.dashboards: label grafana_dashboard, value "1")."""
-    from tritongen.deploy import pods
-
     board = for_deployment(dep, "pod", frontend_scraped=False)
     config_map = {"apiVersion": "v1", "kind": "ConfigMap",
                   "metadata": pods.metadata(f"{dep.name}-grafana-dashboard", {**labels, "grafana_dashboard": "1"}),

@@ -7,16 +7,18 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from tritongen.deploy import clients
-from tritongen.deploy.common import (
-    CONTAINER_PORTS, REPOSITORY, TOKENIZER, Deployment, container_name, device_ids,
-)
+from tritongen.deploy.common import CONTAINER_PORTS, REPOSITORY, TOKENIZER, Deployment, container_name, device_ids
 from tritongen.deploy.image import DOCKERFILE as TRITONGEN_DOCKERFILE, image_tag
 from tritongen.deploy.serving_image import DOCKERFILE as SERVING_DOCKERFILE
 from tritongen.errors import CheckFailed, EnvironmentMissing, problem
 from tritongen.placement import ServerGroup
 from tritongen.readiness import server_ready, wait_until_ready
+
+# The docker SDK (about 0.4 s of CPU to import) is imported where an engine is called: only `--target docker` talks
+# to one; compose and k8s import this module for engine_host().
 
 
 RESTART = {"Name": "unless-stopped"}
@@ -91,8 +93,6 @@ def frontend_run_kwargs(dep: Deployment, out_dir: Path) -> dict[str, Any] | None
 
 def docker_client() -> Any:
     """A client of the docker engine DOCKER_HOST (or the local socket) names; EnvironmentMissing when none answers."""
-    import os
-
     import docker
 
     where = os.environ.get("DOCKER_HOST") or "the default socket (unix:///var/run/docker.sock)"
@@ -110,9 +110,6 @@ def docker_client() -> Any:
 def engine_host(docker_host: str | None = None) -> str:
     """The host whose ports the containers publish: DOCKER_HOST's host for tcp:// and ssh:// engines, else
     127.0.0.1 (a local socket)."""
-    import os
-    from urllib.parse import urlsplit
-
     value = docker_host if docker_host is not None else os.environ.get("DOCKER_HOST", "")
     parts = urlsplit(value) if "://" in value else None
     if parts and parts.scheme in ("tcp", "ssh", "http", "https") and parts.hostname:

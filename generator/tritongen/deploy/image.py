@@ -25,7 +25,11 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+import tritongen
 from tritongen.errors import EnvironmentMissing, problem
+
+# packaging is imported in constraints() only: it is no declared dependency of tritongen (pip and setuptools bring
+# it), and only building the tritongen image's constraints needs it.
 
 DOCKERFILE = "Dockerfile.tritongen"
 DIST = "dist"
@@ -56,8 +60,6 @@ def wheel_name() -> str:
 
 def _checkout() -> Path | None:
     """The source checkout this tritongen is imported from (an editable install), if any."""
-    import tritongen
-
     root = Path(tritongen.__file__).resolve().parents[2]  # generator/tritongen/__init__.py
     pyproject = root / "pyproject.toml"
     if pyproject.is_file() and 'name = "tritongen"' in pyproject.read_text():

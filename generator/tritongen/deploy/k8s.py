@@ -29,19 +29,18 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from tritongen.deploy import clients, pods
+from tritongen.deploy import clients, dashboard, monitoring, pods, tools
 from tritongen.deploy.artifacts import models_job, models_job_objects
 from tritongen.deploy.common import (
-    STARTUP_MINUTES,
-    CONTAINER_PORTS, MODELS, Deployment, k8s_name, serving_dockerfile, tritongen_dockerfile,
+    CONTAINER_PORTS, MODELS, STARTUP_MINUTES, Deployment, k8s_name, serving_dockerfile, tritongen_dockerfile,
 )
-from tritongen.deploy.serving_image import DOCKERFILE as SERVING_DOCKERFILE
 from tritongen.deploy.image import DOCKERFILE as TRITONGEN_DOCKERFILE, image_tag
+from tritongen.deploy.serving_image import DOCKERFILE as SERVING_DOCKERFILE
 from tritongen.deploy.storage import Storage, pvc_object, storage
 from tritongen.errors import SpecError, problem
 from tritongen.placement import ServerGroup
-from tritongen.runtimes import runtime_of
 from tritongen.placement.inventory import GIB
+from tritongen.runtimes import runtime_of
 
 SERVES_LABEL = "tritongen.io/serves"
 SHM_GIB = 2
@@ -366,10 +365,8 @@ def split_image(ref: str) -> tuple[str, str]:
 def image_names(dep: Deployment) -> list[tuple[str, str, str]]:
     """(name as the manifests write it, tag or @digest, Dockerfile that builds it or '') of every image the pods
     run."""
-    from tritongen.deploy.image import DOCKERFILE as TRITONGEN
-
     return [(*split_image(dep.image), SERVING_DOCKERFILE if dep.builds_serving_image else ""),
-            (*split_image(image_tag()), TRITONGEN)]
+            (*split_image(image_tag()), TRITONGEN_DOCKERFILE)]
 
 
 def images_component(dep: Deployment) -> dict:
@@ -400,8 +397,6 @@ def images_comment(dep: Deployment) -> str:
 
 def render_k8s(dep: Deployment, *, mig_strategy: str = "mixed") -> dict[str, bytes]:
     """The base kustomization (k8s/base), the monitoring and load-test components, and overlays that apply them."""
-    from tritongen.deploy import dashboard, monitoring, tools
-
     ks = kinds(dep, mig_strategy)
     store = storage(dep, ks)
     labels = {"app.kubernetes.io/name": "tritonserver", "app.kubernetes.io/instance": dep.name,

@@ -9,6 +9,8 @@ whose bound is one pod gets none (min = max would never scale).
 
 from __future__ import annotations
 
+import yaml
+
 from tritongen.deploy import clients, pods
 from tritongen.deploy.common import Deployment
 from tritongen.deploy.signals import saturation_signals
@@ -43,8 +45,6 @@ def hpa_object(dep: Deployment, kind, signals) -> dict:
 
 
 def adapter_rules_object(dep: Deployment, labels: dict[str, str], signals) -> dict:
-    import yaml
-
     rules = [{"seriesQuery": s.series, "resources": {"overrides": {"namespace": {"resource": "namespace"},
                                                                    "pod": {"resource": "pod"}}},
               "name": {"as": s.name}, "metricsQuery": s.query} for s in signals]

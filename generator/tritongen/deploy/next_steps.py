@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import shlex
 
-from tritongen.deploy.common import CHECKPOINT, TOKENIZER, Deployment, k8s_name
+from tritongen.deploy import serving_image
+from tritongen.deploy.artifacts import models_job
+from tritongen.deploy.common import CHECKPOINT, TOKENIZER, Deployment, container_name, k8s_name
+from tritongen.deploy.compose import compose_services
+from tritongen.deploy.k8s import image_names, kinds
 
 REGISTRY_STEP = "export REGISTRY=registry.example.com/team   # the registry your nodes pull from"
 
 
 def compose_steps(dep: Deployment) -> list[str]:
-    from tritongen.deploy.compose import compose_services
-
     first = compose_services(dep)[0].service
     return [
         "docker compose --profile loadtest build"
@@ -29,9 +31,6 @@ def compose_steps(dep: Deployment) -> list[str]:
 
 
 def k8s_steps(dep: Deployment, mig_strategy: str = "mixed") -> list[str]:
-    from tritongen.deploy.artifacts import models_job
-    from tritongen.deploy.k8s import image_names, kinds
-
     built = [(n, t, f) for n, t, f in image_names(dep) if f]
     steps = [REGISTRY_STEP]
     steps += [f"docker build -t $REGISTRY/{n}:{t} -f {f} . && docker push $REGISTRY/{n}:{t}" for n, t, f in built]
@@ -49,8 +48,6 @@ def k8s_steps(dep: Deployment, mig_strategy: str = "mixed") -> list[str]:
 
 
 def docker_steps(dep: Deployment, spec: str, grpc_url: str) -> list[str]:
-    from tritongen.deploy.common import container_name
-
     names = " ".join(container_name(dep, g) for g in dep.placement.server_groups)
     return [f"tritongen loadtest {shlex.quote(spec)} --url {grpc_url}",
             f"docker logs -f {container_name(dep, dep.placement.server_groups[0])}",
@@ -59,8 +56,6 @@ def docker_steps(dep: Deployment, spec: str, grpc_url: str) -> list[str]:
 
 def warnings(dep: Deployment, target: str, image_given: bool) -> list[str]:
     """What applying the files as written would fail on, each `field: what fails; what to do`."""
-    from tritongen.deploy import serving_image
-
     out = []
     d = dep.plan.deploy
     if target == "k8s" and d.checkpoint_uri is None:

@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import tritongen.native
+from tritongen.deploy.image import version
 from tritongen.runtimes import runtime_of
 
 DOCKERFILE = "Dockerfile.serving"
@@ -62,8 +64,6 @@ def needed(plan, repository: dict[str, bytes]) -> bool:
 
 
 def image_tag(plan) -> str:
-    from tritongen.deploy.image import version
-
     base_tag = base_image(plan).rpartition(":")[2]
     return f"tritongen-serving:{version()}-{base_tag}"
 
@@ -78,8 +78,6 @@ def library(backend: str, root: str) -> str:
 
 def native_sources() -> dict[str, bytes]:
     """{native/<file>: bytes}: the backend sources and build.sh, the build context of the builder stage."""
-    import tritongen.native
-
     root = Path(tritongen.native.__file__).parent
     files = {}
     for path in sorted(root.rglob("*")):

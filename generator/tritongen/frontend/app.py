@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import os
 import time
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from tritongen.client import ids_codec
 from tritongen.frontend import errors
-from tritongen.plan.frontend import FrontendPlan
 from tritongen.frontend.engine import TritonEngine
+from tritongen.frontend.ids import TritonIdsEngine
 from tritongen.frontend.metrics import FrontendMetrics
 from tritongen.frontend.routers import chat, completions, models, observability
 from tritongen.frontend.service import FrontendState
 from tritongen.frontend.text import ChatTemplate
+from tritongen.plan.frontend import FrontendPlan
 
 _ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/models")
 
@@ -52,7 +55,6 @@ def create_app(config: FrontendPlan, grpc_url: str, path: str = "text") -> FastA
     calls tensorrt_llm with token ids and detokenizes here (tritongen.frontend.ids)."""
     metrics = FrontendMetrics()
     if path == "ids":
-        from tritongen.frontend.ids import TritonIdsEngine
         engine = TritonIdsEngine(grpc_url, _codecs(config, grpc_url))
     elif path == "text":
         engine = TritonEngine(grpc_url)
@@ -83,15 +85,11 @@ def _codecs(config: FrontendPlan, grpc_url: str) -> dict:
     """The ids path's codec per route (keyed by its text model): the route's tokenizer with the special-token
     settings the server's preprocessing and tensorrt_llm_bls were rendered with (asked from the server, so Triton
     must answer when the frontend starts)."""
-    from tritongen.client import ids_codec
-
     return {m.triton_model: ids_codec(grpc_url, m.tokenizer_dir) for m in config.models}
 
 
 def app_from_env() -> FastAPI:
     """The app of one uvicorn worker (`uvicorn --factory --workers N`, tritongen.frontend.server.FrontendWorkers):
     the repository's frontend.json, the Triton gRPC URL and the path, from FACTORY_ENV."""
-    import os
-
     return create_app(FrontendPlan.read(os.environ[FACTORY_ENV["repository"]]), os.environ[FACTORY_ENV["grpc_url"]],
                       os.environ.get(FACTORY_ENV["path"], "text"))

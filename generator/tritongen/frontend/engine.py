@@ -28,6 +28,9 @@ from typing import TYPE_CHECKING
 
 import grpc
 import numpy as np
+import tritonclient.grpc.aio as aioclient
+from tritonclient.grpc import InferResult, service_pb2 as pb2, service_pb2_grpc
+from tritonclient.utils import serialize_byte_tensor
 
 from tritongen import error_kinds
 
@@ -180,8 +183,6 @@ class Counts:
 
 
 def _bytes_tensor(name: str, values: list[str], pb2) -> tuple[object, bytes]:
-    from tritonclient.utils import serialize_byte_tensor
-
     array = np.array([[v.encode("utf-8") for v in values]], dtype=np.object_)
     tensor = pb2.ModelInferRequest().InferInputTensor(name=name, datatype="BYTES", shape=list(array.shape))
     return tensor, serialize_byte_tensor(array).item()
@@ -194,9 +195,6 @@ def _scalar_tensor(name: str, value: object, datatype: str, dtype, pb2) -> tuple
 
 def build_dialect_request(model: str, gen: Generation, request_id: str, dialect: Dialect):
     """The ModelInferRequest for a runtime's own model: its inputs and outputs from the runtime's dialect."""
-    from tritonclient.grpc import service_pb2 as pb2
-    from tritonclient.utils import serialize_byte_tensor
-
     # service.generation refused the parameters the dialect cannot take; what is left goes under OpenAI's names.
     params = {k: v for k, v in sampling(gen).items() if k not in dialect.unsupported}
     # A model that cannot take stop sequences gets none: the frontend's StopMatcher finds them and cancels.
@@ -216,8 +214,6 @@ def build_dialect_request(model: str, gen: Generation, request_id: str, dialect:
 
 def build_request(model: str, gen: Generation, request_id: str):
     """The ModelInferRequest for one generation (inputs with a batch dimension of 1, as the converter sends)."""
-    from tritonclient.grpc import service_pb2 as pb2
-
     tensors = [
         _bytes_tensor("text_input", [gen.prompt], pb2),
         _scalar_tensor("max_tokens", gen.max_tokens, "INT32", np.int32, pb2),
@@ -246,8 +242,6 @@ def sampling(gen: Generation) -> dict[str, object]:
 
 
 def _infer_request(model: str, request_id: str, tensors: list, outputs) -> object:
-    from tritonclient.grpc import service_pb2 as pb2
-
     request = pb2.ModelInferRequest(model_name=model, id=request_id)
     for tensor, raw in tensors:
         request.inputs.append(tensor)
@@ -260,8 +254,6 @@ def _infer_request(model: str, request_id: str, tensors: list, outputs) -> objec
 
 
 def _parse(response) -> Delta:
-    from tritonclient.grpc import InferResult
-
     result = InferResult(response)
     final = response.parameters.get("triton_final_response")
     text = ""
@@ -296,9 +288,6 @@ class TritonEngine:
         self._client = None
 
     async def start(self) -> None:
-        import tritonclient.grpc.aio as aioclient
-        from tritonclient.grpc import service_pb2_grpc
-
         self._client = aioclient.InferenceServerClient(self.grpc_url)
         self._channel = grpc.aio.insecure_channel(self.grpc_url, options=_CHANNEL_OPTIONS)
         self._stub = service_pb2_grpc.GRPCInferenceServiceStub(self._channel)

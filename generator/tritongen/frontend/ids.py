@@ -15,8 +15,10 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
+from tritonclient.grpc import InferResult, service_pb2 as pb2
+from tritonclient.utils import np_to_triton_dtype
 
-from tritongen.frontend.engine import Delta, EngineError, Generation, TritonEngine, count, sampling, _infer_request
+from tritongen.frontend.engine import Delta, EngineError, Generation, TritonEngine, _infer_request, count, sampling
 from tritongen.token_ids import LLM_MODEL, OUTPUTS, Codec, response_ids
 
 if TYPE_CHECKING:
@@ -24,8 +26,6 @@ if TYPE_CHECKING:
 
 
 def _tensor(name: str, value: np.ndarray, pb2) -> tuple[object, bytes]:
-    from tritonclient.utils import np_to_triton_dtype
-
     tensor = pb2.ModelInferRequest().InferInputTensor(name=name, datatype=np_to_triton_dtype(value.dtype),
                                                       shape=list(value.shape))
     return tensor, value.tobytes()
@@ -33,8 +33,6 @@ def _tensor(name: str, value: np.ndarray, pb2) -> tuple[object, bytes]:
 
 def build_ids_request(codec: Codec, gen: Generation, request_id: str):
     """The tensorrt_llm ModelInferRequest of one generation (batch 1, the server's counts asked for)."""
-    from tritonclient.grpc import service_pb2 as pb2
-
     inputs = codec.inputs(gen.prompt, gen.max_tokens, stream=gen.stream, stop=gen.stop, **sampling(gen))
     return _infer_request(LLM_MODEL, request_id, [_tensor(k, v, pb2) for k, v in inputs.items()], OUTPUTS)
 
@@ -51,8 +49,6 @@ class TritonIdsEngine(TritonEngine):
 
     async def generate(self, model: str, gen: Generation, request_id: str, dialect: Dialect | None = None,
                        on_sent: Callable[[], None] | None = None) -> AsyncIterator[Delta]:
-        from tritonclient.grpc import InferResult
-
         if dialect is not None:
             raise EngineError(400, f"the ids path speaks the C++ TensorRT-LLM contract, not {dialect.title}'s; "
                               "serve with --openai-path text", "invalid_request_error")

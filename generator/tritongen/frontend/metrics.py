@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+import os
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
+from prometheus_client.parser import text_string_to_metric_families
 
 # Seconds; fine steps below 100 ms, where the frontend's own cost is visible.
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0,
@@ -47,10 +50,6 @@ class FrontendMetrics:
 def exposition(registry: CollectorRegistry) -> bytes:
     """/metrics of this frontend: its registry, or, when its workers share a PROMETHEUS_MULTIPROC_DIR
     (tritongen.frontend.server.FrontendWorkers), every worker's metrics merged, whichever worker answers."""
-    import os
-
-    from prometheus_client import generate_latest, multiprocess
-
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
@@ -59,8 +58,6 @@ def exposition(registry: CollectorRegistry) -> bytes:
 
 def histogram_buckets(metrics_text: str, name: str) -> dict[float, float]:
     """Cumulative bucket counts {le: count} of one histogram, summed over its labels, from exposition text."""
-    from prometheus_client.parser import text_string_to_metric_families
-
     buckets: dict[float, float] = {}
     for family in text_string_to_metric_families(metrics_text):
         if family.name != name:

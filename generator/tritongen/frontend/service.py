@@ -16,14 +16,14 @@ from dataclasses import dataclass
 
 from fastapi import Request
 
-from tritongen.plan.frontend import FrontendPlan, ModelRoute
 from tritongen.frontend.engine import Counts, EngineError, Generation, TritonEngine
+from tritongen.frontend.errors import APIError, ClientGone, error_body
 from tritongen.frontend.metrics import FrontendMetrics
 from tritongen.frontend.schemas import Usage
 from tritongen.frontend.text import ChatTemplate, StopMatcher
+from tritongen.plan.frontend import FrontendPlan, ModelRoute
 from tritongen.runtimes import dialect as dialect_named
 from tritongen.runtimes.base import RevisedText, TokenCounter
-from tritongen.frontend.errors import ClientGone
 
 
 
@@ -252,8 +252,6 @@ async def sse_events(run: Run, chunk: Callable[[str | None, str | None], str], u
         yield "[DONE]"
     except EngineError as err:
         # The 200 status has gone out: errors after the first token travel inside the stream.
-        from tritongen.frontend.errors import error_body
-
         yield error_body(err.status, err.message, err.kind, err.param, err.code).model_dump_json()
 
 
@@ -262,15 +260,11 @@ def generation(route: ModelRoute, req, prompt: str) -> Generation:
     dialect = dialect_named(route.dialect)
     for param in dialect.unsupported if dialect is not None else ():
         if getattr(req, param, None) is not None:
-            from tritongen.frontend.errors import APIError
-
             raise APIError(400, f"{param} is not supported by this deployment ({dialect.title} has no input for "
                                 "it); leave it unset", param=param)
     limit = req.token_limit()
     max_tokens = limit if limit is not None else route.default_max_tokens
     if req.min_tokens is not None and req.min_tokens > max_tokens:
-        from tritongen.frontend.errors import APIError
-
         # Checked here because a runtime may not say why it fails (Triton's vLLM backend answers only "'NoneType'
         # object has no attribute 'lora_name'").
         raise APIError(400, f"min_tokens: {req.min_tokens} is more than the request's maximum of {max_tokens} tokens; "
@@ -282,8 +276,6 @@ def generation(route: ModelRoute, req, prompt: str) -> Generation:
 
 
 def route_for(state: FrontendState, name: str) -> ModelRoute:
-    from tritongen.frontend.errors import APIError
-
     route = state.config.route(name)
     if route is None:
         raise APIError(404, f"The model `{name}` does not exist; GET /v1/models lists the served models",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+# transformers (about 1.8 s of CPU to import) is imported where a tokenizer is loaded, not with the app.
+
 
 class ChatTemplate:
     """Renders chat messages into one prompt with the model's tokenizer template or a template file.

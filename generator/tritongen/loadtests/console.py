@@ -91,6 +91,7 @@ def print_report(summary: dict, out: Path, html_path: Path, json_path: Path) -> 
 
 def write_sweep(summary: dict, out: Path) -> None:
     """sweep.csv (one row per level) and sweep.png (the report's sweep plot), and a table on stdout."""
+    # plots imports matplotlib (about 1.4 s of CPU), which only a sweep's plot needs; the runner imports this module.
     from tritongen.loadtests import plots
 
     unit = summary["load"]["level_unit"]

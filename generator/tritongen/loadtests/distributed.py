@@ -30,7 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from tritongen.errors import EnvironmentMissing
+from tritongen.loadtests.samples import sample_files
 from tritongen.loadtests.workload import CONFIG_ENV, LocustConfig
+
+# locust and gevent are imported inside the listeners that run in locust's processes: importing locust
+# monkey-patches the importing process with gevent, and `tritongen loadtest`'s own process imports this module.
 
 LOCUSTFILE = Path(__file__).resolve().parent / "locustfile.py"
 # Seconds a user may take to finish its request after the run time ends; past it Locust kills the user and
@@ -93,13 +98,15 @@ def on_init(environment, **_kwargs) -> None:
 
 
 def _take_level(environment, msg, **_kwargs) -> None:
+    # users imports locust, which monkey-patches the importing process with gevent: deferred so that importing this
+    # module (tritongen loadtest's own process, the master's launcher) leaves that process unpatched.
     from tritongen.loadtests.users import adopt_level
 
     adopt_level(float(msg.data["level"]), int(msg.data["rate_shares"]))
 
 
 def _config():
-    from tritongen.loadtests.users import preload
+    from tritongen.loadtests.users import preload  # locust's gevent patching: see _take_level
 
     return preload()
 
@@ -148,8 +155,6 @@ class _SampleForwarder:
         environment.events.quitting.add_listener(lambda **_kw: self.flush())
 
     def _new_lines(self) -> list[str]:
-        from tritongen.loadtests.samples import sample_files
-
         lines: list[str] = []
         for path in sample_files(self.dir):
             start = self.offsets.get(path, 0)
@@ -198,8 +203,6 @@ def free_port() -> int:
 
 def _prepare_worker_dir(root: Path, config: LocustConfig) -> Path:
     """A worker's own folder: its configuration and the samples it forwards (kept as a local copy)."""
-    from tritongen.loadtests.samples import sample_files
-
     samples = root / "samples"
     for stale in sample_files(samples):
         stale.unlink()
@@ -245,8 +248,6 @@ def run_master(cmd: list[str], config: LocustConfig, out: Path, dist: Distributi
 
 def run_worker(config: LocustConfig, out: Path, master_host: str, port: int, processes: int = 1) -> int:
     """`tritongen loadtest --worker`: one Locust worker (or `processes` of them) until the master quits."""
-    from tritongen.errors import EnvironmentMissing
-
     config_path = _prepare_worker_dir(out, config)
     cmd = worker_command(master_host, port, processes)
     print(f"locust worker -> master {master_host}:{port}; samples {out / 'samples'} (forwarded to the master)",

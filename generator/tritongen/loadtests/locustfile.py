@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gevent
 from locust import events
+from locust.runners import MasterRunner
 
 from tritongen.loadtests import distributed, openai_user, users
 from tritongen.loadtests.metadata import ProcessCPU
@@ -33,8 +34,6 @@ def _cpu_start(environment, **_kwargs) -> None:
 
 @events.test_stop.add_listener
 def _cpu_stop(environment, **_kwargs) -> None:
-    from locust.runners import MasterRunner
-
     _cpu.stop("master" if isinstance(environment.runner, MasterRunner) else "worker")
 
 

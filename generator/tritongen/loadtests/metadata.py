@@ -16,6 +16,8 @@ import time
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 
+# pynvml is imported inside the try that handles a host without NVML.
+
 CPU_WARN_FRACTION = 0.8
 CPU_FILE_PREFIX = "cpu"
 

@@ -6,6 +6,8 @@ import json
 import os
 import time
 
+import gevent
+
 from tritongen.loadtests.samples import Sample
 from tritongen.loadtests.users import Cancelled, RequestFailed, _HttpUserBase
 from tritongen.loadtests.workload import Prompt
@@ -35,8 +37,6 @@ class OpenAIChatUser(_HttpUserBase):
             self.headers["Authorization"] = f"Bearer {key}"
 
     def send(self, prompt: Prompt, sample: Sample) -> str:
-        import gevent
-
         body = {"model": self.config.model, "messages": [{"role": "user", "content": prompt.text}],
                 "max_completion_tokens": prompt.max_tokens, "stream": True,
                 "stream_options": {"include_usage": True}}

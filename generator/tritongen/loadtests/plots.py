@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from matplotlib.figure import Figure
 
 from tritongen import metric_registry as registry
+from tritongen.loadtests.stages import ORDER
 
 
 def png(fig: Figure) -> bytes:
@@ -90,8 +91,6 @@ STAGE_COLORS = ("#8172b3", "#dd8452", "#55a868", "#c44e52", "#4c72b0", "#937860"
 def stages(levels: list[dict], unit: str) -> Figure:
     """Where the time goes: one stacked horizontal bar per level (server ms per request, stages in
     tritongen.loadtests.stages.ORDER), the client's mean e2e latency marked on each."""
-    from tritongen.loadtests.stages import ORDER
-
     rows = [row for row in levels if row.get("stages") and row["stages"]["stages"]]
     fig = Figure(figsize=(9, 1.2 + 0.6 * len(rows)))
     ax = fig.subplots()

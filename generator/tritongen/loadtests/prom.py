@@ -18,7 +18,10 @@ import urllib.request
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from tritongen.errors import CheckFailed, problem
+from tritongen.loadtests.model_stats import StatsUnavailable
 
 Labels = tuple[tuple[str, str], ...]
 SeriesKey = tuple[str, Labels]
@@ -69,8 +72,6 @@ class Snapshot:
 
 def parse_metrics(text: str, taken_at: float | None = None) -> Snapshot:
     """Parse Prometheus text exposition format (as Triton's :8002/metrics serves it) with prometheus_client."""
-    from prometheus_client.parser import text_string_to_metric_families
-
     values: dict[SeriesKey, float] = {}
     types: dict[str, str] = {}
     # prometheus_client names counter samples `<family>_total` even where the server wrote `<family>` (as
@@ -96,8 +97,6 @@ def parse_metrics(text: str, taken_at: float | None = None) -> Snapshot:
 def scrape(url: str, timeout_s: float = 5.0, stats=None) -> Snapshot:
     """Fetch and parse `url` (e.g. http://localhost:8002/metrics); with `stats` (model_stats.StatsSource), read
     Triton's statistics right after it (a failed read leaves `models` None: the breakdown then says so)."""
-    from tritongen.loadtests.model_stats import StatsUnavailable
-
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as response:
             text = response.read().decode("utf-8")

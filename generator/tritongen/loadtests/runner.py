@@ -22,8 +22,10 @@ import dataclasses
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, get_args
@@ -31,11 +33,22 @@ from typing import Literal, get_args
 from pydantic import ValidationError
 
 from tritongen.errors import CheckFailed, EnvironmentMissing, SpecError, problem
-from tritongen.loadtests.distributed import LOCUSTFILE, STOP_TIMEOUT_S
+from tritongen.loadtests import console
+from tritongen.loadtests.arrivals import read_trace
+from tritongen.loadtests.distributed import LOCUSTFILE, STOP_TIMEOUT_S, run_master
+from tritongen.loadtests.metadata import load_generator_cpu, run_metadata
+from tritongen.loadtests.metrics import measurement_window
+from tritongen.loadtests.model_stats import StatsSource
 from tritongen.loadtests.progress import Progress
+from tritongen.loadtests.prom import PromPoller, scrape, server_view
+from tritongen.loadtests.report import LevelServer, LoadInfo, RunInputs, write_report
+from tritongen.loadtests.samples import read_samples, sample_files
+from tritongen.loadtests.target import preflight, wait_until_idle
 from tritongen.loadtests.workload import CONFIG_ENV, LocustConfig
+from tritongen.plan import resolve_path
 from tritongen.plan.load import LoadProfile, Protocol
 from tritongen.runtimes import runtime_of
+from tritongen.token_ids import LLM_MODEL
 
 PROTOCOLS = get_args(Protocol)
 STREAMING = ("grpc", "http_stream", "openai")
@@ -55,8 +68,6 @@ class Endpoint:
 
     def stats_source(self):
         """Where Triton's statistics extension answers (model_stats.StatsSource), or None."""
-        from tritongen.loadtests.model_stats import StatsSource
-
         if self.http_url:
             return StatsSource(self.http_url, "http")
         url = self.grpc_url or self.triton_grpc_url
@@ -121,8 +132,6 @@ def _existing_file(path: str | None, field_name: str) -> None:
 
 def load_from_args(args: argparse.Namespace, plan) -> LoadTest:
     """The plan's load profile with the flags over it; every combination checked here, before any load."""
-    from tritongen.plan import resolve_path
-
     given = {field_name: getattr(args, dest) for dest, field_name in OVERRIDES.items()
              if getattr(args, dest, None) is not None}
     # An explicit load on the command line (-u or --request-rate) is one level, unless --sweep is given too.
@@ -262,8 +271,6 @@ def _target_model(plan, load: LoadTest) -> dict:
     if target is not None:
         return {"dialect": target.key, "model": target.model}
     if load.path == "ids":
-        from tritongen.token_ids import LLM_MODEL
-
         return {"model": LLM_MODEL}
     if load.model is not None:
         return {"model": load.model}
@@ -272,9 +279,6 @@ def _target_model(plan, load: LoadTest) -> dict:
 
 def _run_level(plan, endpoint: Endpoint, load: LoadTest, out: Path, level: float, url: str,
                distribution=None, progress: bool = False) -> LevelRun:
-    from tritongen.loadtests.prom import PromPoller, scrape
-    from tritongen.loadtests.target import wait_until_idle
-
     profile = load.profile
     stem = f"locust_L{level:g}" if len(profile.levels()) > 1 else "locust"
     samples_dir = out / "samples" / f"level-{level:g}"
@@ -337,8 +341,6 @@ def _run_level_locust(cmd: list[str], config: LocustConfig, config_path: Path, o
     if distribution is None:
         _run_locust(cmd, config_path, out / "locust.log", timeout_s=timeout_s)
     else:  # Locust master here, workers here (--workers) or on other hosts (--master)
-        from tritongen.loadtests.distributed import run_master
-
         run_master(cmd, config, out, distribution,
                    lambda argv, t: _run_locust(argv, config_path, out / "locust.log", t), timeout_s=timeout_s)
 
@@ -356,8 +358,6 @@ def _edges(snapshots: list, ws: float, we: float):
 def _views(run: LevelRun, start_wall: float, window_start_s: float, window_end_s: float):
     """(server view over the window, over the whole level, the window's edge scrapes, the frontend's edge scrapes):
     differences of the scrapes nearest the edges."""
-    from tritongen.loadtests.prom import server_view
-
     ws, we = start_wall + window_start_s, start_wall + window_end_s
     edges = _edges(run.snapshots, ws, we)
     if edges is None:
@@ -378,14 +378,6 @@ def run_loadtest(plan, endpoint: Endpoint, load: LoadTest, out: Path, *, spec_pa
     per level while it runs (tritongen.loadtests.progress). Ctrl-C (SIGINT) stops the level in flight; the report
     of the levels finished before it is written, marked incomplete, and the exit code is 130.
     """
-    from tritongen.loadtests import console
-    from tritongen.loadtests.arrivals import read_trace
-    from tritongen.loadtests.metadata import load_generator_cpu, run_metadata
-    from tritongen.loadtests.metrics import measurement_window
-    from tritongen.loadtests.report import LevelServer, LoadInfo, RunInputs, write_report
-    from tritongen.loadtests.samples import read_samples, sample_files
-    from tritongen.loadtests.target import preflight
-
     url = endpoint.url_for(load.profile.protocol)
     target = _target_model(plan, load)
     # exit 3 before any load when not ready
@@ -454,8 +446,5 @@ INTERRUPTED_EXIT = 130
 
 
 def _ignore_sigint() -> None:
-    import signal
-    import threading
-
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)

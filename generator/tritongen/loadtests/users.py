@@ -25,14 +25,21 @@ import queue
 import time
 import uuid
 
+import gevent
 import grpc.experimental.gevent
+from geventhttpclient import HTTPClient
 from locust import User, constant, task
 from locust.exception import StopUser
 
+from tritongen.client import StreamError, grpc_inputs, request_body, sse_events
 from tritongen.loadtests.samples import Sample, SampleWriter, per_process_path
 from tritongen.loadtests.workload import LocustConfig, Pacer, Prompt, PromptSource, load_tokenizer
 from tritongen.runtimes import dialect as dialect_named
 from tritongen.runtimes.base import Dialect, RevisedText, TokenCounter
+from tritongen.token_ids import OUTPUTS, Codec, response_ids
+
+# tritonclient (about 0.5 s of CPU per locust process) is imported by the gRPC users only; HTTP and OpenAI users
+# never load it.
 
 # gRPC under gevent: must run before any channel exists (here: before any user starts).
 grpc.experimental.gevent.init_gevent()
@@ -63,8 +70,6 @@ class _ProcessState:
             cls.config = LocustConfig.from_env()
             cls.tokenizer = load_tokenizer(cls.config.tokenizer_dir)
             if cls.config.path == "ids":
-                from tritongen.token_ids import Codec
-
                 cls.codec = Codec.load(cls.config.tokenizer_dir, add_special_tokens=cls.config.add_special_tokens,
                                        skip_special_tokens=cls.config.skip_special_tokens)
         return cls.config
@@ -72,8 +77,6 @@ class _ProcessState:
     @classmethod
     def get(cls) -> type[_ProcessState]:
         if cls.pid != os.getpid():
-            import gevent
-
             cls.preload()
             cls.prompts = PromptSource(cls.config, cls.tokenizer)
             cls.pacer = Pacer(cls.config, sleep=gevent.sleep, seed=os.getpid())
@@ -236,8 +239,6 @@ def _reserve_stream_reader() -> None:
     streams exist: an 11th stream's responses waited until another stream closed (measured: open loop, 64 slots,
     2 requests/s -> every response of the run arrived at once, ~25 s late; closed loop hid it because busy
     streams give their thread back between responses)."""
-    import gevent
-
     global _open_streams
     _open_streams += 1
     pool = gevent.get_hub().threadpool
@@ -287,8 +288,6 @@ class GrpcStreamUser(LLMUser):
 
     def request(self, prompt: Prompt) -> tuple[list, list | None, _TextPieces | _IdsText]:
         """The request's inputs, the outputs to ask for (None: all) and what turns its responses into text."""
-        from tritongen.client import grpc_inputs
-
         return grpc_inputs(prompt.text, prompt.max_tokens, stream=True, **self.params(prompt)), None, _TextPieces()
 
     def send(self, prompt: Prompt, sample: Sample) -> str:
@@ -351,8 +350,6 @@ class GrpcIdsUser(GrpcStreamUser):
         import tritonclient.grpc as grpcclient
         from tritonclient.utils import np_to_triton_dtype
 
-        from tritongen.token_ids import OUTPUTS
-
         codec = _ProcessState.codec
         inputs = []
         for name, value in codec.inputs(prompt.text, prompt.max_tokens, stream=True,
@@ -390,8 +387,6 @@ class _IdsText:
         self.sequence, self.parts = sequence, []
 
     def add(self, result, final: bool) -> bool:
-        from tritongen.token_ids import response_ids
-
         out = result.as_numpy("output_ids")
         ids = response_ids(out, result.as_numpy("sequence_length"))
         if ids or final:
@@ -413,8 +408,6 @@ class _HttpUserBase(LLMUser):
         self._connect()
 
     def _connect(self) -> None:
-        from geventhttpclient import HTTPClient
-
         host, _, port = self.config.url.rpartition(":")
         self.http = HTTPClient(host, int(port), connection_timeout=10, network_timeout=self.config.timeout_s,
                                concurrency=1)
@@ -423,8 +416,6 @@ class _HttpUserBase(LLMUser):
         self.http.close()
 
     def post(self, endpoint: str, prompt: Prompt, sample: Sample, *, stream: bool):
-        from tritongen.client import request_body
-
         body = json.dumps(request_body(prompt.text, prompt.max_tokens, stream=stream, **self.params(prompt))
                           if self.dialect is None else
                           self.dialect.http_body(prompt.text, prompt.max_tokens, stream=stream,
@@ -457,10 +448,6 @@ class HttpStreamUser(_HttpUserBase):
     protocol = "http_stream"
 
     def send(self, prompt: Prompt, sample: Sample) -> str:
-        import gevent
-
-        from tritongen.client import StreamError, sse_events
-
         response = self.post("generate_stream", prompt, sample, stream=True)
         parts = []
         timer = None

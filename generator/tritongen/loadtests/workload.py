@@ -20,6 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from tritongen.loadtests.arrivals import TraceRow, arrival_offsets, cancel_decisions, read_trace
 from tritongen.plan.load import LoadProfile
 
+# tokenizers and transformers (about 1.8 s of CPU to import) are imported where a tokenizer is loaded; the runner
+# imports this module for its settings.
+
 CONFIG_ENV = "TRITONGEN_LOADTEST_CONFIG"
 
 # Filler text the synthetic prompts are cut from, in tokens of the deployment's own tokenizer.

@@ -40,6 +40,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from tritongen.errors import EnvironmentMissing, SpecError, problem
+from tritongen.spec.source import read_yaml
 
 GIB = 1 << 30
 
@@ -376,8 +377,6 @@ def load_inventory(source: str) -> Inventory:
     """Load an inventory from ``"nvml"``, an inventory YAML/JSON file, or saved ``nvidia-smi -L`` output."""
     if source == "nvml":
         return discover_nvml()
-    from tritongen.spec.source import read_yaml
-
     path = Path(source)
     if not path.is_file():
         raise SpecError(problem("--inventory", f"{source} is not a file", "pass 'nvml', an inventory YAML/JSON file "

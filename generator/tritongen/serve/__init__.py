@@ -8,6 +8,7 @@ and honours the virtual environment it belongs to, and it loads the libpython th
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import hashlib
 import os
 import shutil
@@ -21,9 +22,13 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+
+from tritongen import native as native_backends
 from tritongen.errors import CheckFailed, EnvironmentMissing
 from tritongen.readiness import server_ready, wait_until_ready
-from tritongen.serve.causes import signal_name
+from tritongen.runtimes import completes_own_config
+from tritongen.serve.causes import exit_status, oom_kills, signal_name, stub_death, summary
 
 
 def _die_with_parent() -> None:
@@ -32,8 +37,6 @@ def _die_with_parent() -> None:
     only tritonserver's own shutdown stops its python stubs (a SIGKILLed server leaves them running, observed), and
     `--exit-timeout-secs` (the server's grace period) bounds how long it waits for requests in flight; the LLM model
     then ends every active request with an error in its finalize, and its stub exits by itself if the server dies."""
-    import ctypes
-
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
@@ -91,8 +94,6 @@ def backend_dir(folder: Path, native: tuple[str, ...] = ()) -> Path:
     Links only, nothing written into the wheel or a cache: a read-only virtual environment serves. The stub is a
     link too: it finds its bundled libraries relative to its real path (RPATH $ORIGIN), which a link keeps.
     """
-    from tritongen import native as native_backends
-
     root = _pytriton_root()
     libraries = native_backends.require(native)
     stub = _python_stub()
@@ -215,8 +216,6 @@ class TritonServer:
         return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
     def command(self) -> list[str]:
-        from tritongen.runtimes import completes_own_config
-
         if self._backends is None:
             self._backends = Path(tempfile.mkdtemp(prefix="tritongen-backends-"))
         backends = self._backends
@@ -241,9 +240,7 @@ class TritonServer:
                                          f"stop that process or pick another port with {flag}")
         command = self.command()
         if not (self._backends / "python").exists():
-            from tritongen import native
-
-            backend_dir(self._backends, native.used_by(self.repository))
+            backend_dir(self._backends, native_backends.used_by(self.repository))
         if self.log_path is None:
             self.log_path = Path(tempfile.mkstemp(prefix="tritonserver-", suffix=".log")[1])
         log = open(self.log_path, "wb")
@@ -298,8 +295,6 @@ class TritonServer:
         return "Failed to initialize Python stub" in text or '"failed to load' in text
 
     def _listens_on(self, port: int) -> bool:
-        import psutil
-
         try:
             procs = [psutil.Process(self.process.pid)]
             for proc in procs:
@@ -312,8 +307,6 @@ class TritonServer:
 
     def _stub_processes(self) -> dict[int, str]:
         """{pid: model instance} of the python stubs under the server."""
-        import psutil
-
         out = {}
         try:
             for child in psutil.Process(self.process.pid).children(recursive=True):
@@ -327,8 +320,6 @@ class TritonServer:
         return out
 
     def _watch(self) -> None:
-        from tritongen.serve.causes import exit_status, oom_kills, stub_death
-
         oom_before = oom_kills()
         while not self._stopping.wait(0.2):
             dead = [(pid, name) for pid, name in list(self.stubs.items()) if not _alive(pid)]
@@ -354,8 +345,6 @@ class TritonServer:
     def failure_reasons(self) -> str:
         """The server's error lines (model load failures and their reasons), then the log's tail, without the lines
         that do not apply on this machine (CUDA probes without a GPU); the full log's path last."""
-        from tritongen.serve.causes import summary
-
         return summary(self.log_path)
 
     def log_tail(self, lines: int = 40) -> str:
@@ -371,8 +360,6 @@ class TritonServer:
         tensorrt_llm stub kept 134 GiB of GPU memory), so they are collected before the server stops and
         killed if still alive afterwards.
         """
-        import psutil
-
         self._stopping.set()
         if grace is None:
             grace = self.grace_s + 10
@@ -419,8 +406,6 @@ class TritonServer:
                 (Path("/dev/shm") / name).unlink()
 
     def _kill_stubs(self) -> None:
-        import psutil
-
         procs = [proc for pid in self.stubs if (proc := _process(pid)) is not None]
         for proc in procs:
             with contextlib.suppress(psutil.NoSuchProcess):
@@ -435,8 +420,6 @@ class TritonServer:
 
 
 def _alive(pid: int) -> bool:
-    import psutil
-
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
@@ -444,8 +427,6 @@ def _alive(pid: int) -> bool:
 
 
 def _process(pid: int):
-    import psutil
-
     try:
         return psutil.Process(pid)
     except psutil.NoSuchProcess:

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,8 +64,6 @@ class Served:
 
 def write_state(repository: Path, **urls: str | None) -> Path:
     """Record this process's endpoints (grpc, http, metrics, openai) for the server of `repository`."""
-    import time
-
     path = state_path(repository)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = {"pid": os.getpid(), "repository": str(Path(repository).resolve()),

@@ -16,6 +16,8 @@ from typing import Any
 from tritongen.errors import CheckFailed, SpecError, problem
 from tritongen.spec import Spec, current_names, parse_spec
 from tritongen.spec.source import read_yaml
+from tritongen.tune import report
+from tritongen.tune.served import ServedEvaluator
 from tritongen.tune.space import search_space
 from tritongen.tune.study import STORE, Search, knob_values, parse_duration, rows, winner
 
@@ -74,8 +76,6 @@ def tune(opts: TuneOptions, evaluator: Any = None, say=print) -> int:
     knobs = search_space(spec, opts.knobs)
     out = output_dir(opts, spec_path, spec)
     if evaluator is None:
-        from tritongen.tune.served import ServedEvaluator
-
         evaluator = ServedEvaluator(spec_dir=spec_path.resolve().parent, out=out.resolve(), inventory=opts.inventory,
                                     rounds=opts.rounds)
     say(f"tune {spec_path} ({spec.name}, runtime {spec.runtime}): knobs "
@@ -94,8 +94,6 @@ def tune(opts: TuneOptions, evaluator: Any = None, say=print) -> int:
 
 
 def finish(study, spec_path: Path, data: dict, spec: Spec, knobs, out: Path, n_top: int, say=print) -> int:
-    from tritongen.tune import report
-
     table = rows(study, knobs)
     best = winner(table)
     say("")

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from tritongen.runtimes.synthetic.engine import EngineParams, SimRequest, simulate
 from tritongen.spec import Spec
 
 
@@ -130,8 +131,6 @@ class EngineModelEvaluator:
     """The values of every trial evaluated (tests check a resumed tune evaluates no finished trial again)."""
 
     def evaluate(self, spec: Spec, values: dict[str, Any], report: Report, where=None) -> TrialResult:
-        from tritongen.runtimes.synthetic.engine import EngineParams, SimRequest, simulate
-
         self.calls.append(dict(values))
         e, load = spec.synthetic.engine, spec.validation.load
         params = EngineParams(e.step_base_ms, e.per_sequence_ms, e.per_prefill_token_ms,

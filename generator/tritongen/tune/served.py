@@ -22,6 +22,7 @@ from tritongen.plan import Plan
 from tritongen.plan.make import make_plan
 from tritongen.render import render_for, write_repository
 from tritongen.runtimes import runtime_of
+from tritongen.serve import TritonServer
 from tritongen.spec import Spec
 from tritongen.tune.measure import Report, TrialResult, from_report, merge
 
@@ -99,8 +100,6 @@ class ServedEvaluator:
 
     def _serve(self, files: dict[str, bytes]) -> str:
         """Serve `files`: start, reload the changed models, or restart. Returns how, in a word."""
-        from tritongen.serve import TritonServer
-
         alive = self.server is not None and self.server.process.poll() is None
         if alive and self.files is not None and set(_models(files)) == set(_models(self.files)):
             old, new = _models(self.files), _models(files)

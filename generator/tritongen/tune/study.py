@@ -24,6 +24,9 @@ from tritongen.spec import Spec
 from tritongen.tune.measure import TrialResult
 from tritongen.tune.space import cast, current, in_range, suggest, trial_spec
 
+# optuna is imported where a study runs: `tritongen tune` needs it, the rest of tritongen (and an environment
+# without it) imports this module's types only.
+
 STORE = "study.db"
 
 
