@@ -11,9 +11,8 @@ import pytest
 import yaml
 from tritonclient.grpc import model_config_pb2
 
-from specs import apply_overrides, assert_golden
+from specs import apply_overrides, assert_golden, served_files
 from tritongen.cli import main
-from tritongen.resources import data_dir
 from tritongen.plan import Plan
 from tritongen.runtimes.llmapi import contract, model_yaml
 from tritongen.runtimes.llmapi.sizing import cuda_graph_batch_sizes, finetune
@@ -221,14 +220,8 @@ def test_golden_repositories(tmp_path, tiny_model, case):
              for rel, text in _render(_spec(tmp_path, tiny_model, example), out, *args).items()}
     assert verify_repository(out) == []
     # Shipped python models are compared with their source, not kept as golden copies.
-    templates = data_dir("model_repository_templates")
-    shipped = [rel for rel in files if rel.endswith(".py") and "/1/" in rel]
-    for rel in shipped:
-        # the detokenizer and the error kinds are modules of the package (shared with clients and the frontend)
-        name = rel.rsplit("/", 1)[-1]
-        source = ROOT / "generator" / "tritongen" / name if name in ("detokenizer.py", "error_kinds.py") else \
-            templates / rel
-        assert files.pop(rel) == source.read_text(), f"{rel} differs from its source"
+    shipped = {rel: files.pop(rel).encode() for rel in [rel for rel in files if rel.endswith(".py") and "/1/" in rel]}
+    assert shipped == served_files(shipped)
     assert_golden({rel: text.encode() for rel, text in files.items()}, GOLDEN / case)
 
 

@@ -145,6 +145,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     from tritongen.verify import verify_load, verify_repository
 
     repo = Path(args.repo)
+    _note_without_manifest(repo)
     findings = verify_repository(repo)
     for f in findings:
         print(f"FAIL {f}")
@@ -257,6 +258,15 @@ def _check_repository(repo: Path) -> None:
         raise SpecError(problem("REPO", f"{repo} does not exist", fix))
     if not any(repo.glob("*/config.pbtxt")):
         raise SpecError(problem("REPO", f"{repo} holds no model (no */config.pbtxt)", fix))
+    _note_without_manifest(repo)
+
+
+def _note_without_manifest(repo: Path) -> None:
+    """A repository without a render manifest still serves and verifies, from its config files: say so once."""
+    from tritongen import repository_manifest
+
+    if repo.is_dir() and repository_manifest.read(repo) is None:
+        console.info(repository_manifest.NOTE.format(repo=repo), file=sys.stderr)
 
 
 def _openai_enabled(repo: Path) -> bool:

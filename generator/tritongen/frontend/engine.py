@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import grpc
 import numpy as np
 
-from tritongen import error_kinds
+from tritongen.served import error_kinds
 
 if TYPE_CHECKING:
     from tritongen.runtimes.base import Dialect
@@ -58,7 +58,7 @@ _PARAMS = {"seed": "seed", "random_seed": "seed", "temperature": "temperature", 
 
 
 def _of_kind(kind: str, input_name: str | None, message: str) -> EngineError:
-    """The error of a tritongen model, by its tag (tritongen.error_kinds); `message` is the text without it."""
+    """The error of a tritongen model, by its tag (tritongen.served.error_kinds); `message` is the text without it."""
     if kind == error_kinds.OVERLOADED:
         return EngineError(429, f"the deployment is at capacity: {message}", "rate_limit_error")
     if kind == error_kinds.UNAVAILABLE:

@@ -130,7 +130,7 @@ class EngineModelEvaluator:
     """The values of every trial evaluated (tests check a resumed tune evaluates no finished trial again)."""
 
     def evaluate(self, spec: Spec, values: dict[str, Any], report: Report, where=None) -> TrialResult:
-        from tritongen.runtimes.synthetic.engine import EngineParams, SimRequest, simulate
+        from tritongen.served.engine_model import EngineParams, SimRequest, simulate
 
         self.calls.append(dict(values))
         e, load = spec.synthetic.engine, spec.validation.load
