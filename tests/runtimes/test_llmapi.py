@@ -88,7 +88,8 @@ def test_rendered_llmapi_repository_matches_the_release(tmp_path, tiny_model):
     spec = _spec(tmp_path, tiny_model, "llama3-8b-llmapi.yaml", **{"llmapi.cuda_graphs": False})
     out = tmp_path / "repo"
     files = _render(spec, out, "--inventory", str(FIXTURES / "inventories" / "h200-1x.yaml"))
-    assert sorted(files) == ["frontend.json", "tensorrt_llm/1/model.yaml", "tensorrt_llm/config.pbtxt"]
+    assert sorted(files) == ["frontend.json", "tensorrt_llm/1/model.yaml", "tensorrt_llm/config.pbtxt",
+                             "tritongen-repository.json"]
     facts = FACTS["llmapi_config_pbtxt"]
     config = parse_config(out / "tensorrt_llm" / "config.pbtxt")
     assert (config.name, config.backend) == (facts["name"], facts["backend"])
@@ -241,7 +242,8 @@ def test_deploy_llmapi_to_compose_and_k8s_passes_the_validators(tmp_path, tiny_m
     spec = _spec(tmp_path, tiny_model, "llama3-8b-llmapi.yaml")
     dep = prepare(spec, inventory=str(FIXTURES / "inventories" / inventory))
     assert dep.image == TRTLLM.container and sorted(dep.repository) == ["frontend.json", "tensorrt_llm/1/model.yaml",
-                                                                          "tensorrt_llm/config.pbtxt"]
+                                                                          "tensorrt_llm/config.pbtxt",
+                                                                          "tritongen-repository.json"]
     inner = yaml.safe_load(dep.repository["tensorrt_llm/1/model.yaml"])
     assert inner["model"] == "/models/checkpoint" and inner["kv_cache_config"]["max_tokens"] > 0
     for target in ("compose", "k8s"):
