@@ -2,7 +2,7 @@
 
 The model is Llama-3.2-1B-shaped (hidden 2048, 16 layers, 32 heads, 8 KV heads, MLP 8192, vocab 128256, tied
 embeddings) with random weights built locally, bf16. Continuous batching is configured as
-model_repository_templates/tensorrt_llm/1/model.py configures it (per_request_processors, block size 32,
+generator/tritongen/served/hf_model.py configures it (per_request_processors, block size 32,
 num_blocks/max_batch_tokens left to transformers, max_memory_percent 0.9, use_cuda_graph=False,
 use_async_batching=False, a sampling generation config), and each request is submitted as model.py submits a
 greedy request with min_tokens = max_tokens: streaming=True, eos_token_id=-1, temperature 1, top_k 1, top_p 1.

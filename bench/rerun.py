@@ -87,12 +87,11 @@ def torch_facts() -> dict:
     return facts
 
 
-def _model_module(repo: Path):
-    """Import the rendered model's hf_requests (its min_tokens processor) outside Triton."""
+def _model_module():
+    """Import the hf model's hf_requests (its min_tokens processor) outside Triton."""
     sys.modules.setdefault("triton_python_backend_utils",
                            types.SimpleNamespace(TRITONSERVER_RESPONSE_COMPLETE_FINAL=1))
-    sys.path.insert(0, str(repo / "tensorrt_llm" / "1"))
-    import hf_requests
+    from tritongen.served import hf_requests
 
     return hf_requests
 
@@ -104,7 +103,7 @@ def inprocess(args, ckpt: Path, repo: Path, params: dict) -> dict:
 
     from inprocess_cb import run_level
 
-    hf = _model_module(repo)
+    hf = _model_module()
     device = "cuda" if args.device == "gpu" else "cpu"
     attention = params.get("attention") or ("sdpa_mem_efficient" if device == "cuda" else "sdpa")
     if attention == "sdpa_mem_efficient" and device == "cuda":  # what model.py does for this choice

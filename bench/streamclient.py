@@ -126,7 +126,7 @@ def _openai_model(cfg: Config) -> str:
 
 
 def synthetic_ids(prompt_len: int, n: int, vocab_size: int, end_id: int, pad_id: int) -> list[int]:
-    """The ids the synthetic source sends (model_repository_templates/synthetic/model.py, tritongen_tokensource)."""
+    """The ids the synthetic source sends (tritongen.served.synthetic, tritongen_tokensource)."""
     ids = [i for i in range(min(16, vocab_size - 1), vocab_size) if i not in (end_id, pad_id)] or [vocab_size - 1]
     return [ids[(prompt_len + i) % len(ids)] for i in range(n)]
 

@@ -1,7 +1,7 @@
 """How close `tritongen tune` gets to the best goodput there is, on the synthetic engine model whose optimum is known.
 
 For each of three SLOs (tight TTFT, tight ITL, loose) the optimum is computed from the engine model's own formula
-(tritongen.runtimes.synthetic.engine): with every request of one length, serving.max_batch_size and the KV budget
+(tritongen.served.engine_model): with every request of one length, serving.max_batch_size and the KV budget
 act through one number, the requests running at once, so enumerating 1..users finds it. Then tune searches
 (max_batch_size, kv_cache.max_tokens) with a budget of 16 trials:
 - `--mode analytic` (default, CPU, about a minute): trials evaluated on the formula, seeds 0..4;

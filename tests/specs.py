@@ -78,6 +78,20 @@ def assert_golden(files: dict[str, bytes], golden: Path) -> None:
         assert data == expected[rel], f"{rel} differs from {golden} (`make goldens` regenerates it on purpose)"
 
 
+def served_files(files: dict[str, bytes]) -> dict[str, bytes]:
+    """The python files a rendered repository must hold: for each version folder's model.py, the served model it
+    is (tritongen.served) with the modules beside it that the package's SHIPPED lists, as the package has them."""
+    from tritongen import served
+
+    expected: dict[str, bytes] = {}
+    for rel in (k for k in files if k.endswith("/model.py")):
+        folder = rel.removesuffix("/model.py")
+        model = next((m for m in served.SHIPPED if served.source(m) == files[rel]), None)
+        assert model is not None, f"{rel} is none of tritongen.served's models"
+        expected.update(served.model_files(model, folder))
+    return expected
+
+
 def render_spec(spec_path: Path, out: Path):
     """Plan the spec at `spec_path` and write its model repository to `out`; returns the Plan."""
     from tritongen.render import render_for

@@ -20,8 +20,8 @@ SAMPLES = [" Привет мир", "日本語 🙂 ok", "\tcafé\n naïve", "  t
 
 
 def load_detokenizer():
-    """The detokenizer module the BLS ships (rendered from tritongen.detokenizer) and the ids path's clients use."""
-    from tritongen import detokenizer
+    """The detokenizer module the BLS ships (tritongen.served.detokenizer) and the ids path's clients use."""
+    from tritongen.served import detokenizer
 
     return detokenizer
 

@@ -220,9 +220,10 @@ def debts() -> dict:
     def fields(cls: ast.ClassDef) -> list[str]:
         return [n.target.id for n in cls.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)]
 
-    templates = ROOT / "model_repository_templates"
+    served = PACKAGE / "served"
     native = PACKAGE / "native"
-    by_file = sorted({n.value.id for n in ast.walk(trees["tritongen.render"]) if isinstance(n, ast.Attribute)
+    shipping = ("tritongen.render", "tritongen.runtimes.hf", "tritongen.runtimes.synthetic")
+    by_file = sorted({n.value.id for name in shipping for n in ast.walk(trees[name]) if isinstance(n, ast.Attribute)
                       and n.attr == "__file__" and isinstance(n.value, ast.Name)})
     function_imports = {name: _function_imports(tree) for name, tree in trees.items()}
     every = _internal_edges(modules, only_module_level=False)
@@ -238,10 +239,12 @@ def debts() -> dict:
                  "pydantic_classes": len(classes), "in_runtime_packages": runtime_sections,
                  "serving_fields": next((len(fields(c)) for c in classes if c.name == "ServingSection"), None),
                  "max_batch_size_in": [c.name for c in classes if "max_batch_size" in fields(c)]},
-        "served_code": {"python_models_lines": _lines(templates.rglob("*.py")),
-                        "python_model_files": len(list(templates.rglob("*.py"))),
+        "served_code": {"python_lines": _lines(served.glob("*.py")),
+                        "python_files": len(list(served.glob("*.py"))),
+                        "python_files_under_templates": len(list((ROOT / "model_repository_templates").rglob("*.py"))),
                         "modules_shipped_by___file__": by_file,
-                        "table_loaded_by_path": "spec_from_file_location" in (native / "__init__.py").read_text(),
+                        "table_loaded_by_path": any("spec_from_file_location" in p.read_text()
+                                                    for p in PACKAGE.rglob("*.py")),
                         "cpp_lines": _lines([*native.glob("*.cc"), *native.glob("*.h")])},
         "in_function_imports": {"statements": sum(map(len, function_imports.values())),
                                 "of_tritongen": sum(map(_of_tritongen, sum(function_imports.values(), []))),

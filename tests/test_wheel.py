@@ -49,6 +49,8 @@ def test_the_wheel_holds_every_package_and_template(wheel):
         for f in (ROOT / folder).rglob("*"):
             if f.is_file() and f.suffix in (".j2", ".py") and "__pycache__" not in f.parts:
                 assert f"{installed}/{f.relative_to(ROOT / folder).as_posix()}" in names, f
+    for module in (ROOT / "generator" / "tritongen" / "served").glob("*.py"):  # what render ships, from the wheel
+        assert f"tritongen/served/{module.name}" in names, module
     assert not any(n.startswith(("generator/", "tests/")) for n in names)
 
 

@@ -72,7 +72,7 @@ OUT_PROMPT_TABLE_EXTRA_IDS UINT64 -1
 DETOKENIZER_TABLE STRING 1
 """)
 # DETOKENIZER_TABLE_REQUEST / DETOKENIZER_TABLE are tritongen's, not NVIDIA's: the native BLS asks preprocessing
-# (which owns the tokenizer) for the tokenizer's decoding as a table (generator/tritongen/native/detok_table.py).
+# (which owns the tokenizer) for the tokenizer's decoding as a table (generator/tritongen/served/detok_table.py).
 
 TENSORRT_LLM_INPUTS = _table(f"""
 input_ids INT32 -1 opt ragged

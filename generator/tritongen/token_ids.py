@@ -4,7 +4,7 @@ The text path (ensemble -> tensorrt_llm_bls) tokenizes, runs the LLM and detoken
 cost of a Python model round trip per streamed response. On the ids path the client does both ends itself with the
 deployment's tokenizer: it sends the TensorRT-LLM contract's `tensorrt_llm` inputs (input_ids, input_lengths,
 request_output_len, streaming, end_id, pad_id, stop_words_list, return_num_*_tokens, exclude_input_in_output,
-sampling inputs) and decodes the streamed output_ids with the detokenizer the BLS ships (tritongen.detokenizer), so
+sampling inputs) and decodes the streamed output_ids with the detokenizer the BLS ships (tritongen.served.detokenizer), so
 the text is byte for byte the text path's: the same tokenizer, loaded with the same arguments, the same prompt ids
 (preprocessing's encode), the same end and pad ids, the same incremental decoding and text stop sequences.
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tritongen.detokenizer import IncrementalDetokenizer, StopStrings, held_ids
+from tritongen.served.detokenizer import IncrementalDetokenizer, StopStrings, held_ids
 
 # transformers (about 1.8 s of CPU to import) is imported where a tokenizer is loaded; the CLI and the runner
 # import this module for its tensor names.

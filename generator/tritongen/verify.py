@@ -8,7 +8,8 @@ from pathlib import Path
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-from tritongen.errors import CheckFailed, EnvironmentMissing, problem
+from tritongen import repository_manifest
+from tritongen.errors import CheckFailed, EnvironmentMissing, SpecError, problem
 from tritongen.readiness import model_states
 from tritongen.runtimes import RUNTIMES, missing_model_code
 from tritongen.serve import TritonServer
@@ -124,9 +125,32 @@ def check_runtime_files(repo: Path) -> list[Finding]:
     return [Finding(path, message) for rt in RUNTIMES.values() for path, message in rt.check_repository(repo)]
 
 
+def check_manifest(repo: Path, configs: dict[str, model_config_pb2.ModelConfig]) -> list[Finding]:
+    """What the render manifest lists is there: each model with the backend it was rendered with, each file render
+    wrote. A repository without a manifest has nothing to check here."""
+    try:
+        rendered = repository_manifest.read(repo)
+    except SpecError as err:
+        return [Finding(repository_manifest.FILE, str(err).split(": ", 1)[-1])]
+    if rendered is None:
+        return []
+    findings, fix = [], "render the repository again"
+    for name, model in rendered.models.items():
+        config = configs.get(name)
+        if config is None:
+            findings.append(Finding(f"{name}/config.pbtxt", f"missing or unreadable, but {repository_manifest.FILE} "
+                                                            f"lists model {name!r}; {fix}"))
+        elif (config.backend or config.platform) != model.backend:
+            findings.append(Finding(f"{name}/config.pbtxt", f"backend {config.backend or config.platform!r}, rendered "
+                                                            f"as {model.backend!r}; {fix}"))
+        findings += [Finding(rel, f"missing: render wrote it ({repository_manifest.FILE}); {fix}")
+                     for rel in model.files if not (repo / rel).is_file()]
+    return findings
+
+
 def verify_repository(repo: Path) -> list[Finding]:
     configs, findings = load_repository(repo)
-    return findings + check_ensembles(configs) + check_runtime_files(repo)
+    return findings + check_manifest(repo, configs) + check_ensembles(configs) + check_runtime_files(repo)
 
 
 def verify_load(repo: Path, timeout: float = 300.0) -> dict[str, str]:

@@ -19,8 +19,8 @@ from tritongen.runtimes import NAMES
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).parents[1] / "golden" / "deploy"
 # tritongen's own model files: the metric families they create are what those runtimes export.
-OWN_MODELS = {"hf": ROOT / "model_repository_templates" / "tensorrt_llm" / "1" / "model.py",
-              "synthetic": ROOT / "model_repository_templates" / "synthetic" / "model.py"}
+OWN_MODELS = {"hf": ROOT / "generator" / "tritongen" / "served" / "hf_model.py",
+              "synthetic": ROOT / "generator" / "tritongen" / "served" / "synthetic.py"}
 
 
 def frontend_names() -> set[str]:

@@ -246,9 +246,9 @@ def rendered_configs(tiny_repo):
 
 def test_preprocessing_applies_no_chat_template():
     """The chat template has one owner, the frontend: the tokenizer step must only tokenize."""
-    from tritongen.resources import data_dir
+    from tritongen import served
 
-    source = (data_dir("model_repository_templates") / "preprocessing" / "1" / "model.py").read_text()
+    source = served.source("preprocessing").decode()
     assert "chat_template" not in source and "apply_chat_template" not in source
 
 

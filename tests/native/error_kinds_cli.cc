@@ -1,6 +1,6 @@
 // Test driver for generator/tritongen/native/error_kinds.h: prints the kinds the header spells, then answers
 // stdin lines "wrap<TAB>prefix<TAB>message" (Wrap) and "bad<TAB>input<TAB>problem" (BadRequest's message), one
-// output line each, so the Python test compares them with tritongen.error_kinds.
+// output line each, so the Python test compares them with tritongen.served.error_kinds.
 #include <iostream>
 #include <string>
 

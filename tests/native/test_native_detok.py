@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from tritongen.demo.model import train_tokenizer
-from tritongen.native import SOURCES, compiler, detok_table
+from tritongen.native import SOURCES, compiler
+from tritongen.served import detok_table
 
 HERE = Path(__file__).parent
 TEXTS = ["Hello world, the quick brown fox.", "日本語のテキスト、漢字とかな。", "emoji 🙂🚀👩‍👩‍👧 mixed",
@@ -54,7 +55,7 @@ def _run(driver, table_file, cases):
 
 @pytest.mark.parametrize("skip_special", [True, False])
 def test_streamed_and_whole_equal_the_tokenizers_decode(driver, tokenizer, tmp_path, skip_special):
-    table = detok_table()
+    table = detok_table
     blob = table.build_table(tokenizer, skip_special)
     table.check_table(tokenizer, blob, skip_special)
     path = tmp_path / "table.bin"
@@ -85,7 +86,7 @@ def test_a_tokenizer_the_table_cannot_reproduce_is_refused():
 
     tok = train_tokenizer("bytelevel")
     tok.backend_tokenizer.decoder = decoders.WordPiece()
-    table = detok_table()
+    table = detok_table
     with pytest.raises(table.NotTableDecodable, match="is not ByteLevel or SentencePiece"):
         table.build_table(tok)
 
@@ -93,7 +94,7 @@ def test_a_tokenizer_the_table_cannot_reproduce_is_refused():
 def test_out_of_vocabulary_ids_are_reported_not_decoded(driver, tmp_path):
     tok = train_tokenizer("bytelevel")
     path = tmp_path / "table.bin"
-    path.write_bytes(detok_table().build_table(tok))
+    path.write_bytes(detok_table.build_table(tok))
     [(status, _, _)] = _run(driver, path, [([1], [5, len(tok) + 10])])
     assert status == "bad"
 

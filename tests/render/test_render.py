@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from google.protobuf import text_format
 
-from specs import assert_golden
+from specs import assert_golden, served_files
 from tritongen import contract
 from tritongen.errors import SpecError
 from tritongen.render import render_for
@@ -33,13 +33,7 @@ def rendered(tiny_spec_path):
 def test_golden_repository(rendered, tiny_model):
     # The python models are shipped verbatim; they are compared with their source, not kept twice.
     files = _normalised({k: v for k, v in rendered[2].items() if not k.endswith(".py")}, tiny_model)
-    for rel in (k for k in rendered[2] if k.endswith(".py")):
-        # the detokenizer (shared with the ids path's clients) and the error kinds (shared with the frontend) are
-        # modules of the package
-        name = rel.rsplit("/", 1)[-1]
-        source = ROOT / "generator" / "tritongen" / name if name in ("detokenizer.py", "error_kinds.py") else \
-            ROOT / "model_repository_templates" / rel
-        assert rendered[2][rel] == source.read_bytes()
+    assert {k: v for k, v in rendered[2].items() if k.endswith(".py")} == served_files(rendered[2])
     assert_golden(files, GOLDEN)
 
 

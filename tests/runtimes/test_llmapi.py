@@ -11,9 +11,8 @@ import pytest
 import yaml
 from tritonclient.grpc import model_config_pb2
 
-from specs import apply_overrides, assert_golden
+from specs import apply_overrides, assert_golden, served_files
 from tritongen.cli import main
-from tritongen.resources import data_dir
 from tritongen.plan import Plan
 from tritongen.runtimes.llmapi import contract, model_yaml
 from tritongen.runtimes.llmapi.sizing import cuda_graph_batch_sizes, finetune
@@ -89,7 +88,8 @@ def test_rendered_llmapi_repository_matches_the_release(tmp_path, tiny_model):
     spec = _spec(tmp_path, tiny_model, "llama3-8b-llmapi.yaml", **{"llmapi.cuda_graphs": False})
     out = tmp_path / "repo"
     files = _render(spec, out, "--inventory", str(FIXTURES / "inventories" / "h200-1x.yaml"))
-    assert sorted(files) == ["frontend.json", "tensorrt_llm/1/model.yaml", "tensorrt_llm/config.pbtxt"]
+    assert sorted(files) == ["frontend.json", "tensorrt_llm/1/model.yaml", "tensorrt_llm/config.pbtxt",
+                             "tritongen-repository.json"]
     facts = FACTS["llmapi_config_pbtxt"]
     config = parse_config(out / "tensorrt_llm" / "config.pbtxt")
     assert (config.name, config.backend) == (facts["name"], facts["backend"])
@@ -221,14 +221,8 @@ def test_golden_repositories(tmp_path, tiny_model, case):
              for rel, text in _render(_spec(tmp_path, tiny_model, example), out, *args).items()}
     assert verify_repository(out) == []
     # Shipped python models are compared with their source, not kept as golden copies.
-    templates = data_dir("model_repository_templates")
-    shipped = [rel for rel in files if rel.endswith(".py") and "/1/" in rel]
-    for rel in shipped:
-        # the detokenizer and the error kinds are modules of the package (shared with clients and the frontend)
-        name = rel.rsplit("/", 1)[-1]
-        source = ROOT / "generator" / "tritongen" / name if name in ("detokenizer.py", "error_kinds.py") else \
-            templates / rel
-        assert files.pop(rel) == source.read_text(), f"{rel} differs from its source"
+    shipped = {rel: files.pop(rel).encode() for rel in [rel for rel in files if rel.endswith(".py") and "/1/" in rel]}
+    assert shipped == served_files(shipped)
     assert_golden({rel: text.encode() for rel, text in files.items()}, GOLDEN / case)
 
 
@@ -248,7 +242,8 @@ def test_deploy_llmapi_to_compose_and_k8s_passes_the_validators(tmp_path, tiny_m
     spec = _spec(tmp_path, tiny_model, "llama3-8b-llmapi.yaml")
     dep = prepare(spec, inventory=str(FIXTURES / "inventories" / inventory))
     assert dep.image == TRTLLM.container and sorted(dep.repository) == ["frontend.json", "tensorrt_llm/1/model.yaml",
-                                                                          "tensorrt_llm/config.pbtxt"]
+                                                                          "tensorrt_llm/config.pbtxt",
+                                                                          "tritongen-repository.json"]
     inner = yaml.safe_load(dep.repository["tensorrt_llm/1/model.yaml"])
     assert inner["model"] == "/models/checkpoint" and inner["kv_cache_config"]["max_tokens"] > 0
     for target in ("compose", "k8s"):

@@ -74,7 +74,7 @@ def test_rendered_repository_parses_and_verifies(tmp_path, tiny_model):
     spec = _spec(tmp_path, tiny_model)
     assert main(["render", str(spec), "-o", str(out), "--inventory", str(FIXTURES / "inventories" / "h200-1x.yaml")]) == 0
     files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and p.name != ".tritongen-rendered")
-    assert files == ["frontend.json", "tensorrt_llm/1/model.json", "tensorrt_llm/config.pbtxt"]
+    assert files == ["frontend.json", "tensorrt_llm/1/model.json", "tensorrt_llm/config.pbtxt", "tritongen-repository.json"]
     (route,) = json.loads((out / "frontend.json").read_text())["models"]
     assert (route["triton_model"], route["dialect"]) == ("tensorrt_llm", "vllm")
     assert verify_repository(out) == []

@@ -1,5 +1,5 @@
 // Replays generator/tritongen/native/engine_model.h's EngineCore on a virtual clock, the way
-// tritongen.runtimes.synthetic.engine.simulate does (open loop), for tests/tune/test_engine_model.py.
+// tritongen.served.engine_model.simulate does (open loop), for tests/tune/test_engine_model.py.
 // argv: step_base_ms per_sequence_ms per_prefill_token_ms max_batch kv_tokens; stdin: n, then n lines
 // "arrival_ms prompt_len n_out" in arrival order; stdout: one line of token times (ms) per request.
 #include <cstdio>

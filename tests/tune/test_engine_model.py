@@ -1,4 +1,4 @@
-"""The synthetic engine model: one schedule, in python (tritongen.runtimes.synthetic.engine) and in the native
+"""The synthetic engine model: one schedule, in python (tritongen.served.engine_model) and in the native
 token source's header (generator/tritongen/native/engine_model.h), checked against each other and against the
 formula by hand."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tritongen.runtimes.synthetic.engine import EngineParams, SimRequest, simulate, step_ms
+from tritongen.served.engine_model import EngineParams, SimRequest, simulate, step_ms
 
 ROOT = Path(__file__).resolve().parents[2]
 NATIVE = ROOT / "generator" / "tritongen" / "native"

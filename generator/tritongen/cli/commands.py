@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from tritongen import client, console
+from tritongen import client, console, repository_manifest
 from tritongen.cli.flags import REFERENCE_HEAD
 from tritongen.errors import EnvironmentMissing, SpecError, TritongenError, clip, problem, scrub
 from tritongen.frontend.server import FrontendServer, FrontendWorkers
@@ -94,6 +94,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     repo = Path(args.repo)
+    _note_without_manifest(repo)
     findings = verify_repository(repo)
     for f in findings:
         print(f"FAIL {f}")
@@ -194,6 +195,13 @@ def _check_repository(repo: Path) -> None:
         raise SpecError(problem("REPO", f"{repo} does not exist", fix))
     if not any(repo.glob("*/config.pbtxt")):
         raise SpecError(problem("REPO", f"{repo} holds no model (no */config.pbtxt)", fix))
+    _note_without_manifest(repo)
+
+
+def _note_without_manifest(repo: Path) -> None:
+    """A repository without a render manifest still serves and verifies, from its config files: say so once."""
+    if repo.is_dir() and repository_manifest.read(repo) is None:
+        console.info(repository_manifest.NOTE.format(repo=repo), file=sys.stderr)
 
 
 def _openai_enabled(repo: Path) -> bool:

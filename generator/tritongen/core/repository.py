@@ -31,8 +31,6 @@ class Renderer:
 
     template: Callable[..., bytes]
     """template(name, plan, **context) -> bytes: a model_repository_templates/*.j2 rendered with the header."""
-    shipped: Callable[[str], bytes]
-    """shipped(relative path) -> bytes: a file of model_repository_templates as it is."""
     header: str
     """The generated-file header line for this plan."""
 

@@ -32,7 +32,7 @@ import tritonclient.grpc.aio as aioclient
 from tritonclient.grpc import InferResult, service_pb2 as pb2, service_pb2_grpc
 from tritonclient.utils import serialize_byte_tensor
 
-from tritongen import error_kinds
+from tritongen.served import error_kinds
 
 if TYPE_CHECKING:
     from tritongen.runtimes.base import Dialect
@@ -61,7 +61,7 @@ _PARAMS = {"seed": "seed", "random_seed": "seed", "temperature": "temperature", 
 
 
 def _of_kind(kind: str, input_name: str | None, message: str) -> EngineError:
-    """The error of a tritongen model, by its tag (tritongen.error_kinds); `message` is the text without it."""
+    """The error of a tritongen model, by its tag (tritongen.served.error_kinds); `message` is the text without it."""
     if kind == error_kinds.OVERLOADED:
         return EngineError(429, f"the deployment is at capacity: {message}", "rate_limit_error")
     if kind == error_kinds.UNAVAILABLE:

@@ -12,16 +12,14 @@ fails with the build command when they are missing.
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import os
 import re
 import shutil
 import sys
 from pathlib import Path
 
+from .. import repository_manifest
 from ..errors import EnvironmentMissing
-from ..resources import data_dir
 
 SOURCES = Path(__file__).parent
 BUILD_SCRIPT = SOURCES / "build.sh"
@@ -35,8 +33,12 @@ _BACKEND_LINE = re.compile(r'^backend:\s*"([^"]+)"', re.MULTILINE)
 
 
 def used_by(repository: Path) -> tuple[str, ...]:
-    """The native backends that the models of a model repository name (config.pbtxt and configs/*.pbtxt)."""
+    """The native backends that the models of a model repository name: from its render manifest, else from its
+    config.pbtxt and configs/*.pbtxt files."""
     root = Path(repository)
+    rendered = repository_manifest.read(root)
+    if rendered is not None:
+        return tuple(name for name in BACKENDS if name in rendered.backends)
     names = set()
     for config in [*root.glob("*/config.pbtxt"), *root.glob("*/configs/*.pbtxt")]:
         names.update(_BACKEND_LINE.findall(config.read_text(errors="replace")))
@@ -111,12 +113,3 @@ inline const std::vector<std::string> kPassedOutputs = {{
 }}  // namespace tritongen
 """
 
-
-def detok_table():
-    """The detokenisation-table module that preprocessing ships (model_repository_templates/preprocessing/1/
-    detok_table.py): one implementation for the planner's check, the model and the tests."""
-    path = data_dir("model_repository_templates") / "preprocessing" / "1" / "detok_table.py"
-    spec = importlib.util.spec_from_file_location("tritongen_detok_table", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module

@@ -1,4 +1,4 @@
-// Incremental detokenisation over a table of per-token bytes (model_repository_templates/preprocessing/1/detok_table.py builds the table
+// Incremental detokenisation over a table of per-token bytes (generator/tritongen/served/detok_table.py builds the table
 // and holds the same algorithm in Python, which the tests compare with the tokenizer's own decode).
 //
 // Streamed text must concatenate to the whole text byte for byte, so each mode holds back what a later token

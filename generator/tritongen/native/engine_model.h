@@ -2,7 +2,7 @@
 // request and takes step_base_ms + per_sequence_ms * running + per_prefill_token_ms * prefill_tokens; requests are
 // admitted first come, first served while fewer than max_batch run and their KV reservation (prompt + output
 // tokens) fits kv_tokens (0: unlimited); a request that alone exceeds it is admitted when nothing else runs.
-// The one definition of this schedule is generator/tritongen/runtimes/synthetic/engine.py; EngineCore mirrors its
+// The one definition of this schedule is generator/tritongen/served/engine_model.py; EngineCore mirrors its
 // EngineCore line by line, and tests/tune/test_engine_model.py runs both on the same requests.
 
 #pragma once

@@ -1,7 +1,7 @@
 // tritongen_tokensource: a token source with the tensor contract of TensorRT-LLM's `tensorrt_llm` model and no
 // model behind it, built as a C++ backend so that it is not the bottleneck of what it measures.
 //
-// Behaviour is that of the synthetic runtime's python model (model_repository_templates/synthetic/model.py): the
+// Behaviour is that of the synthetic runtime's python model (generator/tritongen/served/synthetic.py): the
 // same parameters (ttft_ms, itl_ms, stream_interval, vocab_size, end_id, pad_id), inputs, outputs, token ids and
 // timing. A python source pays an IPC round trip into its stub per response, which capped it at a few thousand
 // tokens/s per host; here a response is a few Triton API calls, so the serving path around the source (BLS,

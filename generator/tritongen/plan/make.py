@@ -260,9 +260,8 @@ def _bls_backend(spec: Spec, tokenizer: TokenizerPlan) -> dict[str, str]:
         return {"bls_backend": "native"}
     from transformers import AutoTokenizer
 
-    from tritongen.native import detok_table
+    from tritongen.served import detok_table as table
 
-    table = detok_table()
     tok = AutoTokenizer.from_pretrained(tokenizer.dir)
     try:
         table.check_table(tok, table.build_table(tok, tokenizer.skip_special_tokens), tokenizer.skip_special_tokens)

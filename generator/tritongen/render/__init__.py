@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import functools
 import json
-from pathlib import Path
 
 import jinja2
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
 
-from tritongen import contract, detokenizer, error_kinds
+from tritongen import contract, served
+from tritongen import repository_manifest as manifest
 from tritongen.core import InstanceGroup, Locations, Renderer, ServerGroupPlan
 from tritongen.plan import Plan
 from tritongen.render.write import MARKER, check_output_dir, status_lines, write_repository
@@ -70,8 +72,7 @@ def _llm_config(plan: Plan, where: Locations, group: ServerGroupPlan | None) -> 
 
 
 def _renderer(plan: Plan) -> Renderer:
-    return Renderer(template=_render, shipped=lambda rel: (TEMPLATES / rel).read_bytes(),
-                    header=HEADER.format(name=plan.name))
+    return Renderer(template=_render, header=HEADER.format(name=plan.name))
 
 
 def max_input_tokens(plan: Plan) -> str:
@@ -96,7 +97,7 @@ def render_repository(plan: Plan, where: Locations | None = None) -> dict[str, b
         files = rt.model_files(plan, where, _renderer(plan))
         if plan.frontend is not None:  # a runtime whose own model the frontend speaks to (llmapi)
             files.update(plan.frontend.repository_files(where.tokenizer))
-        return dict(sorted(files.items()))
+        return _with_manifest(plan, files)
     files: dict[str, bytes] = {}
     pre_in, pre_out = _tensors("preprocessing", plan)
     files["preprocessing/config.pbtxt"] = _render(
@@ -113,10 +114,9 @@ def render_repository(plan: Plan, where: Locations | None = None) -> dict[str, b
     files["ensemble/config.pbtxt"] = _render("ensemble/config.pbtxt.j2", plan, inputs=ens_in, outputs=ens_out,
                                              steps=contract.ENSEMBLE_STEPS)
     files["ensemble/1/.keep"] = b""
-    for model in ("preprocessing", "postprocessing"):
-        files[f"{model}/1/model.py"] = (TEMPLATES / model / "1" / "model.py").read_bytes()
-    # preprocessing builds the native BLS's detokenisation table from its tokenizer.
-    files["preprocessing/1/detok_table.py"] = (TEMPLATES / "preprocessing" / "1" / "detok_table.py").read_bytes()
+    # preprocessing also builds the native BLS's detokenisation table from its tokenizer (served.detok_table).
+    files.update(served.model_files("preprocessing", "preprocessing/1"))
+    files.update(served.model_files("postprocessing", "postprocessing/1"))
 
     files.update(rt.model_files(plan, where, _renderer(plan)))
     files["tensorrt_llm/config.pbtxt"] = _llm_config(plan, where, None)
@@ -132,25 +132,38 @@ def render_repository(plan: Plan, where: Locations | None = None) -> dict[str, b
                 "skip_special_tokens": plan.tokenizer.skip_special_tokens, "max_input_tokens": max_input_tokens(plan),
                 "max_in_flight": str(plan.max_batch_size)},
         group=InstanceGroup(kind="KIND_CPU", count=plan.bls_instances))
-    files["tensorrt_llm_bls/1/model.py"] = (TEMPLATES / "tensorrt_llm_bls" / "1" / "model.py").read_bytes()
+    # The python BLS, with the detokenizer the ids path's clients also use (tritongen.token_ids), ships either way.
+    files.update(served.model_files("bls", "tensorrt_llm_bls/1"))
     # What the python BLS forwards between the models, from the contract (the native BLS compiles the same tables).
     files["tensorrt_llm_bls/1/wiring.json"] = (json.dumps(contract.bls_wiring(), indent=1) + "\n").encode()
-    # One detokenizer for the BLS and for the ids path's clients (tritongen.token_ids): the module is copied in.
-    files["tensorrt_llm_bls/1/detokenizer.py"] = Path(detokenizer.__file__).read_bytes()
     if plan.frontend is not None:
         # What the OpenAI frontend needs to front this repository (tritonserver ignores files at the root): the
         # settings, with the tokenizer where the server sees it, and a chat template file copied in.
         files.update(plan.frontend.repository_files(where.tokenizer))
-    return dict(sorted(_with_error_kinds(files).items()))
+    return _with_manifest(plan, files)
 
 
-def _with_error_kinds(files: dict[str, bytes]) -> dict[str, bytes]:
-    """The error kinds module (tritongen.error_kinds), copied next to each python model that imports it."""
-    shared = Path(error_kinds.__file__).read_bytes()
-    for path, content in list(files.items()):
-        if path.endswith("/1/model.py") and b"from error_kinds import" in content:
-            files[path.removesuffix("model.py") + "error_kinds.py"] = shared
-    return files
+def _backend(config: bytes) -> str:
+    parsed = text_format.Parse(config.decode(), model_config_pb2.ModelConfig())
+    return parsed.backend or parsed.platform
+
+
+def _with_manifest(plan: Plan, files: dict[str, bytes]) -> dict[str, bytes]:
+    """The files with the render manifest (tritongen.repository_manifest) that serve and verify read, sorted."""
+    sources = {served.source(m): m for m in served.SHIPPED}
+    models = {}
+    for rel in sorted(k for k in files if k.count("/") == 1 and k.endswith("/config.pbtxt")):
+        name = rel.split("/")[0]
+        models[name] = manifest.ModelEntry(
+            backend=_backend(files[rel]), served=sources.get(files.get(f"{name}/1/model.py", b"")),
+            files=tuple(sorted(k for k in files if k.startswith(f"{name}/"))))
+    bls = models.get("tensorrt_llm_bls")
+    # No hash of the Plan: its JSON holds host paths (checkpoint, tokenizer), so the manifest, the golden files and
+    # deploy's content-addressed keys would differ from one machine to the next.
+    files[manifest.FILE] = manifest.RepositoryManifest(
+        deployment=plan.name, runtime=plan.runtime, bls=bls.backend if bls is not None else None,
+        models=models).to_bytes()
+    return dict(sorted(files.items()))
 
 
 def render_for(plan: Plan, where: Locations | None = None) -> dict[str, bytes]:

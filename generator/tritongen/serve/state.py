@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tritongen import repository_manifest
+
 # The generated-file header every rendered config.pbtxt starts with names its deployment.
 _DEPLOYMENT = re.compile(r"from deployment '([^']+)'")
 
@@ -34,7 +36,11 @@ def state_path(repository: Path) -> Path:
 
 
 def repository_deployment(repository: Path) -> str | None:
-    """The deployment a rendered repository was made from (its config.pbtxt header), None when it names none."""
+    """The deployment a rendered repository was made from (its render manifest, else its config.pbtxt header), None
+    when it names none."""
+    rendered = repository_manifest.read(repository)
+    if rendered is not None:
+        return rendered.deployment
     for config in sorted(Path(repository).glob("*/config.pbtxt")):
         with contextlib.suppress(OSError):
             with open(config, encoding="utf-8", errors="replace") as f:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from tritongen.runtimes.synthetic.engine import EngineParams, SimRequest, simulate
+from tritongen.served.engine_model import EngineParams, SimRequest, simulate
 from tritongen.spec import Spec
 
 

@@ -1,6 +1,6 @@
 // tritongen_bls: the `tensorrt_llm_bls` model as a native Triton backend.
 //
-// The same tensor contract and behaviour as the python BLS (model_repository_templates/tensorrt_llm_bls/1/model.py):
+// The same tensor contract and behaviour as the python BLS (generator/tritongen/served/bls.py):
 // one request runs `preprocessing` once, then `tensorrt_llm`, and every LLM response is detokenised
 // incrementally (detok.h) and sent on, so streamed text concatenates to the unstreamed text byte for byte.
 // Why native: the python BLS costs two IPC hops through its stub per token per request; here the per-token work

@@ -1,11 +1,12 @@
 """The hf runtime: a python-backend `tensorrt_llm` model with the C++ model's tensor contract, on transformers'
-continuous batching (model_repository_templates/tensorrt_llm/1). It runs anywhere, CPU included."""
+continuous batching (tritongen.served.hf_model). It runs anywhere, CPU included."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from tritongen import served
 from tritongen.core import Locations, PlanView, ServerGroupPlan, SpecView
 from tritongen.runtimes.base import (Knob, PlanContext, Renderer, Runtime, RuntimeSettings, Signal, Upstream, quantity,
                                      serving_knobs)
@@ -111,8 +112,7 @@ class HfRuntime(Runtime[HFRuntimePlan]):
         return "python", hf_parameters(plan, where.checkpoint, group), instances
 
     def model_files(self, plan: PlanView, where: Locations, render: Renderer) -> dict[str, bytes]:
-        return {f"tensorrt_llm/1/{name}": render.shipped(f"tensorrt_llm/1/{name}")
-                for name in ("model.py", "hf_requests.py")}
+        return served.model_files("hf_model", "tensorrt_llm/1")
 
     def knobs(self, spec: SpecView) -> list[Knob]:
         extra = [Knob("placement.instances_per_gpu", 1, 4, why="model copies per GPU: parallel batches vs memory")]

@@ -1,24 +1,24 @@
 """The synthetic runtime: a token source at a configured TTFT/ITL with the C++ model's tensors and no model
-(model_repository_templates/synthetic/model.py). It measures the serving path and the load generator alone."""
+(tritongen.served.synthetic). It measures the serving path and the load generator alone."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from tritongen import served
 from tritongen.core import Locations, PlanView, ServerGroupPlan, SpecView
 from tritongen.runtimes.base import Knob, PlanContext, Renderer, Runtime, RuntimeSettings, serving_knobs
-from tritongen.runtimes.synthetic import engine as engine_module
 from tritongen.runtimes.synthetic.spec import SyntheticSection
 from tritongen.runtimes.hf import HF_BASE_IMAGE, HF_IMAGE, HF_UPSTREAM
 from tritongen.runtimes.tensorrtllm import ensemble_server_command
+from tritongen.served import engine_model as engine_module
 
 
 class SyntheticEnginePlan(BaseModel):
-    """The engine model's parameters (synthetic.engine with the Plan's max_batch_size and kv_tokens)."""
+    """The engine model's parameters (served.engine_model with the Plan's max_batch_size and kv_tokens)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     step_base_ms: float
@@ -39,9 +39,9 @@ class SyntheticPlan(RuntimeSettings):
     ttft_ms: float
     itl_ms: float
     source: Literal["native", "python"] = "native"
-    """native: the tritongen_tokensource C++ backend; python: model_repository_templates/synthetic/model.py."""
+    """native: the tritongen_tokensource C++ backend; python: tritongen.served.synthetic."""
     engine: SyntheticEnginePlan | None = None
-    """The engine model (synthetic.engine, with the Plan's max_batch_size and kv_tokens); None: fixed timing."""
+    """The engine model (served.engine_model, with the Plan's max_batch_size and kv_tokens); None: fixed timing."""
 
 
 NATIVE_BACKEND = "tritongen_tokensource"
@@ -54,7 +54,7 @@ def synthetic_backend(plan: PlanView) -> str:
 
 
 def synthetic_parameters(plan: PlanView) -> dict[str, str]:
-    """The `parameters` of the synthetic tensorrt_llm model (model_repository_templates/synthetic/model.py)."""
+    """The `parameters` of the synthetic tensorrt_llm model (tritongen.served.synthetic)."""
     syn = RUNTIME.own(plan)
     params = {"ttft_ms": f"{syn.ttft_ms:g}", "itl_ms": f"{syn.itl_ms:g}",
               "vocab_size": str(plan.tokenizer.vocab_size), "end_id": str(plan.tokenizer.end_id),
@@ -92,10 +92,7 @@ class SyntheticRuntime(Runtime[SyntheticPlan]):
     def model_files(self, plan: PlanView, where: Locations, render: Renderer) -> dict[str, bytes]:
         if synthetic_backend(plan) != "python":
             return {"tensorrt_llm/1/.keep": b""}
-        files = {"tensorrt_llm/1/model.py": render.shipped("synthetic/model.py")}
-        if self.own(plan).engine is not None:  # the schedule's one definition, next to the model
-            files["tensorrt_llm/1/engine_model.py"] = Path(engine_module.__file__).read_bytes()
-        return files
+        return served.model_files("synthetic", "tensorrt_llm/1")
 
     def knobs(self, spec: SpecView) -> list[Knob]:
         # Without the engine model every request gets the fixed timing: batch and KV budget change nothing.

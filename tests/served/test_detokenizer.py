@@ -28,7 +28,7 @@ def test_training_gives_the_same_tokenizer_in_every_process(tokenizer):
     code = ("import sys; sys.path.insert(0, sys.argv[1]); from streaming_text import TEXT; "
             "from tritongen.demo.model import train_tokenizer; "
             "print(train_tokenizer(sys.argv[2], 512, TEXT).backend_tokenizer.to_str())")
-    here = str(Path(__file__).parent)
+    here = str(Path(__file__).parents[1])
     kind = "sentencepiece" if tokenizer.held else "bytelevel"
     for _ in range(2):
         out = subprocess.run([sys.executable, "-c", code, here, kind], capture_output=True, text=True, check=True)

@@ -22,20 +22,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
-from detokenizer import IncrementalDetokenizer, StopStrings, held_ids
-from error_kinds import BAD_REQUEST, INTERNAL, OVERLOADED, RequestError, tagged, wrap
 from transformers import AutoTokenizer
 
+from .detokenizer import IncrementalDetokenizer, StopStrings, held_ids
+from .error_kinds import BAD_REQUEST, INTERNAL, OVERLOADED, RequestError, tagged, wrap
+from .wiring import load as load_wiring
+
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
-# What is forwarded between the models: wiring.json, rendered beside this file from tritongen's contract
-# (contract.bls_wiring), the same tables the native BLS compiles in.
-with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "wiring.json")) as _f:
-    _WIRING = json.load(_f)
-TO_PREPROCESSING = dict(_WIRING["to_preprocessing"])  # BLS input -> preprocessing input
-FROM_PREPROCESSING = dict(_WIRING["from_preprocessing"])  # preprocessing output -> tensorrt_llm input
-TO_LLM = dict(_WIRING["to_llm"])  # BLS input -> tensorrt_llm input
-PASSED_OUTPUTS = tuple(_WIRING["passed_outputs"])  # tensorrt_llm outputs returned as they are
-PASSED = frozenset(PASSED_OUTPUTS)
 
 
 class Cancelled(Exception):
@@ -111,6 +104,9 @@ class _Sequence:
 class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
+        # What is forwarded between the models: wiring.json, rendered beside this file from tritongen's contract.
+        self.wiring = load_wiring(os.path.dirname(os.path.abspath(__file__)))
+        self.passed = frozenset(self.wiring.passed_outputs)
         self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
         self.accumulate = _param(config, "accumulate_tokens", "false").lower() in ("true", "1", "yes", "t")
         self.llm_name = _param(config, "tensorrt_llm_model_name", "tensorrt_llm")
@@ -160,11 +156,11 @@ class TritonPythonModel:
                                "send stream=false or render it with streaming", BAD_REQUEST, "stream")
 
     def _llm_inputs(self, request, batch):
-        pre_inputs = [pb_utils.Tensor(target, value) for name, target in TO_PREPROCESSING.items()
+        pre_inputs = [pb_utils.Tensor(target, value) for name, target in self.wiring.to_preprocessing.items()
                       if (value := _input(request, name)) is not None]
-        pre = self._call("preprocessing", pre_inputs, FROM_PREPROCESSING)
+        pre = self._call("preprocessing", pre_inputs, self.wiring.from_preprocessing)
         inputs = []
-        for name, target in FROM_PREPROCESSING.items():
+        for name, target in self.wiring.from_preprocessing.items():
             tensor = pb_utils.get_output_tensor_by_name(pre, name)
             if tensor is None:
                 continue
@@ -172,7 +168,7 @@ class TritonPythonModel:
             if name == "EMBEDDING_BIAS" and value.size == 0:
                 continue  # no bias words: send nothing rather than an empty bias
             inputs.append(pb_utils.Tensor(target, value))
-        for name, target in TO_LLM.items():
+        for name, target in self.wiring.to_llm.items():
             value = _input(request, name)
             if value is not None:
                 inputs.append(pb_utils.Tensor(target, _batched(value, batch)))
@@ -198,7 +194,7 @@ class TritonPythonModel:
     def _response(self, llm_response, texts):
         tensors = [pb_utils.Tensor("text_output", np.array([t.encode("utf-8") for t in texts], dtype=np.object_))]
         tensors += [pb_utils.Tensor(t.name(), t.as_numpy()) for t in llm_response.output_tensors()
-                    if t.name() in PASSED]
+                    if t.name() in self.passed]
         return pb_utils.InferenceResponse(output_tensors=tensors)
 
     def _run(self, request, send, entry=None):
@@ -221,7 +217,8 @@ class TritonPythonModel:
             if entry.cancelled:
                 raise Cancelled()
         llm = pb_utils.InferenceRequest(model_name=self.llm_name, inputs=llm_inputs, request_id=request_id,
-                                        requested_output_names=["output_ids", "sequence_length", *PASSED_OUTPUTS])
+                                        requested_output_names=["output_ids", "sequence_length",
+                                                                *self.wiring.passed_outputs])
         responses = llm.exec(decoupled=True) if self.decoupled else [llm.exec()]
         if stream:
             self._stream(request, responses, batch, stop_words, request_id, send, entry)

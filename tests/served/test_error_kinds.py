@@ -1,4 +1,4 @@
-"""Request error kinds, defined once (tritongen.error_kinds): the tag's form, the native backends' spelling of it
+"""Request error kinds, defined once (tritongen.served.error_kinds): the tag's form, the native backends' spelling of it
 (generator/tritongen/native/error_kinds.h, through a small driver), the module shipped next to the python models
 that import it, and the frontend reading the kind instead of the words."""
 
@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from tritongen import error_kinds
+from tritongen import served
+from tritongen.served import error_kinds
 from tritongen.frontend.engine import classify
 from tritongen.native import SOURCES, compiler
 
-ROOT = Path(__file__).resolve().parents[1]
-TEMPLATES = ROOT / "model_repository_templates"
+ROOT = Path(__file__).resolve().parents[2]
+SERVED = [p for p in (ROOT / "generator" / "tritongen" / "served").glob("*.py") if p.name != "error_kinds.py"]
+"""The served modules other than the kinds' own definition."""
 
 
 def test_a_tag_round_trips_and_other_brackets_are_not_tags():
@@ -76,16 +78,16 @@ def test_no_tag_is_spelled_by_hand():
     """Tags come from the kinds' one definition (error_kinds / error_kinds.h), never from a string literal."""
     literal = re.compile(r"\[(?:" + "|".join(error_kinds.KINDS) + r")[:\]]")
     sources = [*SOURCES.rglob("*.cc"), *(p for p in SOURCES.rglob("*.h") if p.name != "error_kinds.h"),
-               *TEMPLATES.rglob("*.py")]
+               *SERVED]
     assert [str(p) for p in sources if literal.search(p.read_text())] == []
-    for path in TEMPLATES.rglob("*.py"):  # no model defines its own error class beside the shared one
+    for path in SERVED:  # no model defines its own error class beside the shared one
         assert "class RequestError" not in path.read_text(), path
 
 
 def test_the_module_is_shipped_next_to_each_python_model_that_imports_it(tiny_repo):
-    source = (ROOT / "generator" / "tritongen" / "error_kinds.py").read_bytes()
+    source = served.source("error_kinds")
     importing = {p.parent.relative_to(tiny_repo).as_posix() for p in tiny_repo.glob("*/1/*.py")
-                 if "from error_kinds import" in p.read_text()}
+                 if "from .error_kinds import" in p.read_text()}
     assert importing >= {"preprocessing/1", "tensorrt_llm/1", "tensorrt_llm_bls/1"}
     shipped = {p.parent.relative_to(tiny_repo).as_posix() for p in tiny_repo.glob("*/1/error_kinds.py")}
     assert shipped == importing

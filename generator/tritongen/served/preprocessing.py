@@ -15,7 +15,8 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 from transformers import AutoTokenizer
 
-from error_kinds import BAD_REQUEST, RequestError, wrap  # shipped next to this file
+from .detok_table import build_table, check_table
+from .error_kinds import BAD_REQUEST, RequestError, wrap
 
 
 def _param(config, key, default=None):
@@ -121,8 +122,6 @@ class TritonPythonModel:
         """The tokenizer's decoding as a per-token table, for the native tensorrt_llm_bls (built once)."""
         skip = bool(flags & 1)
         if skip not in self.tables:
-            from detok_table import build_table, check_table
-
             blob = build_table(self.tokenizer, skip)
             check_table(self.tokenizer, blob, skip)  # never serve a table that decodes differently
             self.tables[skip] = blob

@@ -10,8 +10,8 @@ than `max_batch` run and their KV reservation (prompt + requested output tokens,
 TensorRT-LLM's guaranteed_no_evict policy) fits the KV capacity; the rest queue. A request that alone exceeds the
 capacity is admitted when nothing else runs (so it is served, slowly, rather than held forever).
 
-This module is the one definition of the schedule: the python token source (model_repository_templates/synthetic/
-model.py, which gets a copy of this file) runs `EngineCore` in its step thread, the native source
+This module is the one definition of the schedule: the python token source (tritongen.served.synthetic,
+which render ships with this file beside it) runs `EngineCore` in its step thread, the native source
 (generator/tritongen/native/engine_model.h) mirrors it line by line, `simulate` replays it on a virtual clock for
 `tritongen tune`'s analytic objective, and tests/tune/test_engine_model.py checks the three agree.
 No imports beyond the standard library: the file also runs inside Triton's python backend stub.

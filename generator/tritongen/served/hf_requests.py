@@ -25,7 +25,7 @@ import torch
 import triton_python_backend_utils as pb_utils
 from transformers.generation.continuous_batching.cb_logits_processors import ContinuousBatchingLogitsProcessor
 
-from error_kinds import BAD_REQUEST, CONTEXT_LENGTH_EXCEEDED, RequestError, wrap  # shipped next to this file
+from .error_kinds import BAD_REQUEST, CONTEXT_LENGTH_EXCEEDED, RequestError, wrap
 
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 

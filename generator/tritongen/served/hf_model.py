@@ -13,13 +13,13 @@ gets one error naming the input and the limit; every request ends with exactly o
 `max_batch_size` requests are in flight, further ones wait in Triton's queue, whose `max_queue_size` rejects the
 excess; a cancelled request is dropped within `cancellation_check_period_ms` plus one step; if the generation loop
 dies, every active and later request gets an error at once and (`exit_on_fatal_error`) the server is told to shut
-down so that an orchestrator restarts it. Request checks and responses live in hf_requests.py next to this file.
+down so that an orchestrator restarts it. Request checks and responses live in hf_requests.py, shipped beside
+this model.
 """
 
 import json
 import os
 import signal
-import sys
 import threading
 import time
 
@@ -28,9 +28,8 @@ import triton_python_backend_utils as pb_utils
 from transformers import AutoModelForCausalLM, GenerationConfig
 from transformers.generation.configuration_utils import ContinuousBatchingConfig
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # hf_requests.py, error_kinds.py: next to this file
-from error_kinds import INTERNAL, UNAVAILABLE, RequestError, tagged  # noqa: E402
-from hf_requests import (  # noqa: E402
+from .error_kinds import INTERNAL, UNAVAILABLE, RequestError, tagged
+from .hf_requests import (
     FINAL, Limits, MinTokensProcessor, error_response, install_processor, parse_request, response_for)
 
 DTYPES = {"auto": "auto", "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}

@@ -15,8 +15,8 @@ of a model it called keeps that error's tag in front (`wrap`). An error with no 
 not own (Triton core, NVIDIA's TensorRT-LLM backend and llmapi model, transformers).
 
 The native backends (generator/tritongen/native/error_kinds.h) spell the same tags; tests check both agree.
-This module is copied next to each python model of a rendered repository, so it imports nothing but the standard
-library.
+Render ships this module beside each python model that imports it (tritongen.served.SHIPPED), so it imports
+nothing but the standard library.
 """
 
 import re

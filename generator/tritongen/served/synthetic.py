@@ -18,7 +18,7 @@ a slower clock.
 
 Engine model (parameter engine_model true): tokens come in steps instead, one per running request per step, each
 step taking engine_step_base_ms + engine_per_sequence_ms * running + engine_per_prefill_token_ms * prefill tokens,
-with admission limited by engine_max_batch and engine_kv_tokens (engine_model.py, rendered next to this file, is
+with admission limited by engine_max_batch and engine_kv_tokens (engine_model.py, shipped beside this model, is
 the schedule's one definition).
 
 Metrics: tritongen_llm_output_tokens_total (tokens sent in responses) and tritongen_llm_active_requests; and the
@@ -38,7 +38,8 @@ import time
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
-from error_kinds import BAD_REQUEST, RequestError  # shipped next to this file
+from . import engine_model
+from .error_kinds import BAD_REQUEST, RequestError
 
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 
@@ -112,8 +113,6 @@ class TritonPythonModel:
         self.engine = None
         loop = self._emit_loop
         if _param(config, "engine_model", "false") == "true":
-            import engine_model  # rendered next to this file
-
             self.engine = engine_model
             self.core = engine_model.EngineCore(engine_model.EngineParams(
                 step_base_ms=float(_param(config, "engine_step_base_ms", "0")),
