@@ -37,9 +37,16 @@ native: $(NATIVE_STAMP)
 demo: install
 	$(BIN)/python -m tritongen.cli demo
 
-# The slowest tests are listed at the end (the suite's time budget: docs/maintainers.md).
+# Two passes, each listing its slowest tests (the suite's time budget: docs/maintainers.md): the suite on
+# $(TEST_WORKERS) pytest-xdist workers, one test file each at a time, longest files first (tests/conftest.py); then,
+# alone, the tests marked `serial` (a latency, pace or refusal that a neighbour would upset). Both passes always run;
+# either one failing fails `make test`.
+TEST_WORKERS ?= 2
 test: install
-	$(BIN)/python -m pytest -q -ra --durations=25
+	$(BIN)/python -m pytest -q -ra -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not serial" \
+		--durations=25; parallel=$$?; \
+	$(BIN)/python -m pytest -q -ra -m serial --durations=10; serial=$$?; \
+	test $$parallel -eq 0 && test $$serial -eq 0
 
 # Unit, golden and contract tests: no tritonserver is started (a few minutes on 2 cores).
 test-fast: install

@@ -61,6 +61,7 @@ def test_pyproject_does_not_pin_the_cpu_torch():
 
 
 @pytest.mark.integration
+@pytest.mark.serial  # every level must serve with no refusal
 def test_tritongen_up_from_a_fresh_venv_outside_the_checkout(wheel, tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)

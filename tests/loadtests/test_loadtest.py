@@ -182,6 +182,7 @@ def _direct_ttfts_ms(url: str, prompt: str, max_tokens: int, n: int) -> list[flo
 
 
 @pytest.mark.integration
+@pytest.mark.serial  # the tool's TTFT against a direct measurement, within 20%
 def test_median_ttft_agrees_with_a_direct_grpc_measurement(tiny_spec_path, triton, tmp_path):
     from transformers import AutoTokenizer
 

@@ -17,7 +17,7 @@ from specs import render_spec
 from streaming_text import start_server
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.serial]  # the stages' times against the configured ones
 
 TTFT_MS, ITL_MS, TOKENS = 60, 20, 24
 

@@ -15,7 +15,7 @@ from specs import render_spec
 from streaming_text import start_server
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.serial]  # the source's pace and the open loop's counts
 
 
 def tritongen(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:

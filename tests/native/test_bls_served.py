@@ -224,6 +224,7 @@ def _leftovers(pids: list[int], regions: set[str]) -> tuple[list[int], list[str]
     return alive, sorted(r for r in regions if (Path("/dev/shm") / r).exists())
 
 
+@pytest.mark.serial  # the server's exit within its grace period
 def test_sigterm_to_tritonserver_ends_every_stream_cleanly(tiny_model, tmp_path):
     from tritongen.serve import TritonServer
 

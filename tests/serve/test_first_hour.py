@@ -101,6 +101,7 @@ def test_two_serves_side_by_side_loadtest_spec_reaches_its_own(served, tmp_path,
     assert f"server 'mine' (repository {served.repo.resolve()}" in err
 
 
+@pytest.mark.serial  # Ctrl-C must land inside the 1 s second level
 def test_ctrl_c_mid_sweep_writes_the_finished_levels_marked_incomplete(served, tmp_path):
     run = _loadtest(served, tmp_path / "out", "--sweep", "1,2")
     for line in run.stdout:
