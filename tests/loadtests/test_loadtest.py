@@ -94,7 +94,7 @@ def test_impossible_slo_exits_1_and_names_it(impossible_run):
     summary = json.loads((out / "loadtest.json").read_text())
     assert len(summary["levels"]) == 1  # -u on the command line: one level, not the spec's sweep
     failed = [r["name"] for r in summary["levels"][0]["slo"]["results"] if not r["passed"]]
-    assert failed == ["ttft_p95_ms"]
+    assert "ttft_p95_ms" in failed  # the impossible one; on a loaded machine an ITL objective may fail beside it
     assert summary["levels"][0]["metrics"]["error_count"] == 0
     assert "capacity: none (the lowest level already fails an objective)" in proc.stdout
     assert (out / "loadtest.html").is_file() and (out / "locust_stats.csv").is_file()
