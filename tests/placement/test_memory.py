@@ -182,5 +182,5 @@ def test_engine_disagreeing_with_the_spec_fails_the_check():
     assert info.value.problems == [
         f"engine.tp_size: is 2 but the engine in {ENGINE_70B} was built with 4; rebuild the engine or change the "
         "spec to match it",
-        f"engine.max_batch_size: is 256 but the engine in {ENGINE_70B} was built with 128; rebuild the engine or "
+        f"engine.build_max_batch_size: is 256 but the engine in {ENGINE_70B} was built with 128; rebuild the engine or "
         "change the spec to match it"]
