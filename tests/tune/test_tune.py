@@ -102,7 +102,7 @@ def test_a_trial_that_misses_the_slo_in_its_first_round_stops_there_pruned(tmp_p
         tune(TuneOptions(spec=str(spec), budget=1, out=str(tmp_path / "out"), rounds=3), evaluator=evaluator,
              say=lines.append)
     study = optuna.load_study(study_name="tune", storage=f"sqlite:///{tmp_path / 'out' / 'study.db'}")
-    (trial,) = study.trials
+    (trial,) = [t for t in study.trials if t.state != optuna.trial.TrialState.WAITING]
     assert trial.state == optuna.trial.TrialState.PRUNED
     assert trial.user_attrs["result"]["rounds"] == 1 and list(trial.intermediate_values) == [0]
     assert "stopped after round 1" in trial.user_attrs["result"]["note"]
