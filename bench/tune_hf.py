@@ -42,7 +42,7 @@ H200_SPEC = {
     "serving": {"max_batch_size": 64, "streaming": True, "exclude_input_in_output": True,
                 "preprocessing_instances": 4, "postprocessing_instances": 4},
     "placement": {"device": "gpu"},
-    "validation": {"load": {"users": 64, "spawn_rate": 64, "duration_s": 15, "warmup_s": 4, "protocol": "grpc",
+    "validation": {"load": {"users": 64, "spawn_rate": 64, "duration_s": 12, "warmup_s": 3, "protocol": "grpc",
                             "input_tokens": {"mean": 128, "stddev": 0}, "output_tokens": {"mean": 128, "stddev": 0}},
                    "slo": {"ttft_p95_ms": 500, "itl_p95_ms": 40, "max_error_rate": 0.0}},
 }
@@ -68,7 +68,7 @@ def h200_spec(work: Path) -> Path:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--target", choices=("cpu", "h200"), default="cpu")
-    ap.add_argument("--budget", type=int, default=None, help="trials (default: cpu 6, h200 6)")
+    ap.add_argument("--budget", type=int, default=None, help="trials (default: cpu 6, h200 5)")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=2, help="re-measurements of the input spec and of the winner")
     ap.add_argument("--knob", action="append", default=[], help="as tritongen tune --knob")
@@ -76,12 +76,13 @@ def main() -> int:
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     began = time.monotonic()
+    budget = args.budget or (6 if args.target == "cpu" else 5)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         spec_path = cpu_spec(work) if args.target == "cpu" else h200_spec(work)
         out = work / "tune"
         try:
-            code = tune(TuneOptions(spec=str(spec_path), budget=args.budget or 6, rounds=args.rounds, out=str(out),
+            code = tune(TuneOptions(spec=str(spec_path), budget=budget, rounds=args.rounds, out=str(out),
                                     knobs=args.knob, seed=args.seed))
         except CheckFailed as err:  # no trial met the SLO: the table is still written
             print(err)
@@ -90,7 +91,7 @@ def main() -> int:
         with open(out / "trials.csv") as f:
             trials = list(csv.DictReader(f))
         data = read_yaml(spec_path)
-        result = {"target": args.target, "spec": data, "budget": args.budget or 6, "rounds": args.rounds,
+        result = {"target": args.target, "spec": data, "budget": budget, "rounds": args.rounds,
                   "trials": trials, "exit_code": code}
         if top:
             win = top[0]
