@@ -6,12 +6,20 @@ that meets the SLO ranks above every trial that does not, and among those that d
 higher, so the sampler learns which way the SLO lies. A round that already misses the SLO stops its trial (pruned),
 as does a round the median pruner finds hopeless.
 
+Informed first trials and the cliff. Trial 0 is the input spec; trial 1 the same with the batch and KV budget at
+their highest (everything the load offers admitted at once: the optimum when the SLO does not bind). Goodput's
+optimum usually sits on an SLO cliff (one more running request breaks ITL), too narrow for TPE to hit in a few
+trials, so before each later trial the search bisects towards it, as Model Analyzer's quick search does: between
+the nearest infeasible trial whose throughput beats the best feasible one and the feasible trial nearest to it, the
+midpoint in the knobs' (log) coordinates; when that bracket is closed, TPE picks the trial.
+
 Resuming: finished trials (complete or pruned) stay in the store and are never run again; a trial that was running
 when the tune was killed is marked failed and its values are queued to run first.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from dataclasses import dataclass, field
@@ -28,6 +36,8 @@ from tritongen.tune.space import cast, current, in_range, suggest, trial_spec
 # without it) imports this module's types only.
 
 STORE = "study.db"
+ADMITS = ("serving.max_batch_size", "serving.kv_cache.max_tokens", "llmapi.max_num_tokens")
+"""Knobs whose highest value admits the most work at once (informed first trial)."""
 
 
 def objective_value(r: TrialResult) -> float:
@@ -61,7 +71,7 @@ class Search:
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.out.mkdir(parents=True, exist_ok=True)
-        startup = max(2, min(5, (self.budget or 16) // 3))
+        startup = 2  # the two informed first trials
         study = optuna.create_study(
             study_name="tune", storage=f"sqlite:///{self.out / STORE}", load_if_exists=True, direction="maximize",
             sampler=optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=startup, multivariate=True),
@@ -90,6 +100,9 @@ class Search:
             base = {k: v for k, v in current(self.spec, self.knobs).items()
                     if in_range(next(x for x in self.knobs if x.path == k), v)}
             study.enqueue_trial(base)
+            admitted = {**base, **{k.path: cast(k, k.high) for k in self.knobs if k.path in ADMITS}}
+            if admitted != base:
+                study.enqueue_trial(admitted)
         elif finished:
             self.say(f"resuming {self.out / STORE}: {len(finished)} finished trial(s) kept")
         start = time.monotonic()
@@ -101,6 +114,10 @@ class Search:
             if self.time_s is not None and time.monotonic() - start >= self.time_s:
                 self.say(f"--time: {self.time_s:g} s spent; stopping after {done} trial(s)")
                 break
+            if not study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+                point = bracket(study, self.knobs)
+                if point is not None:
+                    study.enqueue_trial(point)
             trial = study.ask()
             self._one(study, trial, done)
         return study
@@ -149,6 +166,46 @@ class Search:
                  f"({r.good_tokens_per_s:.4g} tok/s), p95 TTFT {lat(r.ttft_p95_ms)} ms, ITL {lat(r.itl_p95_ms)} ms, "
                  f"errors {r.errors}, refused {r.refused}, {verdict}, {state} in {time.monotonic() - began:.0f} s"
                  + (f" ({r.note})" if r.note else ""))
+
+
+def _coord(k: Knob, v: float) -> float:
+    if k.log and k.low > 0:
+        return (math.log(v) - math.log(k.low)) / (math.log(k.high) - math.log(k.low))
+    return (v - k.low) / (k.high - k.low)
+
+
+def _value(k: Knob, c: float) -> int | float:
+    v = math.exp(math.log(k.low) + c * (math.log(k.high) - math.log(k.low))) if k.log and k.low > 0 \
+        else k.low + c * (k.high - k.low)
+    return cast(k, v) if k.kind == "int" else round(v, 3)
+
+
+def bracket(study, knobs: list[Knob], closed: float = 0.01) -> dict[str, Any] | None:
+    """The next trial of the bisection towards the SLO cliff, or None (no bracket, or it is closed)."""
+    from optuna.trial import TrialState
+
+    free = [k for k in knobs if k.low < k.high]
+    done = [t for t in study.get_trials(deepcopy=False) if t.state in (TrialState.COMPLETE, TrialState.PRUNED)
+            and all(k.path in t.params for k in free) and t.user_attrs.get("result")]
+    res = lambda t: t.user_attrs["result"]  # noqa: E731
+    ok = [t for t in done if res(t)["feasible"]]
+    best = [t for t in ok if t.state == TrialState.COMPLETE]
+    if not best:
+        return None
+    w = max(best, key=lambda t: res(t)["goodput"])
+    bad = [t for t in done if not res(t)["feasible"]
+           and res(t)["output_tokens_per_s"] > res(w)["output_tokens_per_s"]]
+    if not bad:
+        return None
+    pos = lambda t: [_coord(k, t.params[k.path]) for k in free]  # noqa: E731
+    dist = lambda a, b: math.dist(pos(a), pos(b))  # noqa: E731
+    u = min(bad, key=lambda t: dist(t, w))
+    f = min(ok, key=lambda t: dist(t, u))
+    if dist(f, u) <= closed:
+        return None
+    point = {k.path: _value(k, (a + b) / 2) for k, a, b in zip(free, pos(f), pos(u))}
+    seen = {tuple(t.params[k.path] for k in free) for t in done}
+    return None if tuple(point[k.path] for k in free) in seen else point
 
 
 def rows(study, knobs: list[Knob]) -> list[dict[str, Any]]:
