@@ -22,6 +22,7 @@ render stage hands its template functions in (`tritongen.core.Renderer`).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -250,7 +251,11 @@ class _Owns(Generic[S]):
 
 def serving_knobs(rt: Planning, spec: SpecView) -> list[Knob]:
     """The knobs every runtime with a Triton batch and a KV budget has (Planning.knobs' default)."""
-    io = spec.validation.load.input_tokens.mean + spec.validation.load.output_tokens.mean
+    load = spec.validation.load
+    # The KV budget's floor holds one whole request of the load, at three standard deviations above the mean of
+    # each length: a budget below the longest requests refuses them, which no search should try.
+    io = math.ceil(load.input_tokens.mean + 3 * load.input_tokens.stddev
+                   + load.output_tokens.mean + 3 * load.output_tokens.stddev)
     knobs = [Knob("serving.max_batch_size", 1, 256, log=True, why="requests in one batch: throughput vs ITL"),
              Knob("serving.kv_cache.max_tokens", io, max(io * 512, 4096), log=True,
                   why="KV budget per instance: requests admitted at once vs memory")]
