@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from specs import render_spec
 
 from tritongen import native, repository_manifest, served
 from tritongen.cli import main
@@ -23,7 +24,11 @@ def repo(tiny_repo, tmp_path) -> Path:
     return copy
 
 
-def test_render_lists_every_model_its_backend_served_code_and_files(tiny_repo):
+def test_render_lists_every_model_its_backend_served_code_and_files(tiny_spec_path, tmp_path):
+    # A repository of its own: the session's tiny repository is served by other tests, and the python backend
+    # writes __pycache__ folders into what it serves.
+    tiny_repo = tmp_path / "repo"
+    render_spec(tiny_spec_path, tiny_repo)
     rendered = repository_manifest.read(tiny_repo)
     assert rendered.deployment == "tiny-cpu" and rendered.runtime == "hf" and rendered.bls == "tritongen_bls"
     on_disk = {p.parent.name for p in tiny_repo.glob("*/config.pbtxt")}

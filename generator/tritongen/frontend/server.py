@@ -65,7 +65,7 @@ class FrontendServer:
     def url(self) -> str:
         return f"{self.host}:{self.port}"
 
-    def start(self, timeout: float = 60.0) -> FrontendServer:
+    def start(self, timeout: float = 120.0) -> FrontendServer:
         self._thread = threading.Thread(target=self._serve, name="openai-frontend", daemon=True)
         self._thread.start()
         wait_healthy(self.url, timeout, alive=self._thread.is_alive, stop=self.stop)
