@@ -173,14 +173,18 @@ def test_a_full_bls_is_429_through_the_openai_frontend(full, openai_frontend, pa
 
 @pytest.fixture(scope="module")
 def openai_frontend(full):
-    from tritongen.frontend.server import FrontendServer
+    from tritongen.frontend.server import FrontendWorkers
     from tritongen.plan.frontend import FrontendPlan
 
     server, repo = full
-    config = FrontendPlan.read(repo).model_copy(update={"port": 0})
-    with FrontendServer(config, server.grpc_url) as frontend:
+    config = FrontendPlan.read(repo)
+    # The frontend as deployments run it (its own process, from the repository's frontend.json).
+    frontend = FrontendWorkers(repo, server.grpc_url, workers=1, port=0).start()
+    try:
         frontend.model = config.models[0].name
         yield frontend
+    finally:
+        frontend.stop()
 
 
 # ------------------------------------------------------------------ API version check
