@@ -160,6 +160,7 @@ def test_a_full_bls_refuses_over_grpc_with_tritons_queue_error(full):
     assert OVERLOADED in error.message(), error
 
 
+@pytest.mark.serial  # the frontend starting beside two CPU-bound streams and a neighbour took over 120 s
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("path", ["/v1/completions", "/v1/chat/completions"])
 def test_a_full_bls_is_429_through_the_openai_frontend(full, openai_frontend, path, stream):
