@@ -7,7 +7,8 @@ the same run.
 3. write bench/results/tune_hf-<target>.json: every trial, the re-measured goodput of both, the gain.
 
     python bench/tune_hf.py                           # CPU: examples/tiny-cpu.yaml on the tiny demo model
-    python bench/tune_hf.py --target h200             # H200: the Llama-3.2-1B-shaped random checkpoint, bf16 (~6 min)
+    python bench/tune_hf.py --target h200             # H200: the Llama-3.2-1B-shaped random checkpoint, bf16 (~7 min)
+    bash bench/device_tune_hf.sh                      # the same on the device machine (after device_setup.sh)
 
 The CPU target needs build/tiny-llama (`tritongen demo-model build/tiny-llama`); the h200 target builds its
 checkpoint (bench/served.py's make_checkpoint, the same model as docs/benchmarks.md's hf figures).
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -36,15 +38,15 @@ from tritongen.tune import TuneOptions, tune  # noqa: E402
 from tritongen.tune.served import ServedEvaluator  # noqa: E402
 from tritongen.tune.space import apply  # noqa: E402
 
-# The H200 spec: bench/served.py's defaults for the 1B shape, one level of 64 users, an SLO that binds there.
+# The H200 spec: the default spec (serving's defaults: max_batch_size 8, the runtime's KV budget) for the 1B shape,
+# one level of 64 users long enough for several waves of requests, an SLO that binds there.
 H200_SPEC = {
     "version": 1, "name": "tune-hf-1b", "runtime": "hf", "model": {"checkpoint": "checkpoint", "dtype": "bfloat16"},
-    "serving": {"max_batch_size": 64, "streaming": True, "exclude_input_in_output": True,
-                "preprocessing_instances": 4, "postprocessing_instances": 4},
+    "serving": {"streaming": True, "exclude_input_in_output": True},
     "placement": {"device": "gpu"},
-    "validation": {"load": {"users": 64, "spawn_rate": 64, "duration_s": 12, "warmup_s": 3, "protocol": "grpc",
-                            "input_tokens": {"mean": 128, "stddev": 0}, "output_tokens": {"mean": 128, "stddev": 0}},
-                   "slo": {"ttft_p95_ms": 500, "itl_p95_ms": 40, "max_error_rate": 0.0}},
+    "validation": {"load": {"users": 64, "spawn_rate": 64, "duration_s": 20, "warmup_s": 4, "protocol": "grpc",
+                            "input_tokens": {"mean": 128, "stddev": 0}, "output_tokens": {"mean": 64, "stddev": 0}},
+                   "slo": {"ttft_p95_ms": 1000, "itl_p95_ms": 50, "max_error_rate": 0.0}},
 }
 
 
@@ -74,6 +76,8 @@ def main() -> int:
     ap.add_argument("--knob", action="append", default=[], help="as tritongen tune --knob")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--keep", default=None, help="copy the tune's trials.csv, top.json, changes.md, pareto.png and "
+                                                 "winning spec into this folder")
     args = ap.parse_args()
     began = time.monotonic()
     budget = args.budget or (6 if args.target == "cpu" else 5)
@@ -87,6 +91,13 @@ def main() -> int:
         except CheckFailed as err:  # no trial met the SLO: the table is still written
             print(err)
             code = 1
+        if args.keep:
+            keep = Path(args.keep)
+            keep.mkdir(parents=True, exist_ok=True)
+            for f in [*(out / n for n in ("trials.csv", "top.json", "changes.md", "pareto.png")),
+                      *work.glob("*.tuned*.yaml")]:
+                if f.exists():
+                    shutil.copy2(f, keep / f.name)
         top = json.loads((out / "top.json").read_text()) if (out / "top.json").exists() else []
         with open(out / "trials.csv") as f:
             trials = list(csv.DictReader(f))

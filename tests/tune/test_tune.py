@@ -109,6 +109,26 @@ def test_a_trial_that_misses_the_slo_in_its_first_round_stops_there_pruned(tmp_p
     assert any(line.startswith("[trial 0 1/1]") and "pruned" in line for line in lines)
 
 
+def test_trial_0_is_the_input_spec_leaving_what_it_leaves_unset_to_the_runtime(tmp_path):
+    import optuna
+
+    data = yaml.safe_load(engine_spec(tmp_path).read_text())
+    del data["serving"]["kv_cache"]  # the KV budget is left to the runtime
+    spec = tmp_path / "unset.yaml"
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
+    evaluator, lines = EngineModelEvaluator(rounds=1), []
+    tune(TuneOptions(spec=str(spec), budget=2, out=str(tmp_path / "out")), evaluator=evaluator, say=lines.append)
+    # Trial 0 evaluated the spec as written: the batch it sets, no KV budget (not a sampled one).
+    assert evaluator.calls[0] == {"serving.max_batch_size": 4, "serving.kv_cache.max_tokens": None,
+                                  "serving.stream_interval": 1}
+    assert any(line.startswith("[trial 0 1/2]") and "max_tokens=default" in line for line in lines)
+    study = optuna.load_study(study_name="tune", storage=f"sqlite:///{tmp_path / 'out' / 'study.db'}")
+    assert "serving.kv_cache.max_tokens" not in study.trials[0].params
+    assert study.trials[1].params["serving.kv_cache.max_tokens"] is not None  # trial 1 sets it, at its highest
+    with open(tmp_path / "out" / "trials.csv") as f:
+        assert next(csv.DictReader(f))["serving.kv_cache.max_tokens"] == ""
+
+
 class KilledAt(EngineModelEvaluator):
     """Raises KeyboardInterrupt (a killed tune) when asked for its `at`-th trial."""
 

@@ -91,9 +91,11 @@ def in_range(knob: Knob, value: Any) -> bool:
 
 
 def apply(data: dict, values: dict[str, Any]) -> dict:
-    """A copy of the spec's YAML mapping with each dotted path set."""
+    """A copy of the spec's YAML mapping with each dotted path set (None: left as the spec has it)."""
     out = copy.deepcopy(data)
     for path, value in values.items():
+        if value is None:
+            continue
         node = out
         *parents, leaf = path.split(".")
         for part in parents:

@@ -36,6 +36,7 @@ from tritongen.tune.space import cast, current, in_range, suggest, trial_spec
 # without it) imports this module's types only.
 
 STORE = "study.db"
+BASELINE = "input_spec"  # the user attribute of trial 0 (the input spec): the knob paths the spec sets
 ADMITS = ("serving.max_batch_size", "serving.kv_cache.max_tokens", "llmapi.max_num_tokens")
 """Knobs whose highest value admits the most work at once (informed first trial)."""
 
@@ -93,13 +94,15 @@ class Search:
         for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)):
             if t.state == TrialState.RUNNING:  # killed mid-trial: run those values again, first
                 study._storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
-                study.enqueue_trial(t.params, skip_if_exists=False)
+                study.enqueue_trial(t.params, user_attrs={k: v for k, v in t.user_attrs.items() if k == BASELINE},
+                                    skip_if_exists=False)
         finished = [t for t in study.get_trials(deepcopy=False) if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
         if not study.get_trials(deepcopy=False):
-            # The input spec is trial 0: the baseline the winner's gain is measured against.
+            # The input spec is trial 0: the baseline the winner's gain is measured against. A knob the spec leaves
+            # to the runtime stays unset there (not sampled), so trial 0 plans exactly as the input spec does.
             base = {k: v for k, v in current(self.spec, self.knobs).items()
                     if in_range(next(x for x in self.knobs if x.path == k), v)}
-            study.enqueue_trial(base)
+            study.enqueue_trial(base, user_attrs={BASELINE: sorted(base)})
             admitted = {**base, **{k.path: cast(k, k.high) for k in self.knobs if k.path in ADMITS}}
             if admitted != base:
                 study.enqueue_trial(admitted)
@@ -125,11 +128,16 @@ class Search:
     def _one(self, study, trial, done: int) -> None:
         from optuna.trial import TrialState
 
-        values = suggest(trial, self.knobs)
+        if BASELINE in trial.user_attrs:  # the input spec: only the knobs it sets (the rest stay the runtime's)
+            values = {k.path: None for k in self.knobs}
+            values.update(suggest(trial, [k for k in self.knobs if k.path in trial.user_attrs[BASELINE]]))
+        else:
+            values = suggest(trial, self.knobs)
         trial.set_user_attr("knobs", values)  # every knob's value, fixed ones too (the table shows them)
         spec = trial_spec(self.data, values)
         began = time.monotonic()
-        shown = " ".join(f"{k.path.rsplit('.', 1)[-1]}={values[k.path]:g}" for k in self.knobs)
+        shown = " ".join(f"{k.path.rsplit('.', 1)[-1]}={'default' if values[k.path] is None else f'{values[k.path]:g}'}"
+                         for k in self.knobs)
         if isinstance(spec, str):
             result = TrialResult(note=f"invalid: {spec}")
             self._record(trial, result)
