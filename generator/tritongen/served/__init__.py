@@ -16,11 +16,11 @@ from __future__ import annotations
 from importlib import resources
 
 SHIPPED: dict[str, tuple[str, ...]] = {
-    "preprocessing": ("detok_table", "error_kinds"),
-    "postprocessing": (),
-    "bls": ("detokenizer", "error_kinds", "wiring"),
-    "hf_model": ("error_kinds", "hf_requests"),
-    "synthetic": ("engine_model", "error_kinds"),
+    "preprocessing": ("detok_table", "error_kinds", "stub"),
+    "postprocessing": ("stub",),
+    "bls": ("detokenizer", "error_kinds", "stub", "wiring"),
+    "hf_model": ("error_kinds", "hf_requests", "stub"),
+    "synthetic": ("engine_model", "error_kinds", "stub"),
 }
 """Served model module -> the modules laid out beside it in its version folder."""
 

@@ -26,6 +26,7 @@ from transformers import AutoTokenizer
 
 from .detokenizer import IncrementalDetokenizer, StopStrings, held_ids
 from .error_kinds import BAD_REQUEST, INTERNAL, OVERLOADED, RequestError, tagged, wrap
+from .stub import param
 from .wiring import load as load_wiring
 
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
@@ -53,11 +54,6 @@ def _error(message, code_name):
     model, as Triton's own queue rejection: HTTP 503, gRPC UNAVAILABLE); UNKNOWN otherwise."""
     code = getattr(pb_utils.TritonError, code_name, None)
     return pb_utils.TritonError(message, code) if code is not None else pb_utils.TritonError(message)
-
-
-def _param(config, key, default=None):
-    value = config.get("parameters", {}).get(key, {}).get("string_value", "")
-    return default if value in ("", None) or value.startswith("${") else value
 
 
 def _input(request, name):
@@ -108,15 +104,15 @@ class TritonPythonModel:
         self.wiring = load_wiring(os.path.dirname(os.path.abspath(__file__)))
         self.passed = frozenset(self.wiring.passed_outputs)
         self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
-        self.accumulate = _param(config, "accumulate_tokens", "false").lower() in ("true", "1", "yes", "t")
-        self.llm_name = _param(config, "tensorrt_llm_model_name", "tensorrt_llm")
-        self.draft_name = _param(config, "tensorrt_llm_draft_model_name")
-        self.skip_special_tokens = _param(config, "skip_special_tokens", "true").lower() in ("true", "1", "yes", "t")
+        self.accumulate = param(config, "accumulate_tokens", "false").lower() in ("true", "1", "yes", "t")
+        self.llm_name = param(config, "tensorrt_llm_model_name", "tensorrt_llm")
+        self.draft_name = param(config, "tensorrt_llm_draft_model_name")
+        self.skip_special_tokens = param(config, "skip_special_tokens", "true").lower() in ("true", "1", "yes", "t")
         # The arguments NVIDIA's preprocessing/postprocessing load tokenizers with.
-        self.tokenizer = AutoTokenizer.from_pretrained(_param(config, "tokenizer_dir"), legacy=False,
+        self.tokenizer = AutoTokenizer.from_pretrained(param(config, "tokenizer_dir"), legacy=False,
                                                        padding_side="left", trust_remote_code=True)
         self.held = held_ids(self.tokenizer, self.skip_special_tokens)
-        self.input_cap = input_byte_cap(self.tokenizer, _param(config, "max_input_tokens"))
+        self.input_cap = input_byte_cap(self.tokenizer, param(config, "max_input_tokens"))
         # Requests wait on the LLM, not on this model's CPU: a few times the LLM's batch keeps it busy.
         self.pool = ThreadPoolExecutor(max_workers=max(16, 4 * int(config.get("max_batch_size", 1))),
                                        thread_name_prefix="tensorrt_llm_bls")
@@ -126,7 +122,7 @@ class TritonPythonModel:
         # once: the worker threads make BLS calls, and a stub of this model can crash under load while
         # `execute` is kept waiting for room).
         instances = sum(int(g.get("count", 1)) for g in config.get("instance_group", [])) or 1
-        limit = int(_param(config, "max_in_flight", 0) or 0)
+        limit = int(param(config, "max_in_flight", 0) or 0)
         queue = int(config.get("dynamic_batching", {}).get("default_queue_policy", {}).get("max_queue_size", 0) or 0)
         self.capacity = (-(-limit // instances) + -(-queue // instances)) if limit > 0 else None
         self.in_flight = {}  # id -> _InFlight

@@ -31,6 +31,7 @@ from transformers.generation.configuration_utils import ContinuousBatchingConfig
 from .error_kinds import INTERNAL, UNAVAILABLE, RequestError, tagged
 from .hf_requests import (
     FINAL, Limits, MinTokensProcessor, error_response, install_processor, parse_request, response_for)
+from .stub import param
 
 DTYPES = {"auto": "auto", "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 ATTENTION = ("sdpa_mem_efficient", "sdpa", "eager")
@@ -41,13 +42,8 @@ def _stop_requested(request):
     return tensor is not None and bool(tensor.as_numpy().reshape(-1)[:1].any())
 
 
-def _param(config, key, default=None):
-    value = config.get("parameters", {}).get(key, {}).get("string_value", "")
-    return default if value in ("", None) or value.startswith("${") else value
-
-
 def _flag(config, key, default):
-    value = _param(config, key, None)
+    value = param(config, key, None)
     return default if value is None else value.lower() in ("1", "true", "yes", "on")
 
 
@@ -69,36 +65,36 @@ class TritonPythonModel:
         gpu = args.get("model_instance_kind") == "GPU"
         device = f"cuda:{args['model_instance_device_id']}" if gpu else "cpu"
         self.max_in_flight = max(1, int(config.get("max_batch_size", 0) or 1))
-        self.cancel_period = int(_param(config, "cancellation_check_period_ms", 100)) / 1000.0
-        self.stream_interval = max(1, int(_param(config, "stream_interval", 1)))
-        self.stream_flush_s = max(0, int(_param(config, "stream_flush_ms", 0))) / 1000.0
+        self.cancel_period = int(param(config, "cancellation_check_period_ms", 100)) / 1000.0
+        self.stream_interval = max(1, int(param(config, "stream_interval", 1)))
+        self.stream_flush_s = max(0, int(param(config, "stream_flush_ms", 0))) / 1000.0
         self.exit_on_fatal = _flag(config, "exit_on_fatal_error", True)
-        self.sampling = _param(config, "sampling", "per_request")
+        self.sampling = param(config, "sampling", "per_request")
         if self.sampling not in ("per_request", "greedy"):
             raise ValueError(f"parameter sampling: {self.sampling!r} is not per_request or greedy")
-        attention = _param(config, "attention", "sdpa_mem_efficient" if gpu else "sdpa")
+        attention = param(config, "attention", "sdpa_mem_efficient" if gpu else "sdpa")
         if attention not in ATTENTION:
             raise ValueError(f"parameter attention: {attention!r} is not one of {', '.join(ATTENTION)}")
         self.attention = self._choose_attention(attention)
-        graphs = _param(config, "cuda_graphs", "auto")
+        graphs = param(config, "cuda_graphs", "auto")
         use_graphs = gpu if graphs == "auto" else graphs.lower() == "true"
         self.log_probs = _flag(config, "log_probs", True)
 
-        path = _param(config, "hf_model_path")
-        dtype = DTYPES[_param(config, "dtype", "auto")]
+        path = param(config, "hf_model_path")
+        dtype = DTYPES[param(config, "dtype", "auto")]
         self.model = AutoModelForCausalLM.from_pretrained(
             path, dtype=dtype, attn_implementation="eager" if attention == "eager" else "sdpa").to(device)
         vocab = self.model.get_input_embeddings().num_embeddings
-        end_id = int(_param(config, "end_id", self.model.config.eos_token_id))
-        pad_id = int(_param(config, "pad_id", end_id))
-        num_blocks = _param(config, "kv_cache_num_blocks")
-        max_batch_tokens = _param(config, "max_batch_tokens")
+        end_id = int(param(config, "end_id", self.model.config.eos_token_id))
+        pad_id = int(param(config, "pad_id", end_id))
+        num_blocks = param(config, "kv_cache_num_blocks")
+        max_batch_tokens = param(config, "max_batch_tokens")
         cb_config = ContinuousBatchingConfig(
             per_request_processors=self.sampling == "per_request",
-            block_size=int(_param(config, "kv_cache_block_size", 32)),
+            block_size=int(param(config, "kv_cache_block_size", 32)),
             num_blocks=int(num_blocks) if num_blocks else None,
             max_batch_tokens=int(max_batch_tokens) if max_batch_tokens else None,
-            max_memory_percent=float(_param(config, "kv_cache_free_gpu_mem_fraction", 0.9)),
+            max_memory_percent=float(param(config, "kv_cache_free_gpu_mem_fraction", 0.9)),
             use_cuda_graph=use_graphs,
             # transformers 5.17 hung with async batching on an H200 (no response in 110 s); the plain loop is kept.
             use_async_batching=False,

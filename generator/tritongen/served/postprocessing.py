@@ -8,36 +8,22 @@ call it directly. Each call is decoded on its own: it cannot know the tokens of 
 """
 
 import json
-import os
-import threading
-import time
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
 from transformers import AutoTokenizer
 
-
-def _param(config, key, default=None):
-    value = config.get("parameters", {}).get(key, {}).get("string_value", "")
-    return default if value in ("", None) or value.startswith("${") else value
-
-
-def _exit_with_server():
-    """Exit when tritonserver is gone (its stubs are re-parented): an orphaned stub would live on for hours."""
-    parent = os.getppid()
-    while os.getppid() == parent:
-        time.sleep(0.5)
-    os._exit(1)
+from .stub import exit_with_server, param
 
 
 class TritonPythonModel:
     def initialize(self, args):
-        threading.Thread(target=_exit_with_server, name="tritongen-watch", daemon=True).start()
+        exit_with_server("tritongen-watch")
         config = json.loads(args["model_config"])
         # The arguments NVIDIA's postprocessing loads tokenizers with.
-        self.tokenizer = AutoTokenizer.from_pretrained(_param(config, "tokenizer_dir"), legacy=False,
+        self.tokenizer = AutoTokenizer.from_pretrained(param(config, "tokenizer_dir"), legacy=False,
                                                        padding_side="left", trust_remote_code=True)
-        self.skip_special_tokens = _param(config, "skip_special_tokens", "true").lower() in ("true", "1", "yes")
+        self.skip_special_tokens = param(config, "skip_special_tokens", "true").lower() in ("true", "1", "yes")
 
     def _one(self, request):
         tokens = pb_utils.get_input_tensor_by_name(request, "TOKENS_BATCH").as_numpy()

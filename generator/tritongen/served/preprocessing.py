@@ -7,9 +7,6 @@ with 0 and -1.
 """
 
 import json
-import os
-import threading
-import time
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -17,11 +14,7 @@ from transformers import AutoTokenizer
 
 from .detok_table import build_table, check_table
 from .error_kinds import BAD_REQUEST, RequestError, wrap
-
-
-def _param(config, key, default=None):
-    value = config.get("parameters", {}).get(key, {}).get("string_value", "")
-    return default if value in ("", None) or value.startswith("${") else value
+from .stub import exit_with_server, param
 
 
 def _strings(request, name):
@@ -37,32 +30,24 @@ def _array(request, name):
     return None if tensor is None else tensor.as_numpy()
 
 
-def _exit_with_server():
-    """Exit when tritonserver is gone (its stubs are re-parented): an orphaned stub would live on for hours."""
-    parent = os.getppid()
-    while os.getppid() == parent:
-        time.sleep(0.5)
-    os._exit(1)
-
-
 class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
         # The arguments NVIDIA's preprocessing loads tokenizers with.
-        self.tokenizer = AutoTokenizer.from_pretrained(_param(config, "tokenizer_dir"), legacy=False,
+        self.tokenizer = AutoTokenizer.from_pretrained(param(config, "tokenizer_dir"), legacy=False,
                                                        padding_side="left", trust_remote_code=True)
         self.vocab_size = self.tokenizer.vocab_size
-        self.add_special_tokens = _param(config, "add_special_tokens", "true").lower() in ("true", "1", "yes")
+        self.add_special_tokens = param(config, "add_special_tokens", "true").lower() in ("true", "1", "yes")
         self.end_id = self.tokenizer.eos_token_id
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.end_id
         self.tables = {}  # skip_special_tokens -> detokenisation table
         # Oversized text is refused before it is tokenized (tens of MB take a minute and GBs): no prompt of at most
         # max_input_tokens tokens is longer than that many of the longest vocabulary entry, doubled for
         # normalisers that shorten text (NFKC). The LLM checks the exact token limit.
-        tokens = _param(config, "max_input_tokens")
+        tokens = param(config, "max_input_tokens")
         longest = max((len(t.encode("utf-8")) for t in self.tokenizer.get_vocab()), default=1)
         self.input_cap = (int(tokens) * max(1, longest) * 2, int(tokens), longest) if tokens else None
-        threading.Thread(target=_exit_with_server, name="preprocessing-watch", daemon=True).start()
+        exit_with_server("preprocessing-watch")
 
     def _check_size(self, name, request):
         tensor = pb_utils.get_input_tensor_by_name(request, name)

@@ -31,7 +31,6 @@ first, the gaps that time spans) and tritongen_llm_finished_requests_total.
 import heapq
 import itertools
 import json
-import os
 import threading
 import time
 
@@ -40,13 +39,9 @@ import triton_python_backend_utils as pb_utils
 
 from . import engine_model
 from .error_kinds import BAD_REQUEST, RequestError
+from .stub import exit_with_server, param
 
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
-
-
-def _param(config, key, default):
-    value = config.get("parameters", {}).get(key, {}).get("string_value", "")
-    return default if value in ("", None) or value.startswith("${") else value
 
 
 def _scalar(request, name, default=None, cast=float):
@@ -67,24 +62,16 @@ class _Request:
         self.sent = 0  # tokens already sent (streaming)
 
 
-def _exit_with_server():
-    """Exit when tritonserver is gone (its stubs are re-parented): an orphaned stub would live on for hours."""
-    parent = os.getppid()
-    while os.getppid() == parent:
-        time.sleep(0.5)
-    os._exit(1)
-
-
 class TritonPythonModel:
     def initialize(self, args):
-        threading.Thread(target=_exit_with_server, name="tritongen-watch", daemon=True).start()
+        exit_with_server("tritongen-watch")
         config = json.loads(args["model_config"])
         self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
-        self.ttft_s = float(_param(config, "ttft_ms", "50")) / 1e3
-        self.itl_s = float(_param(config, "itl_ms", "10")) / 1e3
-        self.interval = max(1, int(_param(config, "stream_interval", "1")))
-        vocab = int(_param(config, "vocab_size", "256"))
-        reserved = {int(_param(config, "end_id", "0")), int(_param(config, "pad_id", "0"))}
+        self.ttft_s = float(param(config, "ttft_ms", "50")) / 1e3
+        self.itl_s = float(param(config, "itl_ms", "10")) / 1e3
+        self.interval = max(1, int(param(config, "stream_interval", "1")))
+        vocab = int(param(config, "vocab_size", "256"))
+        reserved = {int(param(config, "end_id", "0")), int(param(config, "pad_id", "0"))}
         # Skip the lowest ids, where tokenizers keep their special tokens.
         self.ids = [i for i in range(min(16, vocab - 1), vocab) if i not in reserved] or [vocab - 1]
         labels = {"model": args["model_name"], "version": "1"}
@@ -112,14 +99,14 @@ class TritonPythonModel:
         self.running = True
         self.engine = None
         loop = self._emit_loop
-        if _param(config, "engine_model", "false") == "true":
+        if param(config, "engine_model", "false") == "true":
             self.engine = engine_model
             self.core = engine_model.EngineCore(engine_model.EngineParams(
-                step_base_ms=float(_param(config, "engine_step_base_ms", "0")),
-                per_sequence_ms=float(_param(config, "engine_per_sequence_ms", "0")),
-                per_prefill_token_ms=float(_param(config, "engine_per_prefill_token_ms", "0")),
-                max_batch=max(1, int(float(_param(config, "engine_max_batch", "1")))),
-                kv_tokens=int(float(_param(config, "engine_kv_tokens", "0")))))
+                step_base_ms=float(param(config, "engine_step_base_ms", "0")),
+                per_sequence_ms=float(param(config, "engine_per_sequence_ms", "0")),
+                per_prefill_token_ms=float(param(config, "engine_per_prefill_token_ms", "0")),
+                max_batch=max(1, int(float(param(config, "engine_max_batch", "1")))),
+                kv_tokens=int(float(param(config, "engine_kv_tokens", "0")))))
             loop = self._engine_loop
         self.thread = threading.Thread(target=loop, name="synthetic-tokens", daemon=True)
         self.thread.start()

@@ -1,0 +1,28 @@
+# Shipped by tritongen. What each of tritongen's python models does in tritonserver's python stub.
+"""Helpers every served python model shares: reading a config parameter, and leaving with tritonserver.
+
+Render ships this module beside each python model (tritongen.served.SHIPPED); it imports only the standard library.
+"""
+
+import os
+import threading
+import time
+
+
+def param(config, key, default=None):
+    """A string parameter of the model's config.pbtxt, or `default` where it is empty or an unfilled ${...}."""
+    value = config.get("parameters", {}).get(key, {}).get("string_value", "")
+    return default if value in ("", None) or value.startswith("${") else value
+
+
+def exit_with_server(name):
+    """Start a daemon thread `name` that exits this stub when tritonserver is gone (its stubs are re-parented): an
+    orphaned stub would live on for hours. For models with no watch thread of their own."""
+
+    def watch():
+        parent = os.getppid()
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name=name, daemon=True).start()
