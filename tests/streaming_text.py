@@ -41,10 +41,14 @@ def render_repo(model_dir: Path, out: Path, **serving) -> Path:
     return out
 
 
-def start_server(repo: Path, log: Path):
+def start_server(repo: Path, log: Path, grace_s: float = 5.0):
+    """A tritonserver for a test module. Its exit timeout is 5 s, not the 30 s default: while the test process
+    still holds client connections, tritonserver 2.51 keeps the entry-point models (ensemble, tensorrt_llm_bls)
+    UNLOADING until its exit timeout, even with no request in flight (a stop took 30-32 s that way, 4-7 s once the
+    client process was gone). Tests of the stop itself pass their own grace period."""
     from tritongen.serve import TritonServer
 
-    server = TritonServer(repo, log_path=log)
+    server = TritonServer(repo, log_path=log, grace_s=grace_s)
     try:
         server.start(timeout=300)
     except Exception:

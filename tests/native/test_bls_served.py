@@ -88,10 +88,11 @@ OVERLOADED = "[overloaded] Exceeds maximum queue size: tensorrt_llm_bls holds 2 
 
 @pytest.fixture(scope="module", params=["native", "python"])
 def full(request, tiny_model, tmp_path_factory):
-    """max_batch_size 1, max_queue_size 1: two long streams fill the BLS. Yields the server and its repository."""
+    """max_batch_size 1, max_queue_size 1: two long streams fill the BLS. Yields the server and its repository.
+    The streams are slow (a token every 250 ms), so that holding the BLS full costs the machine next to nothing."""
     base = tmp_path_factory.mktemp(f"bls-full-{request.param}")
     repo = _render(tiny_model, base / "repo", **{"serving.bls": request.param, "serving.max_batch_size": 1,
-                                                  "serving.bls_instances": 1,
+                                                  "serving.bls_instances": 1, "synthetic.itl_ms": 250,
                                                   "serving.dynamic_batching": {"max_queue_size": 1}})
     server = start_server(repo, base / "tritonserver.log")
     # One after the other: preprocessing's own queue (also max_queue_size 1) would refuse two arriving at once.
@@ -160,7 +161,6 @@ def test_a_full_bls_refuses_over_grpc_with_tritons_queue_error(full):
     assert OVERLOADED in error.message(), error
 
 
-@pytest.mark.serial  # the frontend starting beside two CPU-bound streams and a neighbour took over 120 s
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("path", ["/v1/completions", "/v1/chat/completions"])
 def test_a_full_bls_is_429_through_the_openai_frontend(full, openai_frontend, path, stream):

@@ -368,18 +368,24 @@ class TritonPythonModel:
             time.sleep(0.1)
             if os.getppid() != parent:
                 os._exit(1)
-            with self.room:
-                entries = list(self.in_flight.values())
-            for entry in entries:
-                with entry.lock:
-                    if entry.closed or entry.cancelled or not entry.llm_id:
-                        continue
-                    try:
-                        entry.cancelled = bool(entry.sender.is_cancelled())
-                    except Exception:  # a request whose client is gone can fail to answer
-                        entry.cancelled = True
-                if entry.cancelled and entry.llm_id:
-                    self._stop_llm(entry.llm_id)
+            self._check_cancelled()
+
+    def _check_cancelled(self):
+        """One pass of the watcher, in its own method so that no request outlives the pass in a local (in the loop
+        of `_watch`, the loop variable held the last request seen, and its response sender, until a later pass saw
+        another: Triton frees a request's response factory only once its sender is gone)."""
+        with self.room:
+            entries = list(self.in_flight.values())
+        for entry in entries:
+            with entry.lock:
+                if entry.closed or entry.cancelled or not entry.llm_id:
+                    continue
+                try:
+                    entry.cancelled = bool(entry.sender.is_cancelled())
+                except Exception:  # a request whose client is gone can fail to answer
+                    entry.cancelled = True
+            if entry.cancelled and entry.llm_id:
+                self._stop_llm(entry.llm_id)
 
     def finalize(self):
         self.stopping = True

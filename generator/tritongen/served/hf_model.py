@@ -470,21 +470,26 @@ class TritonPythonModel:
             time.sleep(self.cancel_period)
             if os.getppid() != parent:  # tritonserver died (e.g. SIGKILL): nothing can answer; free the device
                 os._exit(1)
-            with self.lock:
-                items = list(self.active.values())
-            for gen in items:
-                # Under the request's lock and only while it is open: once its FINAL response went out, Triton
-                # frees the response factory, and is_cancelled() on it crashed tritonserver 2.51 (SIGSEGV in
-                # TRITONBACKEND_ResponseFactoryIsCancelled, seen under load in the load-test suite).
-                with gen.lock:
-                    if gen.closed:
-                        continue
-                    try:
-                        cancelled = gen.sender.is_cancelled()
-                    except Exception:  # a request whose client is gone can fail to answer; treat it as cancelled
-                        cancelled = True
-                if cancelled:
-                    self._finish(gen, cancelled=True)
+            self._check_cancelled()
+
+    def _check_cancelled(self):
+        """One pass of the watcher, in its own method so that no request outlives the pass in a local (a loop
+        variable held the last request seen, and its response sender, until a later pass saw another)."""
+        with self.lock:
+            items = list(self.active.values())
+        for gen in items:
+            # Under the request's lock and only while it is open: once its FINAL response went out, Triton
+            # frees the response factory, and is_cancelled() on it crashed tritonserver 2.51 (SIGSEGV in
+            # TRITONBACKEND_ResponseFactoryIsCancelled, seen under load in the load-test suite).
+            with gen.lock:
+                if gen.closed:
+                    continue
+                try:
+                    cancelled = gen.sender.is_cancelled()
+                except Exception:  # a request whose client is gone can fail to answer; treat it as cancelled
+                    cancelled = True
+            if cancelled:
+                self._finish(gen, cancelled=True)
 
     # ------------------------------------------------------------------ failure and shutdown
     def _loop_died(self, reason):
