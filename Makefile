@@ -41,7 +41,7 @@ demo: install
 # $(TEST_WORKERS) pytest-xdist workers, one test file each at a time, longest files first (tests/conftest.py); then,
 # alone, the tests marked `serial` (a latency, pace or refusal that a neighbour would upset). Both passes always run;
 # either one failing fails `make test`.
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 test: install
 	$(BIN)/python -m pytest -q -ra -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not serial" \
 		--durations=25; parallel=$$?; \

@@ -102,7 +102,7 @@ def test_load_test_counts_equal_the_servers_with_a_flush_period(flush_spec, flus
     out = tmp_path / "lt"
     proc = subprocess.run([sys.executable, "-m", "tritongen.cli", "loadtest", str(flush_spec), "--url",
                            flush_server.grpc_url, "--metrics-url", flush_server.metrics_url, "--protocol", "grpc",
-                           "-u", "2", "-t", "4", "--out", str(out)], cwd=ROOT, capture_output=True, text=True,
+                           "-u", "2", "-t", "8", "--out", str(out)], cwd=ROOT, capture_output=True, text=True,
                           timeout=300, check=False)
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
     level = json.loads((out / "loadtest.json").read_text())["levels"][0]

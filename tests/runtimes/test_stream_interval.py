@@ -96,7 +96,7 @@ def test_load_test_counts_equal_the_servers_with_chunks(chunked_spec, chunked_se
     out = tmp_path / "lt"
     proc = subprocess.run([sys.executable, "-m", "tritongen.cli", "loadtest", str(chunked_spec), "--url",
                            chunked_server.grpc_url, "--metrics-url", chunked_server.metrics_url, "--protocol", "grpc",
-                           "-u", "2", "-t", "4", "--out", str(out)], cwd=ROOT, capture_output=True, text=True,
+                           "-u", "2", "-t", "8", "--out", str(out)], cwd=ROOT, capture_output=True, text=True,
                           timeout=300, check=False)
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
     level = json.loads((out / "loadtest.json").read_text())["levels"][0]
