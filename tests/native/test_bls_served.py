@@ -161,6 +161,7 @@ def test_a_full_bls_refuses_over_grpc_with_tritons_queue_error(full):
     assert OVERLOADED in error.message(), error
 
 
+@pytest.mark.serial  # beside neighbours its frontend (native BLS) was never healthy within 120 s in 2 of 4 runs
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("path", ["/v1/completions", "/v1/chat/completions"])
 def test_a_full_bls_is_429_through_the_openai_frontend(full, openai_frontend, path, stream):
