@@ -82,7 +82,7 @@ def impossible_run(tiny_spec_path, triton, tmp_path_factory):
     spec = spec_copy(tiny_spec_path, tmp / "spec.yaml", slo_ttft_p95_ms=0.001)
     out = tmp / "report"
     proc = tritongen("loadtest", str(spec), "--url", triton.grpc_url, "--metrics-url", triton.metrics_url,
-                     "-u", "2", "-t", "5", "--out", str(out))
+                     "-u", "2", "-t", "10", "--out", str(out))
     return proc, out
 
 
