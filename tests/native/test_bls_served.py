@@ -105,6 +105,24 @@ def full(request, tiny_model, tmp_path_factory):
     server.stop()
 
 
+@pytest.fixture(scope="module", params=["native", "python"])
+def unbounded(request, tiny_model, tmp_path_factory):
+    """max_batch_size 2 and the default max_queue_size 0, which in Triton is an unbounded queue."""
+    base = tmp_path_factory.mktemp(f"bls-unbounded-{request.param}")
+    repo = _render(tiny_model, base / "repo", **{"serving.bls": request.param, "serving.max_batch_size": 2,
+                                                  "serving.bls_instances": 1})
+    server = start_server(repo, base / "tritonserver.log")
+    yield server
+    server.stop()
+
+
+def test_max_queue_size_0_queues_what_the_batch_cannot_run_as_triton_does(unbounded):
+    # Three times the batch at once: the BLS refuses none (it did, above max_batch_size, when 0 counted as no room).
+    outcomes = Streams(unbounded.grpc_url, 6, max_tokens=8).start().join(120)
+    assert [o.ending for o in outcomes] == ["final"] * 6, outcomes
+    assert all(o.responses >= 8 for o in outcomes), outcomes
+
+
 def _post(url: str, body: dict) -> tuple[int, bytes]:
     req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
     try:

@@ -124,7 +124,8 @@ class TritonPythonModel:
         instances = sum(int(g.get("count", 1)) for g in config.get("instance_group", [])) or 1
         limit = int(param(config, "max_in_flight", 0) or 0)
         queue = int(config.get("dynamic_batching", {}).get("default_queue_policy", {}).get("max_queue_size", 0) or 0)
-        self.capacity = (-(-limit // instances) + -(-queue // instances)) if limit > 0 else None
+        # max_queue_size 0 is Triton's unbounded queue: nothing is refused (the LLM model's queue holds the rest).
+        self.capacity = (-(-limit // instances) + -(-queue // instances)) if limit > 0 and queue > 0 else None
         self.in_flight = {}  # id -> _InFlight
         self.room = threading.Lock()
         self.stopping = False

@@ -53,7 +53,9 @@ TRITONSERVER_Error* BlsConfig::Read(TRITONBACKEND_Model* model, BlsConfig* out) 
   int64_t in_flight = 0;
   TG_RETURN_IF_ERROR(IntegerParameter(config, out->name, "max_in_flight", &in_flight));
   const int64_t queue = config.Integer({"dynamic_batching", "default_queue_policy", "max_queue_size"}, 0);
-  out->capacity = in_flight > 0 ? in_flight + queue : 0;
+  // Triton's max_queue_size 0 is an unbounded queue: then nothing is refused here either (the LLM model's own
+  // queue holds what its batch cannot run).
+  out->capacity = in_flight > 0 && queue > 0 ? in_flight + queue : 0;
 
   const std::set<std::string> known = KnownInputs();
   const std::vector<std::string> inputs = config.TensorNames("input");
