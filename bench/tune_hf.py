@@ -94,10 +94,12 @@ def main() -> int:
         if args.keep:
             keep = Path(args.keep)
             keep.mkdir(parents=True, exist_ok=True)
-            for f in [*(out / n for n in ("trials.csv", "top.json", "changes.md", "pareto.png")),
+            for f in [*(out / n for n in ("trials.csv", "top.json", "changes.md", "pareto.png", "tritonserver.log")),
                       *work.glob("*.tuned*.yaml")]:
                 if f.exists():
                     shutil.copy2(f, keep / f.name)
+            for f in out.glob("trials/*/tritonserver.log"):  # the server's log where a trial was not served
+                shutil.copy2(f, keep / f"trial-{f.parent.name}-tritonserver.log")
         top = json.loads((out / "top.json").read_text()) if (out / "top.json").exists() else []
         with open(out / "trials.csv") as f:
             trials = list(csv.DictReader(f))
@@ -114,7 +116,8 @@ def main() -> int:
                     for name, spec in (("input", parse_spec(data)), ("winner", parse_spec(apply(data, values)))):
                         r = evaluator.evaluate(spec, values if name == "winner" else {}, lambda *_: False,
                                                work / "remeasure" / f"{name}-{i}")
-                        measured[name].append({"goodput": r.goodput, "ttft_p95_ms": r.ttft_p95_ms,
+                        measured[name].append({"goodput": r.goodput, "output_tokens_per_s": r.output_tokens_per_s,
+                                               "ttft_p95_ms": r.ttft_p95_ms,
                                                "itl_p95_ms": r.itl_p95_ms, "feasible": r.feasible})
                         print(f"re-measure {name} {i + 1}: goodput {r.goodput:.3f} req/s, p95 TTFT "
                               f"{r.ttft_p95_ms} ms, ITL {r.itl_p95_ms} ms, SLO {'met' if r.feasible else 'missed'}",
@@ -125,8 +128,8 @@ def main() -> int:
             result.update({"winner": values, "remeasured": measured, "input_goodput": mean["input"],
                            "winner_goodput": mean["winner"],
                            "gain": mean["winner"] / mean["input"] if mean["input"] else None})
-            print(f"input spec {mean['input']:.3f} req/s, winner {mean['winner']:.3f} req/s "
-                  f"({values}): x{result['gain'] or float('nan'):.2f}")
+            gain = f"x{result['gain']:.2f}" if result["gain"] else "the input spec has no goodput (it misses the SLO)"
+            print(f"input spec {mean['input']:.3f} req/s, winner {mean['winner']:.3f} req/s ({values}): {gain}")
     result["seconds"] = round(time.monotonic() - began)
     dest = Path(args.out) if args.out else ROOT / "bench" / "results" / f"tune_hf-{args.target}.json"
     dest.parent.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from tritongen.serve.causes import KV_FIX, exit_status, stub_death, summary
+from tritongen.serve.causes import KV_FIX, exit_status, fatal_cause, stub_death, summary
 
 
 def _zombie(sig: int | None, code: int = 0) -> subprocess.Popen:
@@ -58,3 +58,22 @@ def test_summary_drops_cuda_lines_on_a_machine_without_gpu_and_points_at_the_ful
     assert text.endswith(f"(the full log: {log})")
     if not os.path.exists("/proc/driver/nvidia/version"):
         assert "CUDA driver version" not in text and "| Option" not in text
+
+
+def test_the_cause_a_model_gave_for_stopping_the_server_is_read_from_its_log(tmp_path):
+    # Lines of a tune trial's log on the H100 host (hf runtime, 4 instances with 82,771 KV tokens each).
+    log = tmp_path / "tritonserver.log"
+    log.write_text(
+        'E1205 17:25:01.868140 819 model_repository_manager.cc:703] "Invalid argument: ensemble ensemble allows '
+        'maximum batch size 199, but it contains model tensorrt_llm_bls which only allows maximum batch size to be 31"\n'
+        'E1205 17:25:08.871172 819 model.py:503] "tensorrt_llm: the generation loop died: OutOfMemoryError(\'CUDA out '
+        'of memory. Tried to allocate 502.00 MiB. GPU 0 has a total capacity of 79.18 GiB of which 196.25 MiB is free.'
+        '\'); failing 0 active request(s)"\n'
+        'E1205 17:25:08.871387 819 model.py:523] "tensorrt_llm: asking tritonserver (pid 819) to shut down"\n'
+        "Signal (15) received.\n")
+    cause = fatal_cause(log, width=80)
+    assert cause.startswith("the generation loop died: OutOfMemoryError('CUDA out of memory. Tried to allocate "
+                            "502.00 MiB.") and cause.endswith("...")
+    assert len(cause) == len("the generation loop died: ") + 80
+    log.write_text("Signal (15) received.\n")
+    assert fatal_cause(log) is None and fatal_cause(tmp_path / "missing.log") is None

@@ -109,6 +109,47 @@ def test_a_trial_that_misses_the_slo_in_its_first_round_stops_there_pruned(tmp_p
     assert any(line.startswith("[trial 0 1/1]") and "pruned" in line for line in lines)
 
 
+class FailsAt(EngineModelEvaluator):
+    """Raises CheckFailed (as the served evaluator does when its server dies or a model will not load) for the
+    trials whose call numbers (1-based) are in `at`."""
+
+    def __init__(self, at: set[int]):
+        super().__init__(rounds=1)
+        self.at = at
+
+    def evaluate(self, spec, values, report, where=None):
+        if len(self.calls) + 1 in self.at:
+            self.calls.append(dict(values))
+            raise CheckFailed("tritonserver exited with code 0 during the load test:\nE1205 the generation loop died")
+        return super().evaluate(spec, values, report, where)
+
+
+def test_a_trial_its_server_did_not_serve_is_a_failed_row_and_the_tune_goes_on(tmp_path):
+    spec, out = engine_spec(tmp_path, slo={"ttft_p95_ms": 20000}), tmp_path / "out"
+    evaluator, lines = FailsAt({2}), []
+    assert tune(TuneOptions(spec=str(spec), budget=4, out=str(out)), evaluator=evaluator, say=lines.append) == 0
+    assert len(evaluator.calls) == 4
+    failed = [line for line in lines if line.startswith("[trial 1 ")]
+    assert len(failed) == 1 and "failed: tritonserver exited with code 0 during the load test" in failed[0]
+    with open(out / "trials.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["state"] for r in rows] == ["complete", "failed", "complete", "complete"]
+    assert rows[1]["feasible"] == "False" and float(rows[1]["goodput"]) == 0
+    assert json.loads((out / "top.json").read_text())[0]["trial"] != 1
+
+
+def test_three_trials_in_a_row_not_served_stop_the_tune_naming_the_last_reason(tmp_path):
+    spec, out = engine_spec(tmp_path, slo={"ttft_p95_ms": 20000}), tmp_path / "out"
+    evaluator = FailsAt({1, 2, 3})
+    with pytest.raises(CheckFailed) as err:
+        tune(TuneOptions(spec=str(spec), budget=8, out=str(out)), evaluator=evaluator, say=_quiet)
+    assert len(evaluator.calls) == 3
+    assert str(err.value).startswith("tune: 3 trials in a row were not served; the last: tritonserver exited with "
+                                     "code 0 during the load test")
+    with open(out / "trials.csv") as f:  # the table is still written
+        assert [r["state"] for r in csv.DictReader(f)] == ["failed"] * 3
+
+
 def test_trial_0_is_the_input_spec_leaving_what_it_leaves_unset_to_the_runtime(tmp_path):
     import optuna
 

@@ -4,16 +4,21 @@ model through explicit model control, each measured by the load test with its to
 from __future__ import annotations
 
 import csv
+import os
+import signal
 import subprocess
 import sys
 
 import pytest
 import yaml
 
+from tritongen.tune import TuneOptions, tune
+from tritongen.tune.served import ServedEvaluator
+
 pytestmark = pytest.mark.integration
 
 
-def test_a_served_tune_reuses_one_server_and_reloads_what_changed(tmp_path, tiny_model):
+def _spec(tmp_path, tiny_model):
     spec = {
         "version": 1, "name": "served-tune", "runtime": "synthetic", "model": {"checkpoint": str(tiny_model)},
         "synthetic": {"engine": {"enabled": True, "step_base_ms": 10, "per_sequence_ms": 0.5,
@@ -27,6 +32,11 @@ def test_a_served_tune_reuses_one_server_and_reloads_what_changed(tmp_path, tiny
     }
     path = tmp_path / "served.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def test_a_served_tune_reuses_one_server_and_reloads_what_changed(tmp_path, tiny_model):
+    path = _spec(tmp_path, tiny_model)
     # Only the stream interval varies: it is a parameter of the tensorrt_llm model alone, so trial 1 reloads it.
     proc = subprocess.run([sys.executable, "-m", "tritongen.cli", "tune", str(path), "--budget", "2", "--rounds", "1",
                            "--out", str(tmp_path / "out"), "--knob", "serving.max_batch_size=8",
@@ -47,3 +57,38 @@ def test_a_served_tune_reuses_one_server_and_reloads_what_changed(tmp_path, tiny
     assert all(r["errors"] == "0" for r in rows)
     assert (tmp_path / "served.tuned.yaml").is_file()
     assert len(list((tmp_path / "out" / "trials").glob("*/round-1/loadtest.json"))) == 2
+
+
+class ServerDiesInTrial(ServedEvaluator):
+    """The real evaluator, whose server is stopped (SIGTERM, as the hf model does when its generation loop dies)
+    just before trial `at`'s load test."""
+
+    def __init__(self, at: int, **kw):
+        super().__init__(**kw)
+        self.at = at
+
+    def _rounds(self, plan, load, n, report, where):
+        if len(self.calls) == self.at + 1:
+            os.kill(self.server.process.pid, signal.SIGTERM)
+            self.server.process.wait(timeout=60)
+        return super()._rounds(plan, load, n, report, where)
+
+
+def test_a_trial_whose_server_dies_fails_alone_and_the_next_trial_starts_a_fresh_server(tmp_path, tiny_model):
+    spec = _spec(tmp_path, tiny_model)
+    out = (tmp_path / "out").resolve()
+    evaluator = ServerDiesInTrial(1, spec_dir=tmp_path.resolve(), out=out, rounds=1)
+    lines: list[str] = []
+    assert tune(TuneOptions(spec=str(spec), budget=3, rounds=1, out=str(out),
+                            knobs=["serving.max_batch_size=8", "serving.kv_cache.max_tokens=4096",
+                                   "serving.stream_interval=1:8"]), evaluator=evaluator, say=lines.append) == 0
+    progress = [line for line in lines if line.startswith("[trial ")]
+    assert len(progress) == 3
+    assert "failed: tritonserver exited with code 0 during the load test" in progress[1], progress[1]
+    assert progress[2].endswith("(restarted)"), progress[2]
+    assert (out / "trials" / "001" / "tritonserver.log").is_file()
+    with open(out / "trials.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["state"] for r in rows] == ["complete", "failed", "complete"]
+    assert rows[2]["tokens_equal"] == "True" and float(rows[2]["goodput"]) > 0 and rows[2]["errors"] == "0"
+    assert evaluator.restarts == 2

@@ -112,3 +112,16 @@ def summary(log_path: Path | None, tail: int = 15) -> str:
     tail_lines = [line for line in lines[-tail:] if line not in errors[-30:]]
     return "\n".join(errors[-30:] + (["--- log tail ---", *tail_lines] if tail_lines else [])
                      + [f"(the full log: {log_path})"])
+
+
+def fatal_cause(log_path: Path | None, width: int = 160) -> str | None:
+    """What a tritongen model said when it stopped the server (its generation loop died, e.g. CUDA out of memory),
+    shortened to `width` characters; None when no model said so."""
+    if log_path is None or not Path(log_path).exists():
+        return None
+    for line in Path(log_path).read_text(errors="replace").splitlines():
+        _, sep, said = line.partition("the generation loop died: ")
+        if sep:
+            said = said.rstrip('"')
+            return "the generation loop died: " + (said if len(said) <= width else said[:width - 3] + "...")
+    return None

@@ -90,10 +90,11 @@ def tune(opts: TuneOptions, evaluator: Any = None, say=print) -> int:
         stop = getattr(evaluator, "stop", None)
         if stop is not None:
             stop()
-    return finish(study, spec_path, data, spec, knobs, out, opts.top, say)
+    return finish(study, spec_path, data, spec, knobs, out, opts.top, say, stopped=search.stopped)
 
 
-def finish(study, spec_path: Path, data: dict, spec: Spec, knobs, out: Path, n_top: int, say=print) -> int:
+def finish(study, spec_path: Path, data: dict, spec: Spec, knobs, out: Path, n_top: int, say=print, *,
+           stopped: str = "") -> int:
     table = rows(study, knobs)
     best = winner(table)
     say("")
@@ -103,6 +104,9 @@ def finish(study, spec_path: Path, data: dict, spec: Spec, knobs, out: Path, n_t
     tops = report.top(table, n_top)
     report.write_top(tops, out)
     say(f"trials: {csv_path}; Pareto plot: {plot}; top {len(tops)}: {out / 'top.json'}; store: {out / STORE}")
+    if best is None and stopped:
+        raise CheckFailed(problem("tune", stopped, "fix what the server's log names, or narrow the knob ranges "
+                                  "(--knob) away from the failing trials' values"))
     if best is None:
         slo = spec.validation.slo
         limits = ", ".join(f"{name} {v:g}" for name, v in (("ttft_p95_ms", slo.ttft_p95_ms),

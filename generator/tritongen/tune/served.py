@@ -5,28 +5,41 @@ One server serves every trial. It runs with Triton's explicit model control, so 
 same models as the last one (only their configs or parameters changed: batch, KV budget, instances, stream
 interval) is applied by writing the repository and reloading the changed models (POST
 /v2/repository/models/<name>/load); a different set of models restarts the server.
+
+A trial whose server does not serve it (a model that fails to load or reload, or stays unavailable; a server that
+exits during the load test, e.g. an LLM model that stops it when its generation loop dies) raises CheckFailed after
+keeping the server's log in the trial's folder and stopping what is left of the server: the search records the
+trial as failed and the next trial starts a fresh server.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
+import subprocess
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tritongen.errors import CheckFailed, EnvironmentMissing, problem
+from tritongen.errors import CheckFailed, EnvironmentMissing, TritongenError, problem
 from tritongen.loadtests.runner import Endpoint, LoadTest, run_loadtest
 from tritongen.plan import Plan
 from tritongen.plan.make import make_plan
+from tritongen.readiness import model_states, server_ready
 from tritongen.render import render_for, write_repository
 from tritongen.runtimes import runtime_of
 from tritongen.serve import TritonServer
+from tritongen.serve.causes import fatal_cause
 from tritongen.spec import Spec
 from tritongen.tune.measure import Report, TrialResult, from_report, merge
 
 LOAD_TIMEOUT_S = 300
+READY_TIMEOUT_S = 30.0
+"""How long a trial waits after its reloads for every model to be READY before it counts as failed."""
 EXPLICIT = ["--model-control-mode=explicit", "--load-model=*"]
 
 
@@ -80,23 +93,72 @@ class ServedEvaluator:
         if not rt.embedded:
             raise EnvironmentMissing(problem("runtime", rt.not_embedded(), "tune serves every trial on the "
                                              "embedded tritonserver; pick a runtime it serves"))
-        how = self._serve(render_for(plan))
-        endpoint = Endpoint(grpc_url=self.server.grpc_url, http_url=self.server.http_url,
-                            metrics_url=self.server.metrics_url)
         load, n = one_level(plan), devices(plan)
-        done: list[TrialResult] = []
-        for i in range(self.rounds):
-            run_dir = where / f"round-{i + 1}"
-            run_loadtest(plan, endpoint, load, run_dir)
-            if self.server.process.poll() is not None:
-                raise CheckFailed(f"tritonserver exited with code {self.server.process.returncode} during the load "
-                                  f"test:\n{self.server.log_tail()}")
-            done.append(from_report(json.loads((run_dir / "loadtest.json").read_text()), n))
-            if i < self.rounds - 1 and report(i, merge(done)):
-                break
+        try:
+            how = self._serve(render_for(plan))
+            self._check_ready()
+            done = self._rounds(plan, load, n, report, where)
+        except CheckFailed:
+            self._keep_log(where)
+            self.stop()
+            raise
         result = merge(done)
         result.note = "; ".join(x for x in (how, result.note) if x)
         return result
+
+    def _rounds(self, plan: Plan, load: LoadTest, n: int, report: Report, where: Path) -> list[TrialResult]:
+        endpoint = Endpoint(grpc_url=self.server.grpc_url, http_url=self.server.http_url,
+                            metrics_url=self.server.metrics_url)
+        done: list[TrialResult] = []
+        for i in range(self.rounds):
+            run_dir = where / f"round-{i + 1}"
+            try:
+                run_loadtest(plan, endpoint, load, run_dir)
+            except TritongenError:
+                self._check_alive("during the load test")  # a load test that failed because its server died
+                raise
+            self._check_alive("during the load test")
+            done.append(from_report(json.loads((run_dir / "loadtest.json").read_text()), n))
+            if i < self.rounds - 1 and report(i, merge(done)):
+                break
+        return done
+
+    def _check_ready(self) -> None:
+        """Every model of the trial's repository READY (a reload can leave one unavailable: its load test would
+        measure errors, not the configuration)."""
+        names = set(_models(self.files or {}))
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while True:
+            self._check_alive("while its models loaded")
+            try:
+                states = model_states(self.server.http_url)
+            except Exception as err:  # noqa: BLE001 - a server that does not answer is not ready either
+                states = {name: ("UNREACHABLE", str(err)) for name in names}
+            missing = {m: states.get(m, ("UNKNOWN", "not in the repository index")) for m in sorted(names)
+                       if states.get(m, ("",))[0] != "READY"}
+            if not missing:
+                return
+            if time.monotonic() >= deadline:
+                said = "; ".join(f"{m} {state}" + (f" ({why})" if why else "") for m, (state, why) in missing.items())
+                raise CheckFailed(f"after {READY_TIMEOUT_S:g} s not every model is READY: {said}\n"
+                                  f"{self.server.failure_reasons()}")
+            time.sleep(0.5)
+
+    def _check_alive(self, when: str) -> None:
+        if self.server.process.poll() is None and not server_ready(self.server.http_url):
+            # Not ready: stopping (e.g. asked to by a model whose loop died), which takes up to its grace period.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.server.process.wait(timeout=self.server.grace_s + 15)
+        if self.server.process.poll() is not None:
+            cause = fatal_cause(self.server.log_path)
+            raise CheckFailed(f"tritonserver exited with code {self.server.process.returncode} {when}"
+                              + (f" ({cause})" if cause else "") + f":\n{self.server.failure_reasons()}")
+
+    def _keep_log(self, where: Path) -> None:
+        log = getattr(self.server, "log_path", None)
+        if log is not None and Path(log).is_file():
+            where.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(log, where / "tritonserver.log")
 
     def _serve(self, files: dict[str, bytes]) -> str:
         """Serve `files`: start, reload the changed models, or restart. Returns how, in a word."""
@@ -128,6 +190,9 @@ class ServedEvaluator:
             detail = err.read().decode(errors="replace")[:300]
             raise CheckFailed(f"tritonserver could not reload model {model}: {detail}\n{self.server.log_tail()}") \
                 from None
+        except OSError as err:  # refused (the server died), timed out
+            raise CheckFailed(f"tritonserver did not answer the reload of model {model}: {err}\n"
+                              f"{self.server.log_tail()}") from None
 
     def stop(self) -> None:
         if self.server is not None:

@@ -13,6 +13,10 @@ trials, so before each later trial the search bisects towards it, as Model Analy
 the nearest infeasible trial whose throughput beats the best feasible one and the feasible trial nearest to it, the
 midpoint in the knobs' (log) coordinates; when that bracket is closed, TPE picks the trial.
 
+A trial its server does not serve (a model that fails to load, a server that dies under the load) is a failed
+trial, not the end of the tune: its reason goes in the table, its server's log in its folder, and the next trial
+starts a fresh server; three such trials in a row stop the tune (something no knob fixes).
+
 Resuming: finished trials (complete or pruned) stay in the store and are never run again; a trial that was running
 when the tune was killed is marked failed and its values are queued to run first.
 """
@@ -26,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tritongen.errors import SpecError, problem
+from tritongen.errors import CheckFailed, SpecError, problem
 from tritongen.runtimes.base import Knob
 from tritongen.spec import Spec
 from tritongen.tune.measure import TrialResult
@@ -37,6 +41,9 @@ from tritongen.tune.space import cast, current, in_range, suggest, trial_spec
 
 STORE = "study.db"
 BASELINE = "input_spec"  # the user attribute of trial 0 (the input spec): the knob paths the spec sets
+FAILED = "failed"  # the user attribute of a trial its server did not serve: the reason
+FAILURES_IN_A_ROW = 3
+"""Trials in a row not served (the server would not load or stay up) after which the tune stops."""
 ADMITS = ("serving.max_batch_size", "serving.kv_cache.max_tokens", "llmapi.max_num_tokens")
 """Knobs whose highest value admits the most work at once (informed first trial)."""
 
@@ -66,6 +73,10 @@ class Search:
     seed: int = 0
     say: Any = print
     log: list = field(default_factory=list)
+    failures: int = 0
+    """Trials in a row that were not served (see _failed)."""
+    stopped: str = ""
+    """Why the search stopped before its budget, when it did (FAILURES_IN_A_ROW trials not served)."""
 
     def study(self):
         import optuna
@@ -123,6 +134,9 @@ class Search:
                     study.enqueue_trial(point)
             trial = study.ask()
             self._one(study, trial, done)
+            if self.stopped:
+                self.say(f"stopping: {self.stopped}")
+                break
         return study
 
     def _one(self, study, trial, done: int) -> None:
@@ -150,7 +164,12 @@ class Search:
             return not partial.feasible or trial.should_prune()
 
         where = self.out / "trials" / f"{trial.number:03d}"
-        result = self.evaluator.evaluate(spec, values, report, where)
+        try:
+            result = self.evaluator.evaluate(spec, values, report, where)
+        except CheckFailed as err:
+            self._failed(study, trial, done, shown, began, str(err), where)
+            return
+        self.failures = 0
         pruned = result.rounds < getattr(self.evaluator, "rounds", 1)
         if pruned:
             why = "missed the SLO" if not result.feasible else "below the median of earlier trials"
@@ -161,6 +180,22 @@ class Search:
         else:
             study.tell(trial, objective_value(result))
         self._progress(trial.number, done, shown, result, began, "pruned" if pruned else "done")
+
+    def _failed(self, study, trial, done: int, shown: str, began: float, why: str, where: Path) -> None:
+        """A trial its server did not serve (a model that failed to load, a server that died under the load): a
+        result of its own (nothing met the SLO, so it ranks with the trials that served nothing), its reason in the
+        table, the server's log in its folder; after FAILURES_IN_A_ROW such trials the tune stops."""
+        reason = next((line.strip() for line in why.splitlines() if line.strip()), "failed")
+        log = where / "tritonserver.log"
+        result = TrialResult(note=f"failed: {reason}" + (f" (log: {log})" if log.is_file() else ""))
+        trial.set_user_attr(FAILED, reason)
+        self._record(trial, result)
+        study.tell(trial, objective_value(result))
+        self._progress(trial.number, done, shown, result, began, "failed")
+        self.failures += 1
+        if self.failures >= FAILURES_IN_A_ROW:
+            self.stopped = (f"{self.failures} trials in a row were not served; the last: {reason}"
+                            + (f" (its server's log: {log})" if log.is_file() else ""))
 
     @staticmethod
     def _record(trial, result: TrialResult) -> None:
@@ -225,7 +260,8 @@ def rows(study, knobs: list[Knob]) -> list[dict[str, Any]]:
         if t.state not in (TrialState.COMPLETE, TrialState.PRUNED):
             continue
         values, result = t.user_attrs.get("knobs", {}), t.user_attrs.get("result", {})
-        row = {"trial": t.number, "state": "pruned" if t.state == TrialState.PRUNED else "complete"}
+        state = "failed" if FAILED in t.user_attrs else "pruned" if t.state == TrialState.PRUNED else "complete"
+        row = {"trial": t.number, "state": state}
         row.update({k.path: values.get(k.path, t.params.get(k.path)) for k in knobs})
         row.update({key: result.get(key, default) for key, default in TrialResult().to_attrs().items()})
         out.append(row)
