@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# `python bench/tune_optimum.py --mode served` on the H200 host (16 cores), device call 2 of 2
-# (carry [".whl/b", ".whl/t", ".dev/nl", "build/tiny-llama"]; bench/device_call2_prepare.sh).
+# `python bench/tune_optimum.py --mode served` on the H200 host (16 cores), device call 3 of 3
+# (call 2 carries [".whl/b", ".dev/nl"] and runs `. bench/device_call2_prepare.sh`; call 3 carries [".whl/t",
+# "build/tiny-llama"] and runs this; bench/device_call2_prepare.sh).
 # Usage: bash bench/device_tune_optimum.sh [SLO] (default tight_itl). Results under $OUT.
 . bench/device_call2_prepare.sh
 PATH=/tmp/venv/bin:$PATH TRITONGEN_BACKEND_DIR=/tmp/backends timeout "${TUNE_TIMEOUT:-520}" \
