@@ -18,7 +18,6 @@ import contextlib
 import json
 import shutil
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
@@ -29,7 +28,7 @@ from tritongen.errors import CheckFailed, EnvironmentMissing, TritongenError, pr
 from tritongen.loadtests.runner import Endpoint, LoadTest, run_loadtest
 from tritongen.plan import Plan
 from tritongen.plan.make import make_plan
-from tritongen.readiness import model_states, server_ready
+from tritongen.readiness import model_states, server_ready, wait_until_ready
 from tritongen.render import render_for, write_repository
 from tritongen.runtimes import runtime_of
 from tritongen.serve import TritonServer
@@ -67,6 +66,16 @@ def _models(files: dict[str, bytes]) -> dict[str, dict[str, bytes]]:
             name, rest = path.split("/", 1)
             out.setdefault(name, {})[rest] = data
     return out
+
+
+def _not_ready(http_url: str, names: set[str]) -> dict[str, tuple[str, str]]:
+    """{model: (state, reason)} of those of `names` that the server's repository index does not show READY."""
+    try:
+        states = model_states(http_url)
+    except Exception as err:  # noqa: BLE001 - a server that does not answer is not ready either
+        states = {name: ("UNREACHABLE", str(err)) for name in names}
+    return {m: states.get(m, ("UNKNOWN", "not in the repository index")) for m in sorted(names)
+            if states.get(m, ("",))[0] != "READY"}
 
 
 @dataclass
@@ -127,22 +136,15 @@ class ServedEvaluator:
         """Every model of the trial's repository READY (a reload can leave one unavailable: its load test would
         measure errors, not the configuration)."""
         names = set(_models(self.files or {}))
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while True:
-            self._check_alive("while its models loaded")
-            try:
-                states = model_states(self.server.http_url)
-            except Exception as err:  # noqa: BLE001 - a server that does not answer is not ready either
-                states = {name: ("UNREACHABLE", str(err)) for name in names}
-            missing = {m: states.get(m, ("UNKNOWN", "not in the repository index")) for m in sorted(names)
-                       if states.get(m, ("",))[0] != "READY"}
-            if not missing:
-                return
-            if time.monotonic() >= deadline:
-                said = "; ".join(f"{m} {state}" + (f" ({why})" if why else "") for m, (state, why) in missing.items())
-                raise CheckFailed(f"after {READY_TIMEOUT_S:g} s not every model is READY: {said}\n"
-                                  f"{self.server.failure_reasons()}")
-            time.sleep(0.5)
+        outcome = wait_until_ready(self.server.http_url, READY_TIMEOUT_S,
+                                   stopped=lambda: self.server.process.poll() is not None,
+                                   probe=lambda url: not _not_ready(url, names))
+        self._check_alive("while its models loaded")
+        if outcome == "timeout":
+            said = "; ".join(f"{m} {state}" + (f" ({why})" if why else "")
+                             for m, (state, why) in _not_ready(self.server.http_url, names).items())
+            raise CheckFailed(f"after {READY_TIMEOUT_S:g} s not every model is READY: {said}\n"
+                              f"{self.server.failure_reasons()}")
 
     def _check_alive(self, when: str) -> None:
         if self.server.process.poll() is None and not server_ready(self.server.http_url):
