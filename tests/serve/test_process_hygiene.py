@@ -3,6 +3,7 @@ leaves no process or shared-memory region behind however it ends."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -133,6 +134,39 @@ def test_stubs_exit_when_their_server_is_killed(tiny_model, tmp_path):
     finally:
         server.stop(grace=5)
     assert not [r for r in server.shm_regions if (Path("/dev/shm") / r).exists()]
+
+
+_STARTS_A_SERVER = """
+import sys, time
+from tritongen.serve import TritonServer
+server = TritonServer(sys.argv[1], log_path=sys.argv[2], supervise=False).start(timeout=300)
+print(server.process.pid, *server.stubs, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.integration
+def test_a_server_and_its_stubs_end_when_the_process_that_started_it_is_killed(tiny_model, tmp_path):
+    """SIGKILL to the process that started tritonserver (a killed test run or CLI): the server gets SIGTERM, stops,
+    and its stubs with it."""
+    repo = render_repo(tiny_model, tmp_path / "repo")
+    parent = subprocess.Popen([sys.executable, "-c", _STARTS_A_SERVER, str(repo), str(tmp_path / "tritonserver.log")],
+                              stdout=subprocess.PIPE, text=True, start_new_session=True)
+    pids: list[int] = []
+    try:
+        pids = [int(x) for x in parent.stdout.readline().split()]
+        assert len(pids) >= 4, (tmp_path / "tritonserver.log").read_text()[-2000:]  # the server and its stubs
+        assert psutil.Process(pids[0]).name() == "tritonserver"
+        parent.kill()
+        parent.wait(timeout=10)
+        assert _gone(pids, timeout=40) == []
+        assert "Signal (15) received" in (tmp_path / "tritonserver.log").read_text()
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if parent.poll() is None:
+            parent.kill()
 
 
 @pytest.mark.integration

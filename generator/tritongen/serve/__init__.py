@@ -8,7 +8,6 @@ and honours the virtual environment it belongs to, and it loads the libpython th
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import hashlib
 import os
 import shutil
@@ -31,14 +30,24 @@ from tritongen.runtimes import completes_own_config
 from tritongen.serve.causes import exit_status, oom_kills, signal_name, stub_death, summary
 
 
-def _die_with_parent() -> None:
-    """Runs in the child before exec: SIGTERM the server when the process that started it dies (even by SIGKILL),
-    so a killed test run or CLI never leaves a tritonserver holding ports and cores. SIGTERM rather than SIGKILL:
-    only tritonserver's own shutdown stops its python stubs (a SIGKILLed server leaves them running, observed), and
-    `--exit-timeout-secs` (the server's grace period) bounds how long it waits for requests in flight; the LLM model
-    then ends every active request with an error in its finalize, and its stub exits by itself if the server dies."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+# tritonserver gets SIGTERM when the process that started it dies (even by SIGKILL), so a killed test run or CLI
+# never leaves a server holding ports and cores. SIGTERM rather than SIGKILL: only tritonserver's own shutdown stops
+# its python stubs (a SIGKILLed server leaves them running, observed), and `--exit-timeout-secs` (the server's grace
+# period) bounds how long it waits for requests in flight; the LLM model then ends every active request with an
+# error in its finalize, and its stub exits by itself if the server dies.
+# PR_SET_PDEATHSIG is set by this exec wrapper, not by a preexec_fn: a preexec_fn runs Python in the forked child of
+# a threaded parent, with every os.register_at_fork child hook (gRPC's, once the parent used a gRPC client); in the
+# suite such a child printed a gRPC epoll error and never became tritonserver. The setting survives the exec.
+_EXEC_DYING_WITH_PARENT = (
+    "import ctypes, os, sys\n"
+    "ctypes.CDLL(None, use_errno=True).prctl(1, 15)\n"  # PR_SET_PDEATHSIG, SIGTERM
+    "if os.getppid() != int(sys.argv[1]):\n"  # the parent died before prctl: nothing would signal this process
+    "    os._exit(1)\n"
+    "os.execvp(sys.argv[2], sys.argv[2:])\n")
+
+
+def _dying_with_parent(command: list[str]) -> list[str]:
+    return [sys.executable, "-I", "-S", "-c", _EXEC_DYING_WITH_PARENT, str(os.getpid()), *command]
 
 
 # Seconds a stopping server lets requests in flight finish (drain), as a pod's default terminationGracePeriodSeconds.
@@ -246,9 +255,8 @@ class TritonServer:
         log = open(self.log_path, "wb")
         env = server_env(self.env)
         env.setdefault("TRITONGEN_DRAIN_S", f"{max(0.0, self.grace_s - _UNLOAD_S):g}")
-        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                        env=env, start_new_session=True,
-                                        preexec_fn=_die_with_parent)
+        self.process = subprocess.Popen(_dying_with_parent(command), stdout=log, stderr=subprocess.STDOUT,
+                                        env=env, start_new_session=True)
         log.close()
         def stopped() -> bool:
             return self.process.poll() is not None or self._load_failed()
