@@ -163,3 +163,10 @@ def test_the_wheel_serves_the_native_bls_from_a_fresh_venv_outside_the_checkout(
         except subprocess.TimeoutExpired:
             os.killpg(serve.pid, signal.SIGKILL)
             serve.wait()
+
+    # Without them, serve refuses (exit 3) naming where it looked: never the python BLS in their place.
+    (venv / "lib" / "tritongen" / "backends").rename(tmp_path / "moved-backends")
+    refused = subprocess.run([tritongen, "serve", "repo"], cwd=work, env=env, capture_output=True, text=True,
+                             timeout=300)
+    assert refused.returncode == 3, refused.stdout[-2000:] + refused.stderr[-2000:]
+    assert f"is not built (looked in {venv / 'lib' / 'tritongen' / 'backends'}" in refused.stderr
