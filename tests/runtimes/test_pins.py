@@ -164,3 +164,13 @@ def test_the_pins_command_lists_every_runtime(capsys):
     text = capsys.readouterr().out
     assert "tensorrtllm: nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3" in text
     assert "the last Triton TensorRT-LLM container" in text and "newer          26.10" in text
+
+
+def test_the_docs_pin_table_states_what_the_pins_record():
+    rows = [line for line in (Path(__file__).resolve().parents[2] / "docs" / "runtimes.md").read_text().splitlines()
+            if line.startswith("| `")]
+    for pin in PINS.values():
+        (row,) = [r for r in rows if f"`{pin.image.value}`" in r]
+        version = pin.engine.value.split("+", 1)[0]  # "vLLM 0.27.1", "TensorRT-LLM 1.2.1"
+        assert version in row and f"tritonserver {pin.tritonserver.value}" in row, row
+        assert f"{pin.driver.bundled.value} (CUDA {pin.driver.cuda.value})" in row, row
