@@ -11,15 +11,18 @@ NATIVE_SOURCES := $(wildcard generator/tritongen/native/*.h generator/tritongen/
 
 .PHONY: install native demo test test-fast goldens clean
 
-$(STAMP): pyproject.toml
+# The serving image's python pins constrain this environment too: the suite runs what Dockerfile.serving installs.
+PINS := deploy/templates/serving-packages.txt
+
+$(STAMP): pyproject.toml $(PINS)
 	# docker-compose v1 validates generated compose files offline (PyPI's 1.29 conflicts with our pins).
 	command -v docker-compose >/dev/null || (apt-get update -qq && apt-get install -y -qq --no-install-recommends docker-compose) \
 		|| echo "docker-compose not installed: compose validation tests will be skipped"
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	# The CPU build of torch; on a GPU machine install torch as usual before `make`.
-	$(BIN)/python -m pip install -q "torch==2.13.0" || $(BIN)/python -m pip install -q torch
-	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/python -m pip install -q -c $(PINS) torch || $(BIN)/python -m pip install -q torch
+	$(BIN)/python -m pip install -q -c $(PINS) -e ".[dev]"
 	touch $(STAMP)
 
 # Native backends (C++: the BLS and the synthetic runtime's token source), built with CMake into the virtual
