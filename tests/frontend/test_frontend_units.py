@@ -369,3 +369,20 @@ def test_ignore_eos_keeps_generating_to_the_token_limit_where_a_runtime_can():
                                                                         "continuous_usage_stats": True}), "p")
     assert (info.value.status, info.value.param) == (400, "stream_options")
     assert generation(_route("llmapi"), _chat(stream=True, stream_options={"include_usage": True}), "p")
+
+
+def test_a_refused_stream_option_names_stream_options_as_the_param():
+    from fastapi.exceptions import RequestValidationError
+
+    from tritongen.frontend.errors import _validation_message
+
+    with pytest.raises(ValidationError) as info:
+        _chat(stream=True, stream_options={"continuous_usage_stats": True})
+    message, param = _validation_message(RequestValidationError(info.value.errors()))
+    assert (message, param) == ("stream_options.continuous_usage_stats: only with include_usage true; set both",
+                                "stream_options")
+    with pytest.raises(ValidationError) as info:
+        _chat(stream=True, stream_options={"usage_every": 2})
+    message, param = _validation_message(RequestValidationError(
+        [{**e, "loc": ("body", *e["loc"])} for e in info.value.errors()]))
+    assert param == "stream_options" and message.startswith("stream_options.usage_every: unknown field"), message
