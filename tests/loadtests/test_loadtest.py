@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import queue
-import statistics
 import subprocess
 import sys
 import time
@@ -148,69 +146,6 @@ def test_down_server_exits_3_naming_the_url_before_any_load(tiny_spec_path, tmp_
         assert len(lines) == 1 and url in lines[0] and "start the deployment" in lines[0], proc.stderr
         assert time.monotonic() - start < 300  # planning, then one refused connection: not the 600 s run
         assert not (tmp_path / protocol / "loadtest.json").exists() and not (tmp_path / protocol / "samples").exists()
-
-
-def _direct_ttfts_ms(url: str, prompt: str, max_tokens: int, n: int) -> list[float]:
-    """TTFT of `n` sequential ModelStreamInfer requests, with plain tritonclient threads (no gevent, no Locust)."""
-    import tritonclient.grpc as grpcclient
-
-    from tritongen.client import grpc_inputs
-
-    responses: queue.Queue = queue.Queue()
-    client = grpcclient.InferenceServerClient(url)
-    client.start_stream(callback=lambda result, error: responses.put((time.perf_counter(), result, error)))
-    ttfts = []
-    try:
-        for i in range(n):
-            inputs = grpc_inputs(prompt, max_tokens, stream=True, min_tokens=max_tokens)
-            sent = time.perf_counter()
-            client.async_stream_infer("ensemble", inputs, request_id=f"direct-{i}", enable_empty_final_response=True)
-            first = None
-            while True:
-                at, result, error = responses.get(timeout=60)
-                assert error is None, error
-                if first is None and result.as_numpy("text_output") is not None:
-                    first = at
-                final = result.get_response().parameters.get("triton_final_response")
-                if final is not None and final.bool_param:
-                    break
-            ttfts.append((first - sent) * 1e3)
-    finally:
-        client.stop_stream()
-        client.close()
-    return ttfts
-
-
-@pytest.mark.integration
-@pytest.mark.serial  # the tool's TTFT against a direct measurement, within 20%
-def test_median_ttft_agrees_with_a_direct_grpc_measurement(tiny_spec_path, triton, tmp_path):
-    from transformers import AutoTokenizer
-
-    spec = spec_copy(tiny_spec_path, tmp_path / "spec.yaml", load_input_tokens={"mean": 32, "stddev": 0},
-                     load_output_tokens={"mean": 8, "stddev": 0}, load_warmup_s=0)
-    tok = AutoTokenizer.from_pretrained(yaml.safe_load(spec.read_text())["model"]["checkpoint"])
-    words = ("the quick brown fox jumps over the lazy dog and streams tokens " * 8).split()
-    while len(tok.encode(" ".join(words), add_special_tokens=False)) > 32:
-        words.pop()
-    prompt = " ".join(words)
-
-    # Measured directly before and after the tool's run: on a shared 2-core machine the server's speed drifts
-    # between runs by more than the 20% being tested, so the tool is compared with the nearer of the two.
-    before = statistics.median(_direct_ttfts_ms(triton.grpc_url, prompt, 8, 20))
-    out = tmp_path / "report"
-    proc = tritongen("loadtest", str(spec), "--url", triton.grpc_url, "--no-metrics", "-u", "1", "-t", "12",
-                     "--out", str(out))
-    after = statistics.median(_direct_ttfts_ms(triton.grpc_url, prompt, 8, 20))
-    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
-    ttft = json.loads((out / "loadtest.json").read_text())["levels"][0]["metrics"]["ttft_ms"]
-    assert ttft["count"] >= 5, ttft  # a loaded 2-core machine manages ~1 request/s here
-    low, high = min(before, after), max(before, after)
-    # 20%, plus the cost of one request inside a Locust process: at a ~12 ms TTFT, gevent's scheduling of the
-    # stream callback alone is more than 20% (bench/results/locust_capacity.json: 3.46 ms CPU per request at
-    # one user), so a relative bound by itself tests the machine, not the tool.
-    client_overhead_ms = 3.5
-    assert 0.8 * low - client_overhead_ms <= ttft["p50"] <= 1.2 * high + client_overhead_ms, \
-        (ttft["p50"], before, after)
 
 
 @pytest.mark.integration

@@ -11,7 +11,8 @@ from tritongen.frontend import service
 from tritongen.frontend.errors import APIError
 from tritongen.frontend.routers.auth import require_key
 from tritongen.frontend.schemas import (ChatChoice, ChatChunkChoice, ChatCompletion, ChatCompletionChunk,
-                                        ChatCompletionRequest, ChatDelta, ChatResponseMessage, Usage)
+                                        ChatCompletionRequest, ChatDelta, ChatResponseMessage, Usage,
+                                        chunk_json)
 
 router = APIRouter(dependencies=[Depends(require_key)])
 
@@ -44,16 +45,19 @@ async def create_chat_completion(req: ChatCompletionRequest, request: Request):
 
     run = await service.start_stream(state, route, gen, request, started)
 
-    def chunk(text: str | None, finish: str | None) -> str:
+    usage = req.include_usage()
+
+    def chunk(text: str | None, finish: str | None, so_far: Usage | None = None) -> str:
         delta = ChatDelta(content=text) if text is not None else ChatDelta()
-        return ChatCompletionChunk(id=cid, created=created, model=req.model, choices=[
-            ChatChunkChoice(delta=delta, finish_reason=finish)]).model_dump_json(exclude_none=True)
+        return chunk_json(ChatCompletionChunk(id=cid, created=created, model=req.model, usage=so_far, choices=[
+            ChatChunkChoice(delta=delta, finish_reason=finish)]), usage)
 
-    def usage_chunk(usage: Usage) -> str:
-        return ChatCompletionChunk(id=cid, created=created, model=req.model, choices=[],
-                                   usage=usage).model_dump_json(exclude_none=True)
+    def usage_chunk(total: Usage) -> str:
+        return chunk_json(ChatCompletionChunk(id=cid, created=created, model=req.model, choices=[], usage=total),
+                          usage)
 
-    first = ChatCompletionChunk(id=cid, created=created, model=req.model, choices=[
-        ChatChunkChoice(delta=ChatDelta(role="assistant", content=""))]).model_dump_json(exclude_none=True)
-    return EventSourceResponse(service.sse_events(run, chunk, usage_chunk, req.include_usage(), first),
+    role = ChatChunkChoice(delta=ChatDelta(role="assistant", content=""))
+    first = chunk_json(ChatCompletionChunk(id=cid, created=created, model=req.model, choices=[role],
+                                           usage=run.usage() if req.continuous_usage() else None), usage)
+    return EventSourceResponse(service.sse_events(run, chunk, usage_chunk, usage, first, req.continuous_usage()),
                                ping=None, sep="\n")
