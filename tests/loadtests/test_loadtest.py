@@ -214,6 +214,29 @@ def test_median_ttft_agrees_with_a_direct_grpc_measurement(tiny_spec_path, trito
 
 
 @pytest.mark.integration
+def test_a_cpu_hog_beside_a_load_test_marks_the_level_as_host_limited(tiny_spec_path, triton, tmp_path):
+    import os
+
+    hog = "import time\nend = time.time() + 60\nwhile time.time() < end: pass\n"
+    hogs = [subprocess.Popen([sys.executable, "-c", hog]) for _ in range(os.cpu_count() or 2)]
+    try:
+        out = tmp_path / "report"
+        proc = tritongen("loadtest", str(tiny_spec_path), "--url", triton.grpc_url, "--metrics-url",
+                         triton.metrics_url, "-u", "1", "-t", "3", "--warmup", "0", "--out", str(out))
+    finally:
+        for p in hogs:
+            p.kill()
+            p.wait()
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    host = json.loads((out / "loadtest.json").read_text())["levels"][0]["host"]
+    # The hogs are no process of the load test's or the server's: other processes, a loaded host.
+    assert host["others_cores"] >= 0.5 and host["warning"].startswith("WARNING: the host, not the server, may be "
+                                                                      "the limit: other processes used"), host
+    assert host["warning"] in proc.stdout
+    assert "the host, not the server, may be the limit" in (out / "loadtest.html").read_text()
+
+
+@pytest.mark.integration
 def test_up_serves_load_tests_and_reports(tiny_spec_path, tmp_path):
     data = yaml.safe_load(tiny_spec_path.read_text())
     # The hf runtime sizes its CPU KV cache from free memory; a second server next to the session's must not

@@ -35,6 +35,7 @@ from pydantic import ValidationError
 from tritongen.errors import CheckFailed, EnvironmentMissing, SpecError, problem
 from tritongen.loadtests import console
 from tritongen.loadtests.arrivals import read_trace
+from tritongen.loadtests.host import HostWatch, ports as host_ports
 from tritongen.loadtests.distributed import LOCUSTFILE, STOP_TIMEOUT_S, run_master
 from tritongen.loadtests.metadata import load_generator_cpu, run_metadata
 from tritongen.loadtests.metrics import measurement_window
@@ -230,6 +231,8 @@ class LevelRun:
     frontend_snapshots: list = field(default_factory=list)
     """The OpenAI frontend's /metrics, scraped alike (protocol openai)."""
     active_after: float | None = None
+    host: dict | None = None
+    """Host-wide CPU over the level (tritongen.loadtests.host)."""
 
 
 def locust_config(plan, load: LoadTest, url: str, samples_dir: Path, level: float) -> LocustConfig:
@@ -317,10 +320,13 @@ def _run_level(plan, endpoint: Endpoint, load: LoadTest, out: Path, level: float
         + (f", {profile.processes} processes" if profile.processes > 1 else ""))
     cmd = _locust_command(out, users, spawn_rate, profile.duration_s, profile.processes, stem)
     timeout_s = profile.duration_s + STOP_TIMEOUT_S + 120
+    watch = HostWatch(host_ports(endpoint.grpc_url, endpoint.http_url, endpoint.openai_url,
+                                 endpoint.triton_grpc_url)).start()
     try:
         with Progress(f"{profile.level_unit} {level:g}", samples_dir, enabled=progress):
             _run_level_locust(cmd, config, config_path, out, distribution, timeout_s)
     finally:
+        run.host = watch.stop()
         if poller is not None:
             run.snapshots += poller.stop()
         if frontend_poller is not None:
@@ -417,7 +423,7 @@ def run_loadtest(plan, endpoint: Endpoint, load: LoadTest, out: Path, *, spec_pa
     if not samples:
         tail = "\n".join((out / "locust.log").read_text(errors="replace").splitlines()[-30:])
         raise CheckFailed(f"locust recorded no requests; its log ({out / 'locust.log'}) ends:\n{tail}")
-    servers, cpu = {}, {}
+    servers, cpu, host = {}, {}, {}
     for run in runs:
         mine = [s for s in samples if s.level == run.level]
         if mine:
@@ -426,12 +432,13 @@ def run_loadtest(plan, endpoint: Endpoint, load: LoadTest, out: Path, *, spec_pa
             servers[run.level] = LevelServer(window=view, run=view_run, active_after=run.active_after, edges=edges,
                                              frontend_edges=frontend, called_model=target.get("model"))
         cpu[run.level] = load_generator_cpu(run.samples_dir)
+        host[run.level] = run.host
     ran = workload(locust_config(plan, load, url, Path("."), levels[0]))
     inputs = RunInputs(
         load=LoadInfo(mode=profile.mode, level_unit=profile.level_unit, warmup_s=profile.warmup_s,
                       duration_s=profile.duration_s),
         deployment=plan.name, metadata=run_metadata(plan, server_info, ran, spec_path), servers=servers,
-        load_generator=cpu, sample_files=files, locust_csv=[f for run in runs for f in run.csv_files],
+        load_generator=cpu, host=host, sample_files=files, locust_csv=[f for run in runs for f in run.csv_files],
         output_token_counter=runtime_of(plan).output_token_counter, incomplete=incomplete)
     report = write_report(out, samples, plan.slo, inputs)
     console.print_report(report.summary, out, report.html_path, report.json_path)
