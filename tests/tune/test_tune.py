@@ -189,9 +189,12 @@ def test_a_killed_tune_resumes_from_its_store_without_rerunning_finished_trials(
     import optuna
 
     spec, out = engine_spec(tmp_path, slo={"ttft_p95_ms": 20000}), tmp_path / "out"
-    first = KilledAt(4)
-    with pytest.raises(KeyboardInterrupt):
-        tune(TuneOptions(spec=str(spec), budget=6, out=str(out)), evaluator=first, say=_quiet)
+    first, lines = KilledAt(4), []
+    assert tune(TuneOptions(spec=str(spec), budget=6, out=str(out)), evaluator=first, say=lines.append) == 130
+    assert lines[-1] == (f"interrupted: 3 trial(s) finished (above); nothing was written next to the input; "
+                         f"continue with --resume {out} (the trial in flight runs again first)")
+    with open(out / "trials.csv") as f:  # the table of what finished
+        assert len(list(csv.DictReader(f))) == 3
     killed = first.calls[-1]
     study = optuna.load_study(study_name="tune", storage=f"sqlite:///{out / 'study.db'}")
     finished = [t for t in study.trials if t.state.is_finished()]

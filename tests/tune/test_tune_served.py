@@ -119,3 +119,30 @@ def test_a_smaller_batch_keeps_the_tokenizer_models_loaded_and_a_larger_one_relo
     assert changed == ["ensemble", "postprocessing", "preprocessing", "tensorrt_llm", "tensorrt_llm_bls"]
     assert [m for m in changed if keeps(m, big[m], small[m])] == ["postprocessing", "preprocessing"]
     assert not [m for m in changed if keeps(m, small[m], big[m])]  # the loaded cap must cover the new one
+
+
+def test_ctrl_c_while_a_trial_starts_its_server_says_so_and_exits_130(tmp_path, tiny_model):
+    import queue
+    import threading
+    import time
+
+    path, out = _spec(tmp_path, tiny_model), tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "tritongen.cli", "tune", str(path), "--budget", "2", "--out",
+                             str(out)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x.rstrip("\n")) for x in proc.stdout], daemon=True).start()
+    got = [lines.get(timeout=120)]
+    assert got[0].startswith(f"tune {path}"), got
+    time.sleep(1)  # into trial 0: its server starting
+    proc.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    got.append(lines.get(timeout=5))
+    said = time.monotonic() - sent
+    proc.wait(timeout=120)
+    while not lines.empty():
+        got.append(lines.get())
+    text = "\n".join(got)
+    assert proc.returncode == 130, text
+    assert got[1] == "interrupted (Ctrl-C): stopping the trial in flight; the table holds the trials that finished"
+    assert said < 1.0, text
+    assert got[-1] == f"interrupted before the first trial finished: no trial to report; resume with --resume {out}"

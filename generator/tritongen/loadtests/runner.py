@@ -22,10 +22,8 @@ import dataclasses
 import math
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, get_args
@@ -35,6 +33,7 @@ from pydantic import ValidationError
 from tritongen.errors import CheckFailed, EnvironmentMissing, SpecError, problem
 from tritongen.loadtests import console
 from tritongen.loadtests.arrivals import read_trace
+from tritongen.loadtests.interrupt import EXIT, on_interrupt
 from tritongen.loadtests.host import HostWatch, ports as host_ports
 from tritongen.loadtests.distributed import LOCUSTFILE, STOP_TIMEOUT_S, run_master
 from tritongen.loadtests.metadata import load_generator_cpu, run_metadata
@@ -387,8 +386,13 @@ def run_loadtest(plan, endpoint: Endpoint, load: LoadTest, out: Path, *, spec_pa
     url = endpoint.url_for(load.profile.protocol)
     target = _target_model(plan, load)
     # exit 3 before any load when not ready
-    server_info = preflight(url, load.profile.protocol, target.get("model", "ensemble"),
-                            api_key_env=target.get("api_key_env"))
+    try:
+        with on_interrupt("stopping before any load", say):
+            server_info = preflight(url, load.profile.protocol, target.get("model", "ensemble"),
+                                    api_key_env=target.get("api_key_env"))
+    except KeyboardInterrupt:
+        say("nothing ran: no report")
+        return INTERRUPTED_EXIT
     out.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(out / "samples", ignore_errors=True)  # a report must never mix in samples of an earlier run
     (out / "locust.log").write_text("")
@@ -403,20 +407,25 @@ def run_loadtest(plan, endpoint: Endpoint, load: LoadTest, out: Path, *, spec_pa
 
     runs, incomplete = [], None
     try:
-        for i, level in enumerate(levels, 1):
-            if len(levels) > 1:
-                say(f"level {i}/{len(levels)}: {level:g} {profile.level_unit}")
-            runs.append(_run_level(plan, endpoint, load, out, level, url, distribution, progress))
+        with on_interrupt("stopping the level in flight; the report holds the levels that finished", say):
+            for i, level in enumerate(levels, 1):
+                if len(levels) > 1:
+                    say(f"level {i}/{len(levels)}: {level:g} {profile.level_unit}")
+                runs.append(_run_level(plan, endpoint, load, out, level, url, distribution, progress))
     except KeyboardInterrupt:
+        cut = levels[len(runs)] if len(runs) < len(levels) else None
+        left = sample_files(out / "samples" / f"level-{cut:g}") if cut is not None else []
+        finished = sum(1 for f in left for line in open(f, "rb") if line.strip())
+        unfinished = (f"; the {finished} request(s) that finished in {profile.level_unit} {cut:g} before it are in "
+                      f"{out / 'samples' / f'level-{cut:g}'}, not in a report (a level cut short has no window)"
+                      if finished else "")
         if not runs:
-            say("interrupted before the first level finished: no report")
-            raise
-        # A second Ctrl-C must not cut the report of the finished levels short.
-        _ignore_sigint()
+            say(f"interrupted before the first level finished: no level to report{unfinished}")
+            return INTERRUPTED_EXIT
         done = ", ".join(f"{run.level:g}" for run in runs)
-        incomplete = (f"interrupted (Ctrl-C) during {profile.level_unit} {levels[len(runs)]:g}: the report holds "
+        incomplete = (f"interrupted (Ctrl-C) during {profile.level_unit} {cut:g}: the report holds "
                       f"the {len(runs)} of {len(levels)} levels that finished ({done})")
-        say(f"interrupted: writing the report of the finished levels ({done})")
+        say(f"interrupted: writing the report of the finished levels ({done}){unfinished}")
 
     files = [f for run in runs for f in sample_files(run.samples_dir)]
     samples = read_samples(files)
@@ -448,10 +457,5 @@ def run_loadtest(plan, endpoint: Endpoint, load: LoadTest, out: Path, *, spec_pa
     return report.exit_code
 
 
-INTERRUPTED_EXIT = 130
+INTERRUPTED_EXIT = EXIT
 """The shell's code for a command ended by SIGINT (128 + 2), also when the report of the finished levels is written."""
-
-
-def _ignore_sigint() -> None:
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -17,6 +17,7 @@ from tritongen.errors import CheckFailed, SpecError, problem
 from tritongen.spec import Spec, current_names, parse_spec
 from tritongen.spec.source import read_yaml
 from tritongen.tune import report
+from tritongen.loadtests.interrupt import EXIT, on_interrupt
 from tritongen.tune.confirm import decide
 from tritongen.tune.served import ServedEvaluator
 from tritongen.tune.space import search_space
@@ -61,7 +62,8 @@ def output_dir(opts: TuneOptions, spec_path: Path, spec: Spec) -> Path:
 
 
 def tune(opts: TuneOptions, evaluator: Any = None, say=print) -> int:
-    """Run (or resume) a tune; the exit code: 0 with a winner, 1 when no trial met the SLO."""
+    """Run (or resume) a tune; the exit code: 0 with a result (a winner, or the input stays), 1 when no trial met
+    the SLO, 130 on Ctrl-C (the table of the finished trials written)."""
     spec_path = Path(opts.spec)
     if not spec_path.is_file():
         raise SpecError(problem(str(spec_path), "spec file not found", "pass the path of a YAML spec"))
@@ -84,20 +86,38 @@ def tune(opts: TuneOptions, evaluator: Any = None, say=print) -> int:
     if evaluator is None:
         evaluator = ServedEvaluator(spec_dir=spec_path.resolve().parent, out=out.resolve(), inventory=opts.inventory,
                                     rounds=opts.rounds)
-    say(f"tune {spec_path} ({spec.name}, runtime {spec.runtime}): knobs "
-        + ", ".join(f"{k.path} {k.low:g}..{k.high:g}" for k in knobs)
-        + (f"; {budget} trials" if budget else "") + (f"; at most {opts.time}" if time_s else "")
-        + f"; store {out / STORE}")
     search = Search(spec=spec, data=data, knobs=knobs, out=out, evaluator=evaluator, budget=budget, time_s=time_s,
                     seed=opts.seed, say=say, early_stop=opts.early_stop)
     try:
-        study = search.run()
-        return finish(study, spec_path, data, spec, knobs, out, opts.top, say, stopped=search.stopped,
-                      evaluator=evaluator, confirm=opts.confirm)
+        with on_interrupt("stopping the trial in flight; the table holds the trials that finished", say):
+            say(f"tune {spec_path} ({spec.name}, runtime {spec.runtime}): knobs "
+                + ", ".join(f"{k.path} {k.low:g}..{k.high:g}" for k in knobs)
+                + (f"; {budget} trials" if budget else "") + (f"; at most {opts.time}" if time_s else "")
+                + f"; store {out / STORE}")
+            study = search.run()
+            return finish(study, spec_path, data, spec, knobs, out, opts.top, say, stopped=search.stopped,
+                          evaluator=evaluator, confirm=opts.confirm)
+    except KeyboardInterrupt:
+        return interrupted(search, spec, knobs, out, say)
     finally:
         stop = getattr(evaluator, "stop", None)
         if stop is not None:
             stop()
+
+
+def interrupted(search: Search, spec: Spec, knobs, out: Path, say=print) -> int:
+    """Ctrl-C: the table of the trials that finished (or a line saying none did); nothing next to the input."""
+    table = rows(search.study(), knobs) if (out / STORE).is_file() else []
+    if not table:
+        say("interrupted before the first trial finished: no trial to report"
+            + (f"; resume with --resume {out}" if (out / STORE).is_file() else ""))
+        return EXIT
+    say("")
+    say(report.console_table(table, knobs, None))
+    say(f"trials: {report.write_table(table, knobs, out)}; store: {out / STORE}")
+    say(f"interrupted: {len(table)} trial(s) finished (above); nothing was written next to the input; continue "
+        f"with --resume {out} (the trial in flight runs again first)")
+    return EXIT
 
 
 def finish(study, spec_path: Path, data: dict, spec: Spec, knobs, out: Path, n_top: int, say=print, *,

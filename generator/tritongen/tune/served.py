@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from tritongen.errors import CheckFailed, EnvironmentMissing, TritongenError, problem
-from tritongen.loadtests.runner import Endpoint, LoadTest, run_loadtest
+from tritongen.loadtests.runner import INTERRUPTED_EXIT, Endpoint, LoadTest, run_loadtest
 from tritongen.plan import Plan
 from tritongen.plan.make import make_plan
 from tritongen.readiness import model_states, server_ready, wait_until_ready
@@ -152,10 +152,12 @@ class ServedEvaluator:
         for i in range(self.rounds):
             run_dir = where / f"round-{i + 1}"
             try:
-                run_loadtest(plan, endpoint, load, run_dir)
+                code = run_loadtest(plan, endpoint, load, run_dir)
             except TritongenError:
                 self._check_alive("during the load test")  # a load test that failed because its server died
                 raise
+            if code == INTERRUPTED_EXIT:  # Ctrl-C, taken by the load test: the tune stops too
+                raise KeyboardInterrupt
             self._check_alive("during the load test")
             done.append(from_report(json.loads((run_dir / "loadtest.json").read_text()), n))
             if i < self.rounds - 1 and report(i, merge(done)):
