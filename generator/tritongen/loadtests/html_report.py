@@ -109,7 +109,8 @@ def _stages_table(stages: dict) -> str:
     head = (f"<p>Called model {html.escape(str(stages['called_model']))}, {stages['requests']} requests in the "
             f"window; dominant stage: <b>{html.escape(str(stages['dominant']))}</b>"
             + (f"; per-token {stages['per_token_ms']:.3f} ms" if stages["per_token_ms"] is not None else "")
-            + (f'.</p><p class="warn">{html.escape(stages["note"])}' if stages["note"] else "") + "</p>")
+            + (f'.</p><p class="warn">{html.escape(stages["note"])}' if stages["note"] else "")
+            + (f'</p><p class="warn">{html.escape(stages["coverage"])}' if stages.get("coverage") else "") + "</p>")
     models = [[m["model"], str(m["requests"]), *(_num(m[k], 3) for k in ("queue_ms", "compute_input_ms",
               "compute_infer_ms", "compute_output_ms", "request_ms")), m["note"] or ("" if m["plausible"] else "-")]
               for m in stages["models"]]

@@ -142,10 +142,14 @@ documented under `levels[].server`.
 - `levels[].stages.stages[].note` (str): why it is missing, or how it was measured.
 - `levels[].stages.per_token_ms` (float|null): the model's own time per output token after the first.
 - `levels[].stages.sum_ms` (float|null): sum of the stages that have a value.
-- `levels[].stages.client_e2e_ms` (float|null): the client's mean end-to-end latency over the same window
+- `levels[].stages.client_e2e_ms` (float|null): the client's mean end-to-end latency of the requests that completed
+  between the same two reads of the server (metrics.e2e_ms.avg when the reads' times are unknown)
   (metrics.e2e_ms.avg).
 - `levels[].stages.sum_over_client_e2e` (float|null): sum_ms / client_e2e_ms: how much of the client's latency the
   server accounts for.
+- `levels[].stages.unaccounted_ms` (float|null): client_e2e_ms - sum_ms (negative: the stages exceed it).
+- `levels[].stages.coverage` (str): empty when the stages add up to client_e2e_ms within 10%; else what is not
+  measured (or why they exceed it), named.
 - `levels[].stages.dominant` (str|null): the stage with the most time.
 - `levels[].stages.models` (list): Triton's statistics per model over the window (versions summed), sorted by name.
 - `levels[].stages.models[].model` (str): model name.
@@ -304,8 +308,9 @@ def build_summary(samples: Sequence[Sample], slo: SLOPlan, run: RunInputs | None
             "server_run": None if server.run is None else server.run.to_dict(),
             "server_active_after": server.active_after,
             "stages": None if server.edges is None else breakdown(
-                *server.edges, None if metrics.e2e_ms is None else metrics.e2e_ms.avg, called=server.called_model,
-                frontend=server.frontend_edges),
+                *server.edges, _client_e2e_between(level_samples, server.edges,
+                                                   None if metrics.e2e_ms is None else metrics.e2e_ms.avg),
+                called=server.called_model, frontend=server.frontend_edges),
             "load_generator": run.load_generator.get(level),
             "host": run.host.get(level),
         })
@@ -326,6 +331,17 @@ def build_summary(samples: Sequence[Sample], slo: SLOPlan, run: RunInputs | None
         "slo": {"passed": cap.passed, "exit_code": 0 if cap.passed else 1,
                 "goodput_limits": asdict(limits)},
     })  # type: ignore[return-value]
+
+
+def _client_e2e_between(samples: Sequence[Sample], edges: tuple, fallback: float | None) -> float | None:
+    """The mean e2e (ms) of the successful requests that completed between the two server reads: the requests the
+    server's statistics describe (stages.py, "Adding up"); `fallback` when the reads carry no times."""
+    t0, t1 = (getattr(e, "taken_at", None) for e in edges)
+    if t0 is None or t1 is None:
+        return fallback
+    e2e = [s.response_times[-1] * 1e3 for s in samples
+           if s.ok and t0 <= s.start_wall_s + s.end_s <= t1]
+    return sum(e2e) / len(e2e) if e2e else None
 
 
 def _json_safe(value: object) -> object:
