@@ -18,6 +18,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from tritongen import metric_registry as registry
+
 LEVEL = 0.95
 RESAMPLES = 999
 SEED = 0
@@ -109,8 +111,6 @@ def whole_bins(metrics: dict, column: str) -> list[float]:
 def figures(metrics: dict, latencies: Sequence) -> dict:
     """The report's `levels[].confidence` (docs/loadtest-report.md): each rate and each reported latency
     percentile with its n and interval, and the mark of a window with too few completed requests."""
-    from tritongen import metric_registry as registry
-
     out = []
     for name, column, count in RATES:
         if metrics[name] is not None:
@@ -127,8 +127,6 @@ def figures(metrics: dict, latencies: Sequence) -> dict:
 
 def line(confidence: dict) -> str:
     """One console line: each figure's interval and n."""
-    from tritongen import metric_registry as registry
-
     parts = []
     for figure in confidence["figures"]:
         name, _, stat = figure["name"].partition(".")

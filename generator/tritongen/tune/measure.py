@@ -51,7 +51,7 @@ class TrialResult:
         return asdict(self)
 
 
-TOO_FEW = "only"  # how the note of a trial with too few completed requests begins
+TOO_FEW = "too few requests:"  # how the note of a trial with too few completed requests begins
 
 # A round's verdict: `report(round_index, result_so_far)` returns True when the trial should stop (pruned).
 Report = Callable[[int, TrialResult], bool]
@@ -80,8 +80,8 @@ def with_interval(r: TrialResult) -> TrialResult:
     ci = interval(r.good_bins, mean, r.goodput, n=r.completed)
     r.goodput_low, r.goodput_high = ci["low"], ci["high"]
     if r.completed < MIN_COMPLETED and TOO_FEW not in r.note:
-        r.note = "; ".join(x for x in (r.note, f"{TOO_FEW} {r.completed} requests completed inside the window(s) "
-                                       f"(< {MIN_COMPLETED}): too few to be sure") if x)
+        r.note = "; ".join(x for x in (r.note, f"{TOO_FEW} {r.completed} completed inside the window(s) "
+                                       f"(< {MIN_COMPLETED}), not enough to be sure") if x)
     return r
 
 
