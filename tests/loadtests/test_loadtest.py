@@ -236,6 +236,10 @@ def test_a_cpu_hog_beside_a_load_test_marks_the_level_as_host_limited(tiny_spec_
     assert "the host, not the server, may be the limit" in (out / "loadtest.html").read_text()
 
 
+SAID_WITHIN_S = 3.0
+"""Ctrl-C's message comes at once (the handler runs as the signal arrives); 3 s leaves room for a loaded CI host."""
+
+
 def _interrupt_when(args: list[str], seen: str, timeout: float = 240) -> tuple[int, list[str], float]:
     """Run `tritongen ARGS`, send it SIGINT once a line containing `seen` appears; (exit code, every line, seconds
     from the signal to the first line that says it was interrupted)."""
@@ -274,9 +278,9 @@ def test_ctrl_c_in_the_first_level_says_so_at_once_and_exits_130_naming_what_fin
                                          "-t", "60", "--out", str(out)], seen="users 2:")
     text = "\n".join(lines)
     assert code == 130, text
-    # A status line as the level starts (a pipe gets a line, not a rewritten one), the message within a second.
+    # A status line as the level starts (a pipe gets a line, not a rewritten one), the message at once.
     assert any(line.startswith("users 2:   0.0 s, 0 requests") for line in lines), text
-    assert 0 <= said < 1.0, text
+    assert 0 <= said < SAID_WITHIN_S, text
     assert any(line.startswith("interrupted before the first level finished: no level to report") for line in lines)
     assert not (out / "loadtest.json").exists()
 
@@ -289,7 +293,7 @@ def test_ctrl_c_in_a_later_level_writes_the_report_of_the_finished_ones_and_exit
                                          "-t", "4", "--warmup", "1", "--out", str(out)], seen="level 2/2")
     text = "\n".join(lines)
     assert code == 130, text
-    assert 0 <= said < 1.0 and "interrupted: writing the report of the finished levels (1)" in text, text
+    assert 0 <= said < SAID_WITHIN_S and "interrupted: writing the report of the finished levels (1)" in text, text
     summary = json.loads((out / "loadtest.json").read_text())
     assert [row["level"] for row in summary["levels"]] == [1]
     assert summary["incomplete"].startswith("interrupted (Ctrl-C) during users 2: the report holds the 1 of 2 levels")
@@ -302,7 +306,7 @@ def test_ctrl_c_while_up_starts_its_server_stops_it_and_exits_130(tiny_spec_path
     code, lines, said = _interrupt_when(["up", str(tiny_spec_path), "--out", str(out)], seen="[5/7] serve: starting")
     text = "\n".join(lines)
     assert code == 130, text
-    assert 0 <= said < 1.0, text
+    assert 0 <= said < SAID_WITHIN_S, text
     assert "nothing finished before Ctrl-C: no report (the load test had not begun)" in text
     assert lines[-1] == "[7/7] stop: stopping tritonserver"
     assert not (out / "loadtest.json").exists()

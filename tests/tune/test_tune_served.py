@@ -144,5 +144,5 @@ def test_ctrl_c_while_a_trial_starts_its_server_says_so_and_exits_130(tmp_path, 
     text = "\n".join(got)
     assert proc.returncode == 130, text
     assert got[1] == "interrupted (Ctrl-C): stopping the trial in flight; the table holds the trials that finished"
-    assert said < 1.0, text
+    assert said < 3.0, text  # at once; 3 s leaves room for a loaded CI host
     assert got[-1] == f"interrupted before the first trial finished: no trial to report; resume with --resume {out}"
