@@ -268,7 +268,7 @@ def test_the_serving_images_python_pins_are_what_this_suite_runs():
     from tritongen.deploy import serving_image
 
     pins = dict(line.split("==") for line in serving_image.pinned_packages())
-    assert set(pins) == {"torch", "transformers", "tokenizers", "numpy"}
+    assert set(pins) == {"torch", "transformers", "tokenizers", "numpy", "xgrammar"}
     assert {name: version(name).split("+")[0] for name in pins} == pins  # torch's local tag: +cpu here
     dockerfile = (GOLDEN / "tiny-cpu-compose" / "Dockerfile.serving").read_text()
     assert all(f'"{name}=={pin}"' in dockerfile for name, pin in pins.items()), dockerfile
