@@ -57,7 +57,8 @@ class EngineError(Exception):
 _PARAMS = {"seed": "seed", "random_seed": "seed", "temperature": "temperature", "top_p": "top_p",
            "runtime_top_p": "top_p", "presence_penalty": "presence_penalty", "frequency_penalty": "frequency_penalty",
            "min_tokens": "min_tokens", "max_tokens": "max_tokens", "request_output_len": "max_tokens",
-           "stop_words": "stop", "stop": "stop", "input_ids": "prompt", "text_input": "prompt"}
+           "stop_words": "stop", "stop": "stop", "input_ids": "prompt", "text_input": "prompt",
+           "guided_decoding_guide_type": "response_format", "guided_decoding_guide": "response_format"}
 
 
 def _of_kind(kind: str, input_name: str | None, message: str) -> EngineError:
@@ -148,6 +149,10 @@ class Generation:
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
     min_tokens: int | None = None
+    guide_type: str | None = None
+    """Constrained decoding: NVIDIA's guided_decoding_guide_type (tritongen.frontend.structured); None: none."""
+    guide: str = ""
+    """guided_decoding_guide: the schema or grammar (none sent when empty: type `json` takes none)."""
 
 
 @dataclass
@@ -195,6 +200,9 @@ def _scalar_tensor(name: str, value: object, datatype: str, dtype, pb2) -> tuple
 
 def build_dialect_request(model: str, gen: Generation, request_id: str, dialect: Dialect):
     """The ModelInferRequest for a runtime's own model: its inputs and outputs from the runtime's dialect."""
+    if gen.guide_type is not None:
+        raise EngineError(400, f"response_format/tool_choice: {dialect.title} takes no guided-decoding inputs from "
+                          "this frontend; remove them", "invalid_request_error", "response_format")
     # service.generation refused the parameters the dialect cannot take; what is left goes under OpenAI's names.
     params = {k: v for k, v in sampling(gen).items() if k not in dialect.unsupported}
     # A model that cannot take stop sequences gets none: the frontend's StopMatcher finds them and cancels.
@@ -224,6 +232,10 @@ def build_request(model: str, gen: Generation, request_id: str):
     ]
     if gen.stop:
         tensors.append(_bytes_tensor("stop_words", list(gen.stop), pb2))
+    if gen.guide_type is not None:
+        tensors.append(_bytes_tensor("guided_decoding_guide_type", [gen.guide_type], pb2))
+        if gen.guide:
+            tensors.append(_bytes_tensor("guided_decoding_guide", [gen.guide], pb2))
     dtypes = {"min_tokens": ("INT32", np.int32), "seed": ("UINT64", np.uint64)}
     for name, value in sampling(gen).items():
         datatype, dtype = dtypes.get(name, ("FP32", np.float32))

@@ -53,6 +53,9 @@ class TritonIdsEngine(TritonEngine):
             raise EngineError(400, f"the ids path speaks the C++ TensorRT-LLM contract, not {dialect.title}'s; "
                               "serve with --openai-path text", "invalid_request_error")
 
+        if gen.guide_type is not None:
+            raise EngineError(400, "response_format/tool_choice: the ids path sends no guided-decoding inputs; serve "
+                              "with --openai-path text", "invalid_request_error", "response_format")
         codec = self.codecs[model]
         text = codec.text(gen.max_tokens)
         request = build_ids_request(codec, gen, request_id)

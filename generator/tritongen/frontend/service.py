@@ -232,9 +232,11 @@ async def start_stream(state: FrontendState, route: ModelRoute, gen: Generation,
     return run
 
 
-async def sse_events(run: Run, chunk: Callable[[str | None, str | None], str], usage_chunk: Callable[[Usage], str],
-                     include_usage: bool, first: str | None = None) -> AsyncIterator[str]:
-    """The `data:` payloads of one streamed answer: content chunks, the finish chunk, usage, [DONE].
+async def sse_events(run: Run, chunk: Callable[[str | None, str | None], str | list[str]],
+                     usage_chunk: Callable[[Usage], str], include_usage: bool,
+                     first: str | None = None) -> AsyncIterator[str]:
+    """The `data:` payloads of one streamed answer: content chunks, the finish chunk, usage, [DONE]. `chunk` may
+    make several payloads of one text (or none: a tool-call parser holding text back).
 
     When the client disconnects, the server cancels this generator; `Run.texts` then closes the Triton call,
     which cancels the request there.
@@ -244,8 +246,10 @@ async def sse_events(run: Run, chunk: Callable[[str | None, str | None], str], u
             yield first
         async with contextlib.aclosing(run.texts()) as texts:
             async for text in texts:
-                yield chunk(text, None)
-        yield chunk(None, run.outcome("").finish_reason)
+                for payload in _payloads(chunk(text, None)):
+                    yield payload
+        for payload in _payloads(chunk(None, run.outcome("").finish_reason)):
+            yield payload
         usage = run.outcome("").usage
         if include_usage and usage is not None:
             yield usage_chunk(usage)
@@ -253,6 +257,10 @@ async def sse_events(run: Run, chunk: Callable[[str | None, str | None], str], u
     except EngineError as err:
         # The 200 status has gone out: errors after the first token travel inside the stream.
         yield error_body(err.status, err.message, err.kind, err.param, err.code).model_dump_json()
+
+
+def _payloads(made: str | list[str]) -> list[str]:
+    return [made] if isinstance(made, str) else made
 
 
 def generation(route: ModelRoute, req, prompt: str) -> Generation:

@@ -1,13 +1,18 @@
-"""/v1/completions: one prompt string -> one Triton request; streamed or whole."""
+"""/v1/completions: one prompt string -> one Triton request; streamed or whole.
+
+`response_format` is not in OpenAI's completions API; it is accepted here as vLLM's server accepts it (an
+extension), constraining the completion as on chat.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from fastapi import APIRouter, Depends, Request
 from sse_starlette import EventSourceResponse
 
-from tritongen.frontend import service
+from tritongen.frontend import service, structured
 from tritongen.frontend.routers.auth import require_key
 from tritongen.frontend.schemas import Completion, CompletionChoice, CompletionRequest, Usage
 
@@ -20,6 +25,9 @@ async def create_completion(req: CompletionRequest, request: Request):
     state = request.app.state.frontend
     route = service.route_for(state, req.model)
     gen = service.generation(route, req, req.prompt)
+    guide = structured.response_format_guide(route, req.response_format)
+    if guide is not None:
+        gen = dataclasses.replace(gen, guide_type=guide.type, guide=guide.text)
     echo = req.prompt if req.echo else None
     cid, created = service.new_id("cmpl"), int(time.time())
     if not req.stream:
