@@ -91,7 +91,8 @@ class ChatMessage(BaseModel):
 class JSONSchemaFormat(_Request):
     name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
     description: str | None = None
-    schema_: dict[str, Any] | bool | None = Field(None, alias="schema")
+    schema_: Any = Field(None, alias="schema")
+    """The JSON Schema (checked in frontend.structured, so its errors read as such)."""
     strict: bool | None = None
     """Accepted either way: decoding is constrained to the schema whenever the runtime can (OpenAI's strict)."""
 

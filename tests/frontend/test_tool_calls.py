@@ -1,0 +1,406 @@
+"""Structured output and tool calls in the OpenAI frontend, without a server: the guides built from requests, the
+tool-call parsers (whole and streamed), and the chat route's shapes through the official `openai` client over a
+scripted engine that records what would be sent to Triton."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tritongen.frontend.engine import Delta, Generation, build_request
+from tritongen.frontend.errors import APIError
+from tritongen.frontend.schemas import ChatCompletionRequest, ResponseFormat
+from tritongen.frontend.structured import required_schema, response_format_guide, tool_plan
+from tritongen.frontend.toolcalls import ToolCallParser, collect, detect_format, parse
+from tritongen.plan.frontend import FrontendPlan, ModelRoute, StructuredRoute
+
+openai = pytest.importorskip("openai")
+jsonschema = pytest.importorskip("jsonschema")
+
+ALL_TYPES = ("json", "json_schema", "regex", "ebnf_grammar")
+WEATHER = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
+                                            "unit": {"enum": ["c", "f"]}},
+           "required": ["city"], "additionalProperties": False}
+WITH_DEFS = {"type": "object", "properties": {"at": {"$ref": "#/$defs/point"}, "path": {"type": "array", "items": {
+    "$ref": "#/$defs/point"}, "maxItems": 3}}, "required": ["at"],
+             "$defs": {"point": {"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}},
+                                 "required": ["x", "y"]}}}
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather", "parameters": WEATHER}},
+         {"type": "function", "function": {"name": "move", "parameters": WITH_DEFS}},
+         {"type": "function", "function": {"name": "ping"}}]
+
+
+def _route(guide_types=ALL_TYPES, fmt="auto", limit=65536, structured=True) -> ModelRoute:
+    s = StructuredRoute(runtime="the hf runtime", guide_types=guide_types, tool_call_format=fmt,
+                        max_schema_bytes=limit) if structured else None
+    return ModelRoute(name="m", triton_model="ensemble", tokenizer_dir="/t", structured_output=s)
+
+
+def _chat(**kw) -> ChatCompletionRequest:
+    return ChatCompletionRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": "hi"}], **kw})
+
+
+def _refused(call, param: str, *words: str) -> str:
+    with pytest.raises(APIError) as info:
+        call()
+    assert (info.value.status, info.value.param) == (400, param), info.value.message
+    assert all(w in info.value.message for w in words), info.value.message
+    return info.value.message
+
+
+# --- guides -----------------------------------------------------------------------------------------------------
+
+def test_response_format_becomes_the_guide_nvidia_names():
+    route = _route()
+    assert response_format_guide(route, ResponseFormat(type="text")) is None
+    guide = response_format_guide(route, ResponseFormat(type="json_object"))
+    assert (guide.type, guide.text) == ("json", "")
+    fmt = ResponseFormat.model_validate({"type": "json_schema", "json_schema": {"name": "w", "schema": WEATHER,
+                                                                                "strict": True}})
+    guide = response_format_guide(route, fmt)
+    assert guide.type == "json_schema" and json.loads(guide.text) == WEATHER and " " not in guide.text.replace(
+        "the ", "")
+
+
+@pytest.mark.parametrize("schema, words", [
+    ({"type": "objekt"}, ["not a valid JSON Schema", "objekt"]),
+    ({"type": "object", "properties": {"a": {"minLength": "three"}}}, ["not a valid JSON Schema", "minLength"]),
+    ({"required": "a"}, ["not a valid JSON Schema"]),
+    ([1, 2], ["must be a JSON Schema object"]),
+])
+def test_an_invalid_schema_is_a_400_naming_response_format(schema, words):
+    fmt = ResponseFormat.model_validate({"type": "json_schema", "json_schema": {"name": "x", "schema": schema}})
+    _refused(lambda: response_format_guide(_route(), fmt), "response_format", *words)
+
+
+def test_a_guide_type_the_runtime_lacks_is_refused_naming_the_runtime():
+    fmt = ResponseFormat.model_validate({"type": "json_schema", "json_schema": {"name": "x", "schema": WEATHER}})
+    _refused(lambda: response_format_guide(_route(guide_types=("json",)), fmt), "response_format",
+             "the hf runtime", "json_schema", "constrains to json only")
+    _refused(lambda: response_format_guide(_route(guide_types=()), ResponseFormat(type="json_object")),
+             "response_format", "cannot constrain decoding")
+    _refused(lambda: response_format_guide(_route(structured=False), ResponseFormat(type="json_object")),
+             "response_format", "this deployment's runtime")
+
+
+def test_a_schema_over_the_limit_is_refused():
+    fmt = ResponseFormat.model_validate({"type": "json_schema", "json_schema": {"name": "x", "schema": WEATHER}})
+    _refused(lambda: response_format_guide(_route(limit=50), fmt), "response_format", "max_schema_bytes")
+
+
+def test_required_schema_accepts_exactly_the_calls_of_the_tools():
+    params = {"get_weather": WEATHER, "move": WITH_DEFS, "ping": {"type": "object", "properties": {}}}
+    for parallel in (False, True):
+        schema = required_schema(params, parallel)
+        jsonschema.Draft202012Validator.check_schema(schema)
+        valid = [{"name": "get_weather", "arguments": {"city": "Paris"}},
+                 {"name": "move", "arguments": {"at": {"x": 1, "y": 2}, "path": [{"x": 0, "y": 0}]}},
+                 {"name": "ping", "arguments": {}}]
+        invalid = [{"name": "get_weather", "arguments": {"town": "Paris"}},
+                   {"name": "move", "arguments": {"at": {"x": "1", "y": 2}}},
+                   {"name": "fly", "arguments": {}}, {"name": "ping"}]
+        wrap = (lambda c: [c]) if parallel else (lambda c: c)
+        for call in valid:
+            jsonschema.validate(wrap(call), schema)
+        for call in invalid:
+            with pytest.raises(jsonschema.ValidationError):
+                jsonschema.validate(wrap(call), schema)
+        if parallel:
+            jsonschema.validate(valid, schema)
+            with pytest.raises(jsonschema.ValidationError):
+                jsonschema.validate([], schema)
+    # The name comes first: a streamed call is announced before its arguments.
+    assert list(required_schema({"ping": {}}, False)["properties"]) == ["name", "arguments"]
+
+
+def test_a_parameters_schema_with_a_root_ref_keeps_it_under_the_new_root():
+    tree = {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#"}, "maxItems": 2}}}
+    schema = required_schema({"tree": tree}, False)
+    jsonschema.validate({"name": "tree", "arguments": {"kids": [{"kids": []}]}}, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"name": "tree", "arguments": {"kids": [{"kids": 3}]}}, schema)
+
+
+def test_tool_choice_decides_guide_and_parser():
+    route = _route()
+    assert tool_plan(route, _chat(tools=TOOLS, tool_choice="none"), None) is None
+    named = tool_plan(route, _chat(tools=TOOLS, tool_choice={"type": "function", "function": {"name": "move"}}), None)
+    assert named.guide.type == "json_schema" and json.loads(named.guide.text) == WITH_DEFS and named.named == "move"
+    required = tool_plan(route, _chat(tools=TOOLS, tool_choice="required", parallel_tool_calls=False), None)
+    assert json.loads(required.guide.text) == required_schema(
+        {"get_weather": WEATHER, "move": WITH_DEFS, "ping": {"type": "object", "properties": {}}}, False)
+    auto = tool_plan(route, _chat(tools=TOOLS), "{{ '<tool_call>' }}")
+    assert (auto.guide, auto.family, auto.parallel) == (None, "hermes", True)
+    assert tool_plan(_route(fmt="mistral"), _chat(tools=TOOLS), "<tool_call>").family == "mistral"
+    # auto needs no constrained decoding, so a runtime without it still parses calls.
+    assert tool_plan(_route(guide_types=()), _chat(tools=TOOLS), None).family == "llama3_json"
+
+
+def test_bad_tools_and_tool_choice_are_400s_naming_them():
+    named = {"type": "function", "function": {"name": "fly"}}
+    _refused(lambda: tool_plan(_route(), _chat(tools=TOOLS, tool_choice=named), None), "tool_choice", "'fly'")
+    bad = [{"type": "function", "function": {"name": "f", "parameters": {"type": "objekt"}}}]
+    _refused(lambda: tool_plan(_route(), _chat(tools=bad), None), "tools", "tools[0].function.parameters")
+    twice = [TOOLS[0], TOOLS[0]]
+    _refused(lambda: tool_plan(_route(), _chat(tools=twice), None), "tools", "declared twice")
+    _refused(lambda: tool_plan(_route(guide_types=("json",)), _chat(tools=TOOLS, tool_choice="required"), None),
+             "tool_choice", "the hf runtime", "json_schema")
+
+
+def test_build_request_sends_nvidias_guide_tensors():
+    gen = Generation(prompt="p", max_tokens=4, stream=False, guide_type="json_schema", guide='{"type":"object"}')
+    request = build_request("ensemble", gen, "id")
+    names = [t.name for t in request.inputs]
+    assert {"guided_decoding_guide_type", "guided_decoding_guide"} <= set(names)
+    raw = request.raw_input_contents[names.index("guided_decoding_guide")]
+    assert raw[4:] == b'{"type":"object"}'  # BYTES: a 4-byte length, then the text
+    plain = build_request("ensemble", Generation(prompt="p", max_tokens=4, stream=False, guide_type="json"), "id")
+    assert [t.name for t in plain.inputs if t.name.startswith("guided")] == ["guided_decoding_guide_type"]
+
+
+# --- parsers ------------------------------------------------------------------------------------------------------
+
+CASES = [
+    ("hermes", 'Let me check.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n'
+               '<tool_call>{"name": "ping", "arguments": {}}</tool_call>',
+     "Let me check.\n", [("get_weather", '{"city": "Paris"}'), ("ping", "{}")]),
+    ("hermes", '<tool_call>{"arguments": {"q": "a}b"}, "name": "s"}</tool_call>', None, [("s", '{"q": "a}b"}')]),
+    ("hermes", "Plain text, a < b and <tool", "Plain text, a < b and <tool", []),
+    ("hermes", '<tool_call>{"name": "s", "arguments": {"q": "cut', None, [("s", '{"q": "cut')]),
+    ("hermes", '<tool_call>{"name": "ping"}</tool_call>', None, [("ping", "{}")]),
+    ("llama3_json", '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Oslo"}}; '
+                    '{"name": "ping", "parameters": {}}', None, [("get_weather", '{"city": "Oslo"}'), ("ping", "{}")]),
+    ("llama3_json", '\n{"name": "get_weather", "parameters": {"city": "Oslo", "n": [1, {"x": "]"}]}}', None,
+     [("get_weather", '{"city": "Oslo", "n": [1, {"x": "]"}]}')]),
+    ("llama3_json", '{"answer": 42}', '{"answer": 42}', []),
+    ("llama3_json", 'The answer is {"name": "x"}.', 'The answer is {"name": "x"}.', []),
+    ("mistral", '[TOOL_CALLS][{"name": "a", "arguments": {"q": "x\\"y"}}, {"name": "b", "arguments": {"n": 1}}]',
+     None, [("a", '{"q": "x\\"y"}'), ("b", '{"n": 1}')]),
+    ("mistral", '[{"name": "a", "arguments": {"q": 1}}]', None, [("a", '{"q": 1}')]),
+    ("mistral", "[1] is a footnote", "[1] is a footnote", []),
+    ("json", '[{"name": "a", "arguments": {"k": 1}}, {"name": "b", "arguments": {"k": 2}}]', None,
+     [("a", '{"k": 1}'), ("b", '{"k": 2}')]),
+    ("json", '{"name": "a", "arguments": {"k": [1, 2]}}', None, [("a", '{"k": [1, 2]}')]),
+]
+
+
+def _calls(answer):
+    return [(c["function"]["name"], c["function"]["arguments"]) for c in answer.calls]
+
+
+@pytest.mark.parametrize("family, text, content, calls", CASES)
+def test_parser_finds_content_and_calls(family, text, content, calls):
+    answer = parse(ToolCallParser(family), text)
+    assert (answer.content, _calls(answer)) == (content, calls)
+    assert all(c["id"].startswith("call_") and c["type"] == "function" for c in answer.calls)
+    assert len({c["id"] for c in answer.calls}) == len(calls)
+
+
+@pytest.mark.parametrize("step", [1, 2, 5, 11])
+@pytest.mark.parametrize("family, text, content, calls", CASES)
+def test_streamed_parse_concatenates_to_the_whole_parse(family, text, content, calls, step):
+    parser, events = ToolCallParser(family), []
+    for i in range(0, len(text), step):
+        events += parser.feed(text[i:i + step])
+    events += parser.finish()
+    answer = collect(events)
+    assert (answer.content, _calls(answer)) == (content, calls)
+    # Each call is announced once (index, id, name, empty arguments) before any of its argument text.
+    announced = set()
+    for e in events:
+        if e.content is None:
+            if e.id is not None:
+                assert e.index not in announced and e.name and e.arguments == ""
+                announced.add(e.index)
+            else:
+                assert e.index in announced and e.name is None and e.arguments
+
+
+def test_parallel_false_keeps_the_first_call_only():
+    text = '<tool_call>{"name": "a", "arguments": {}}</tool_call><tool_call>{"name": "b", "arguments": {}}</tool_call>'
+    assert _calls(parse(ToolCallParser("hermes", parallel=False), text)) == [("a", "{}")]
+
+
+def test_content_is_streamed_before_the_calls_start():
+    parser = ToolCallParser("hermes")
+    assert [e.content for e in parser.feed("Sure")] == ["Sure"]
+    assert [e.content for e in parser.feed(", <tool")] == [", "]  # "<tool" may open a call: held
+    assert parser.feed('_call>{"name": "ge') == []
+    first = parser.feed('t", "arguments": {"ci')
+    assert (first[0].name, first[0].arguments, first[1].arguments) == ("get", "", '{"ci')
+
+
+@pytest.mark.parametrize("template, family", [
+    ("{%- if tools %}<tools></tools>{% endif %}<tool_call>", "hermes"),
+    ("[AVAILABLE_TOOLS]{{ tools | tojson }}[/AVAILABLE_TOOLS]", "mistral"),
+    ("<|python_tag|>{{ tools }}", "llama3_json"),
+    (None, "llama3_json"),
+])
+def test_format_is_detected_from_the_chat_template(template, family):
+    assert detect_format(template) == family
+
+
+# --- the chat route over a scripted engine ------------------------------------------------------------------------
+
+TOOL_TEMPLATE = (
+    "{% if tools %}TOOLS {{ tools | map(attribute='function') | map(attribute='name') | join(',') }}\n{% endif %}"
+    "{% for m in messages %}{{ m.role }}: {{ m.content }}"
+    "{% if m.tool_calls %}{% for c in m.tool_calls %} CALL {{ c.function.name }} {{ c.function.arguments | tojson }}"
+    "{% endfor %}{% endif %}{% if m.tool_call_id %} [{{ m.tool_call_id }}]{% endif %}\n{% endfor %}"
+    "<tool_call>{% if add_generation_prompt %}assistant:{% endif %}")
+
+
+class ScriptedEngine:
+    """Answers every request with `script` (one response per piece) and keeps what it was asked."""
+
+    def __init__(self):
+        self.script: list[str] = []
+        self.asked: list[Generation] = []
+
+    async def start(self):
+        pass
+
+    async def close(self):
+        pass
+
+    async def generate(self, model, gen, request_id, dialect=None, on_sent=None):
+        self.asked.append(gen)
+        if on_sent is not None:
+            on_sent()
+        for i, piece in enumerate(self.script):
+            yield Delta(text=piece, output_tokens=1, input_tokens=3, final=i == len(self.script) - 1)
+
+
+@pytest.fixture(scope="module")
+def scripted(tiny_model, tmp_path_factory):
+    from fastapi.testclient import TestClient
+
+    from tritongen.frontend.app import create_app
+
+    template = tmp_path_factory.mktemp("template") / "tools.jinja"
+    template.write_text(TOOL_TEMPLATE)
+    route = _route().model_copy(update={"tokenizer_dir": str(tiny_model), "chat_template": str(template),
+                                        "default_max_tokens": 64})
+    app = create_app(FrontendPlan(models=(route,)), "localhost:1")
+    engine = app.state.frontend.engine = ScriptedEngine()
+    with TestClient(app) as http:
+        yield openai.OpenAI(base_url="http://testserver/v1", api_key="unused", max_retries=0, http_client=http), \
+            engine, app.state.frontend.templates["m"]
+
+
+def _stream(client, **kw):
+    chunks = list(client.chat.completions.create(model="m", stream=True, **kw))
+    content, calls, finish = "", {}, None
+    for chunk in chunks:
+        for choice in chunk.choices:
+            finish = choice.finish_reason or finish
+            content += choice.delta.content or ""
+            for d in choice.delta.tool_calls or []:
+                if d.id is not None:
+                    assert d.index not in calls and d.type == "function" and d.function.name
+                    calls[d.index] = {"id": d.id, "name": d.function.name, "arguments": d.function.arguments or ""}
+                else:
+                    calls[d.index]["arguments"] += d.function.arguments
+    return content or None, [(c["name"], c["arguments"]) for _, c in sorted(calls.items())], finish
+
+
+MESSAGES = [{"role": "user", "content": "Weather in Paris?"}]
+
+
+def test_auto_tool_calls_have_openais_shape_streamed_and_not(scripted):
+    client, engine, _ = scripted
+    engine.script = ['Checking. <tool', '_call>{"name": "get_weather", ', '"arguments": {"city": ', '"Paris"}}',
+                     '</tool_call>']
+    out = client.chat.completions.create(model="m", messages=MESSAGES, tools=TOOLS)
+    choice = out.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.content == "Checking. "
+    (call,) = choice.message.tool_calls
+    assert call.id.startswith("call_") and call.type == "function"
+    assert (call.function.name, json.loads(call.function.arguments)) == ("get_weather", {"city": "Paris"})
+    assert engine.asked[-1].guide_type is None  # auto constrains nothing
+    assert _stream(client, messages=MESSAGES, tools=TOOLS) == (
+        "Checking. ", [("get_weather", call.function.arguments)], "tool_calls")
+
+
+def test_only_calls_mean_content_null(scripted):
+    client, engine, _ = scripted
+    engine.script = ['<tool_call>{"name": "ping", "arguments": {}}</tool_call>']
+    message = client.chat.completions.create(model="m", messages=MESSAGES, tools=TOOLS).choices[0].message
+    assert message.content is None and message.tool_calls[0].function.arguments == "{}"
+
+
+def test_named_and_required_send_the_schema_and_return_calls(scripted):
+    client, engine, _ = scripted
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    engine.script = ['{"city"', ': "Oslo"}']
+    out = client.chat.completions.create(model="m", messages=MESSAGES, tools=TOOLS, tool_choice=named)
+    gen = engine.asked[-1]
+    assert (gen.guide_type, json.loads(gen.guide)) == ("json_schema", WEATHER)
+    assert out.choices[0].finish_reason == "tool_calls"
+    (call,) = out.choices[0].message.tool_calls
+    assert (call.function.name, call.function.arguments) == ("get_weather", '{"city": "Oslo"}')
+    assert _stream(client, messages=MESSAGES, tools=TOOLS, tool_choice=named) == (
+        None, [("get_weather", '{"city": "Oslo"}')], "tool_calls")
+
+    engine.script = ['[{"name": "ping", "arguments": {}}, ', '{"name": "get_weather", "arguments": {"city": "A"}}]']
+    out = client.chat.completions.create(model="m", messages=MESSAGES, tools=TOOLS, tool_choice="required")
+    assert json.loads(engine.asked[-1].guide)["type"] == "array"
+    calls = [(c.function.name, c.function.arguments) for c in out.choices[0].message.tool_calls]
+    assert calls == [("ping", "{}"), ("get_weather", '{"city": "A"}')]
+    assert _stream(client, messages=MESSAGES, tools=TOOLS, tool_choice="required") == (None, calls, "tool_calls")
+
+
+def test_a_cut_call_finishes_with_length(scripted):
+    client, engine, _ = scripted
+    engine.script = ['<tool_call>{"name": "ping", "arguments": {"a'] * 1
+    out = client.chat.completions.create(model="m", messages=MESSAGES, tools=TOOLS, max_completion_tokens=1)
+    assert out.choices[0].finish_reason == "length"
+
+
+def test_response_format_reaches_the_engine(scripted):
+    client, engine, _ = scripted
+    engine.script = ['{"city": "Rome"}']
+    schema = {"type": "json_schema", "json_schema": {"name": "w", "schema": WEATHER, "strict": True}}
+    out = client.chat.completions.create(model="m", messages=MESSAGES, response_format=schema)
+    assert out.choices[0].message.content == '{"city": "Rome"}' and out.choices[0].message.tool_calls is None
+    assert (engine.asked[-1].guide_type, json.loads(engine.asked[-1].guide)) == ("json_schema", WEATHER)
+    client.completions.create(model="m", prompt="p", extra_body={"response_format": {"type": "json_object"}})
+    assert (engine.asked[-1].guide_type, engine.asked[-1].guide) == ("json", "")
+
+
+def test_tools_and_history_go_through_the_template(scripted):
+    _, _, template = scripted
+    from tritongen.frontend.routers.chat import _prompt
+    from types import SimpleNamespace
+
+    req = _chat(tools=TOOLS, messages=[
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
+            "name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}])
+    state = SimpleNamespace(templates={"m": template})
+    prompt = _prompt(state, _route(), req)
+    assert prompt.startswith("TOOLS get_weather,move,ping\n")
+    assert 'CALL get_weather {"city": "Paris"}' in prompt and "tool: sunny [call_1]" in prompt
+
+
+@pytest.mark.parametrize("kw, param", [
+    ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "fly"}}}, "tool_choice"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": 3}}}]}, "tools"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "objekt"}}}},
+     "response_format"),
+    ({"response_format": {"type": "json_object"}, "tools": TOOLS, "tool_choice": "required"}, "response_format"),
+    ({"tool_choice": "required"}, "tool_choice"),
+    ({"parallel_tool_calls": False}, "parallel_tool_calls"),
+    ({"response_format": {"type": "json_schema"}}, "response_format"),
+    ({"response_format": {"type": "xml"}}, "response_format"),
+    ({"tools": [{"type": "function", "function": {"name": "bad name"}}]}, "tools"),
+])
+def test_bad_requests_are_400s_with_param(scripted, kw, param):
+    client, engine, _ = scripted
+    asked = len(engine.asked)
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(model="m", messages=MESSAGES, **kw)
+    assert info.value.param == param, info.value.body
+    assert len(engine.asked) == asked  # refused before anything is sent
