@@ -200,14 +200,16 @@ def _scalar_tensor(name: str, value: object, datatype: str, dtype, pb2) -> tuple
 
 def build_dialect_request(model: str, gen: Generation, request_id: str, dialect: Dialect):
     """The ModelInferRequest for a runtime's own model: its inputs and outputs from the runtime's dialect."""
-    if gen.guide_type is not None:
-        raise EngineError(400, f"response_format/tool_choice: {dialect.title} takes no guided-decoding inputs from "
-                          "this frontend; remove them", "invalid_request_error", "response_format")
     # service.generation refused the parameters the dialect cannot take; what is left goes under OpenAI's names.
     params = {k: v for k, v in sampling(gen).items() if k not in dialect.unsupported}
+    if gen.guide_type is not None:
+        params["guide"] = (gen.guide_type, gen.guide)
     # A model that cannot take stop sequences gets none: the frontend's StopMatcher finds them and cancels.
     stop = () if dialect.stop_on_client else gen.stop
-    inputs = dialect.request_inputs(gen.prompt, gen.max_tokens, stream=gen.stream, stop=stop, **params)
+    try:
+        inputs = dialect.request_inputs(gen.prompt, gen.max_tokens, stream=gen.stream, stop=stop, **params)
+    except ValueError as err:  # a guide its model cannot take (the plan's guide types keep such requests out)
+        raise EngineError(400, f"response_format: {err}", "invalid_request_error", "response_format") from None
     request = pb2.ModelInferRequest(model_name=model, id=request_id)
     for name, datatype, value in inputs:
         request.inputs.append(pb2.ModelInferRequest().InferInputTensor(name=name, datatype=datatype,
