@@ -84,6 +84,22 @@ def test_a_guide_type_the_runtime_lacks_is_refused_naming_the_runtime():
              "response_format", "this deployment's runtime")
 
 
+@pytest.mark.parametrize("given, guide_type, text", [
+    ({"regex": "[a-z]{1,5}"}, "regex", "[a-z]{1,5}"),
+    ({"grammar": 'root ::= "yes" | "no"'}, "ebnf_grammar", 'root ::= "yes" | "no"'),
+    ({"json": WEATHER}, "json_schema", json.dumps(WEATHER, separators=(",", ":"))),
+    ({"json": json.dumps(WEATHER)}, "json_schema", json.dumps(WEATHER, separators=(",", ":"))),
+    ({"json_object": True}, "json", ""),
+])
+def test_vllms_structured_outputs_extension_becomes_the_guide_of_its_kind(given, guide_type, text):
+    from tritongen.frontend.structured import output_guide
+
+    guide = output_guide(_route(), _chat(structured_outputs=given))
+    assert (guide.type, guide.text, guide.param) == (guide_type, text, "structured_outputs")
+    _refused(lambda: output_guide(_route(guide_types=()), _chat(structured_outputs=given)), "structured_outputs",
+             "the hf runtime")
+
+
 def test_a_schema_over_the_limit_is_refused():
     fmt = ResponseFormat.model_validate({"type": "json_schema", "json_schema": {"name": "x", "schema": WEATHER}})
     _refused(lambda: response_format_guide(_route(limit=50), fmt), "response_format", "max_schema_bytes")
@@ -268,6 +284,8 @@ class ScriptedEngine:
         self.asked.append(gen)
         if on_sent is not None:
             on_sent()
+        if isinstance(self.script, Exception):
+            raise self.script
         for i, piece in enumerate(self.script):
             yield Delta(text=piece, output_tokens=1, input_tokens=3, final=i == len(self.script) - 1)
 
@@ -395,12 +413,38 @@ def test_tools_and_history_go_through_the_template(scripted):
     ({"parallel_tool_calls": False}, "parallel_tool_calls"),
     ({"response_format": {"type": "json_schema"}}, "response_format"),
     ({"response_format": {"type": "xml"}}, "response_format"),
+    ({"structured_outputs": {"choice": ["a", "b"]}}, "structured_outputs"),
+    ({"structured_outputs": {"regex": "a", "grammar": "b"}}, "structured_outputs"),
+    ({"structured_outputs": {"json": {"type": "objekt"}}}, "structured_outputs"),
+    ({"structured_outputs": {"regex": "a+"}, "response_format": {"type": "json_object"}}, "structured_outputs"),
     ({"tools": [{"type": "function", "function": {"name": "bad name"}}]}, "tools"),
 ])
 def test_bad_requests_are_400s_with_param(scripted, kw, param):
     client, engine, _ = scripted
     asked = len(engine.asked)
+    kw = dict(kw)
+    extra = {"structured_outputs": kw.pop("structured_outputs")} if "structured_outputs" in kw else None
     with pytest.raises(openai.BadRequestError) as info:
-        client.chat.completions.create(model="m", messages=MESSAGES, **kw)
+        client.chat.completions.create(model="m", messages=MESSAGES, extra_body=extra, **kw)
     assert info.value.param == param, info.value.body
     assert len(engine.asked) == asked  # refused before anything is sent
+
+
+def test_a_guide_the_server_refuses_is_named_by_the_field_it_came_from(scripted):
+    from tritongen.frontend.engine import classify
+
+    client, engine, _ = scripted
+    # How a tritongen model reports a guide it cannot compile (tritongen.served.error_kinds).
+    error = "[bad_request:guided_decoding_guide] tensorrt_llm: guided_decoding_guide: the grammar does not compile"
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    try:
+        for kw, extra, param in (({"tools": TOOLS, "tool_choice": named}, None, "tools"),
+                                 ({"response_format": {"type": "json_object"}}, None, "response_format"),
+                                 ({}, {"structured_outputs": {"regex": "("}}, "structured_outputs")):
+            for stream in (False, True):
+                engine.script = classify(error)
+                with pytest.raises(openai.BadRequestError) as info:
+                    client.chat.completions.create(model="m", messages=MESSAGES, extra_body=extra, stream=stream, **kw)
+                assert info.value.param == param, info.value.body
+    finally:
+        engine.script = []

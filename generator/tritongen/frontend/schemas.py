@@ -108,6 +108,26 @@ class ResponseFormat(_Request):
         return self
 
 
+class StructuredOutputs(_Request):
+    """Extension (vLLM's `structured_outputs`, its StructuredOutputsParams): exactly one of these constraints."""
+
+    json_: Any = Field(None, alias="json")
+    """A JSON schema (object or JSON text): guide type json_schema."""
+    regex: str | None = None
+    """guide type regex."""
+    grammar: str | None = None
+    """An EBNF grammar (GBNF, as XGrammar reads it): guide type ebnf_grammar."""
+    json_object: bool | None = None
+    """Any JSON object: guide type json."""
+
+    @model_validator(mode="after")
+    def _one(self) -> StructuredOutputs:
+        given = [k for k in ("json_", "regex", "grammar", "json_object") if getattr(self, k) not in (None, False)]
+        if len(given) != 1:
+            raise ValueError("structured_outputs: set exactly one of json, regex, grammar, json_object")
+        return self
+
+
 class FunctionDefinition(_Request):
     name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
     description: str | None = None
@@ -143,6 +163,8 @@ class ChatCompletionRequest(SamplingFields):
     parallel_tool_calls: bool | None = None
     """False: at most one call per answer. Default true (OpenAI's)."""
     response_format: ResponseFormat | None = None
+    structured_outputs: StructuredOutputs | None = None
+    """Extension (as in vLLM's server): regex, EBNF grammar or JSON schema constraints."""
 
     @model_validator(mode="after")
     def _chat_supported(self) -> ChatCompletionRequest:
@@ -171,6 +193,8 @@ class CompletionRequest(SamplingFields):
     suffix: str | None = None
     response_format: ResponseFormat | None = None
     """Extension (as in vLLM's server): the completion's format, as for chat."""
+    structured_outputs: StructuredOutputs | None = None
+    """Extension (as in vLLM's server): regex, EBNF grammar or JSON schema constraints."""
 
     @model_validator(mode="after")
     def _completion_supported(self) -> CompletionRequest:

@@ -1,6 +1,7 @@
 """OpenAI's structured output and tool choice, turned into one guide for the runtime's constrained decoding.
 
 `response_format` json_object becomes guide type `json`, json_schema becomes `json_schema` with its schema;
+vLLM's `structured_outputs` extension (regex, grammar, json, json_object) becomes the guide type of its kind;
 `tool_choice` naming a function becomes `json_schema` with that function's parameters, `required` a schema of one
 call (or of an array of calls, with parallel_tool_calls) whose name picks the function and whose arguments follow
 that function's parameters. The guide travels as NVIDIA's `guided_decoding_guide_type` / `guided_decoding_guide`
@@ -16,8 +17,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from tritongen.frontend.engine import EngineError
 from tritongen.frontend.errors import APIError
-from tritongen.frontend.schemas import NamedToolChoice, ResponseFormat, Tool
+from tritongen.frontend.schemas import NamedToolChoice, ResponseFormat, StructuredOutputs, Tool
 from tritongen.frontend.toolcalls import NamedCallParser, ToolCallParser, detect_format
 from tritongen.plan.frontend import ModelRoute
 
@@ -84,6 +86,51 @@ def response_format_guide(route: ModelRoute, fmt: ResponseFormat | None) -> Guid
     check_schema(schema, "response_format.json_schema.schema", "response_format")
     _allowed(route, "json_schema", "response_format", "json_schema")
     return Guide("json_schema", _schema_text(route, schema, "response_format"), "response_format")
+
+
+def extension_guide(route: ModelRoute, so: StructuredOutputs | None) -> Guide | None:
+    """The guide of vLLM's `structured_outputs` extension (None: not given)."""
+    if so is None:
+        return None
+    param = "structured_outputs"
+    if so.json_object:
+        _allowed(route, "json", param, "json_object")
+        return Guide("json", "", param)
+    if so.regex is not None:
+        _allowed(route, "regex", param, "regex")
+        return Guide("regex", so.regex, param)
+    if so.grammar is not None:
+        _allowed(route, "ebnf_grammar", param, "grammar")
+        return Guide("ebnf_grammar", so.grammar, param)
+    schema = so.json_
+    if isinstance(schema, str):
+        try:
+            schema = json.loads(schema)
+        except ValueError:
+            raise APIError(400, "structured_outputs.json: not JSON text of a schema", param=param) from None
+    check_schema(schema, "structured_outputs.json", param)
+    _allowed(route, "json_schema", param, "json")
+    return Guide("json_schema", _schema_text(route, schema, param), param)
+
+
+def output_guide(route: ModelRoute, req) -> Guide | None:
+    """The guide of a request's response_format or structured_outputs (at most one of the two)."""
+    formatted = response_format_guide(route, req.response_format)
+    extension = extension_guide(route, req.structured_outputs)
+    if formatted is not None and extension is not None:
+        raise APIError(400, "structured_outputs: cannot go with a response_format other than text; leave one out",
+                       param="structured_outputs")
+    return formatted or extension
+
+
+async def named_by(guide: Guide | None, awaitable):
+    """Await a run; a guide the server refused is named by the request field it came from."""
+    try:
+        return await awaitable
+    except EngineError as err:
+        if guide is None or err.param != "response_format":
+            raise
+        raise EngineError(err.status, err.message, err.kind, guide.param, err.code) from None
 
 
 def tool_parameters(tools: list[Tool]) -> dict[str, dict]:
@@ -170,12 +217,12 @@ def tool_plan(route: ModelRoute, req, template: str | None) -> ToolPlan | None:
             raise APIError(400, f"tool_choice: function {name!r} is not among the request's tools "
                                 f"({', '.join(parameters)})", param="tool_choice")
         _allowed(route, "json_schema", "tool_choice", "a named function")
-        return ToolPlan(Guide("json_schema", _schema_text(route, parameters[name], "tools"), "tool_choice"), None,
+        return ToolPlan(Guide("json_schema", _schema_text(route, parameters[name], "tools"), "tools"), None,
                         named=name, parallel=False)
     if choice == "required":
         _allowed(route, "json_schema", "tool_choice", "required")
         schema = required_schema(parameters, parallel)
-        return ToolPlan(Guide("json_schema", _schema_text(route, schema, "tools"), "tool_choice"), "json",
+        return ToolPlan(Guide("json_schema", _schema_text(route, schema, "tools"), "tools"), "json",
                         parallel=parallel)
     fmt = route.structured_output.tool_call_format if route.structured_output is not None else "auto"
     return ToolPlan(None, detect_format(template) if fmt == "auto" else fmt, parallel=parallel)

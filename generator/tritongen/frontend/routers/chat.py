@@ -14,7 +14,6 @@ from fastapi import APIRouter, Depends, Request
 from sse_starlette import EventSourceResponse
 
 from tritongen.frontend import service, structured
-from tritongen.frontend.engine import EngineError
 from tritongen.frontend.errors import APIError
 from tritongen.frontend.routers.auth import require_key
 from tritongen.frontend.schemas import (ChatChoice, ChatChunkChoice, ChatCompletion, ChatCompletionChunk,
@@ -65,17 +64,17 @@ def _prompt(state, route, req: ChatCompletionRequest) -> str:
 
 
 def _guided(state, route, req: ChatCompletionRequest, gen):
-    """(generation with its guide, tool plan or None)."""
+    """(generation with its guide, the guide or None, tool plan or None)."""
     tools = structured.tool_plan(route, req, state.templates[route.name].source)
-    guide = structured.response_format_guide(route, req.response_format)
+    guide = structured.output_guide(route, req)
     if tools is not None and tools.guide is not None:
         if guide is not None:
-            raise APIError(400, "response_format: cannot go with tool_choice required or a named function (both "
-                                "constrain the answer); leave one out", param="response_format")
+            raise APIError(400, f"{guide.param}: cannot go with tool_choice required or a named function (both "
+                                "constrain the answer); leave one out", param=guide.param)
         guide = tools.guide
     if guide is None:
-        return gen, tools
-    return dataclasses.replace(gen, guide_type=guide.type, guide=guide.text), tools
+        return gen, None, tools
+    return dataclasses.replace(gen, guide_type=guide.type, guide=guide.text), guide, tools
 
 
 def _reason(finish: str, called: bool) -> str:
@@ -90,27 +89,16 @@ def _delta(event: Event) -> ChatDelta:
     return ChatDelta(tool_calls=[call])
 
 
-async def _started(coro, param: str | None):
-    """Await the run; a guide the server refused is named by the field it came from (tools or response_format)."""
-    try:
-        return await coro
-    except EngineError as err:
-        if param is not None and err.param == "response_format":
-            err.param = param
-        raise
-
-
 @router.post("/v1/chat/completions")
 async def create_chat_completion(req: ChatCompletionRequest, request: Request):
     started = time.perf_counter()
     state = request.app.state.frontend
     route = service.route_for(state, req.model)
     gen = service.generation(route, req, _prompt(state, route, req))
-    gen, tools = _guided(state, route, req, gen)
-    param = "tools" if tools is not None and tools.guide is not None else None
+    gen, guide, tools = _guided(state, route, req, gen)
     cid, created = service.new_id("chatcmpl"), int(time.time())
     if not req.stream:
-        out = await _started(service.complete(state, route, gen, request, started), param)
+        out = await structured.named_by(guide, service.complete(state, route, gen, request, started))
         if tools is None:
             message, finish = ChatResponseMessage(content=out.text), out.finish_reason
         else:
@@ -121,7 +109,7 @@ async def create_chat_completion(req: ChatCompletionRequest, request: Request):
         return ChatCompletion(id=cid, created=created, model=req.model, usage=out.usage, choices=[
             ChatChoice(message=message, finish_reason=finish)])
 
-    run = await _started(service.start_stream(state, route, gen, request, started), param)
+    run = await structured.named_by(guide, service.start_stream(state, route, gen, request, started))
     parser = tools.parser() if tools is not None else None
 
     def payload(delta: ChatDelta, finish: str | None = None) -> str:

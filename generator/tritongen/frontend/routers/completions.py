@@ -1,7 +1,7 @@
 """/v1/completions: one prompt string -> one Triton request; streamed or whole.
 
 `response_format` is not in OpenAI's completions API; it is accepted here as vLLM's server accepts it (an
-extension), constraining the completion as on chat.
+extension), constraining the completion as on chat, and so is vLLM's `structured_outputs` (regex, grammar, json).
 """
 
 from __future__ import annotations
@@ -25,17 +25,17 @@ async def create_completion(req: CompletionRequest, request: Request):
     state = request.app.state.frontend
     route = service.route_for(state, req.model)
     gen = service.generation(route, req, req.prompt)
-    guide = structured.response_format_guide(route, req.response_format)
+    guide = structured.output_guide(route, req)
     if guide is not None:
         gen = dataclasses.replace(gen, guide_type=guide.type, guide=guide.text)
     echo = req.prompt if req.echo else None
     cid, created = service.new_id("cmpl"), int(time.time())
     if not req.stream:
-        out = await service.complete(state, route, gen, request, started)
+        out = await structured.named_by(guide, service.complete(state, route, gen, request, started))
         return Completion(id=cid, created=created, model=req.model, usage=out.usage, choices=[
             CompletionChoice(text=(echo or "") + out.text, finish_reason=out.finish_reason)])
 
-    run = await service.start_stream(state, route, gen, request, started)
+    run = await structured.named_by(guide, service.start_stream(state, route, gen, request, started))
 
     def chunk(text: str | None, finish: str | None) -> str:
         return Completion(id=cid, created=created, model=req.model, choices=[
