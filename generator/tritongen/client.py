@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from tritongen.core import GUIDE_INPUT, GUIDE_TYPE_INPUT
 from tritongen.errors import CheckFailed, EnvironmentMissing, problem
 from tritongen.token_ids import LLM_MODEL, OUTPUTS, Codec, response_ids
 
@@ -30,18 +31,25 @@ OPTIONAL_INPUTS = {"min_tokens": "INT32", "temperature": "FP32", "top_k": "INT32
                    "seed": "UINT64", "beam_width": "INT32"}
 
 
+GUIDE_INPUTS = (GUIDE_TYPE_INPUT, GUIDE_INPUT)
+"""The ensemble's guided-decoding inputs, in the order of a `guide` tuple (type, guide)."""
+
+
 def request_body(prompt: str, max_tokens: int, *, stream: bool, stop_words: list[str] | None = None,
-                 **params: Any) -> dict[str, Any]:
-    """The JSON body of an HTTP generate request (extra fields map to ensemble inputs)."""
+                 guide: tuple[str, str] | None = None, **params: Any) -> dict[str, Any]:
+    """The JSON body of an HTTP generate request (extra fields map to ensemble inputs); `guide`: (guide type, guide)
+    as guided_decoding_guide_type / guided_decoding_guide."""
     body: dict[str, Any] = {"text_input": prompt, "max_tokens": max_tokens, "stream": stream}
     if stop_words:
         body["stop_words"] = stop_words
+    if guide is not None:
+        body.update(zip(GUIDE_INPUTS, guide))
     body.update({k: v for k, v in params.items() if v is not None})
     return body
 
 
 def grpc_inputs(prompt: str, max_tokens: int, *, stream: bool, stop_words: list[str] | None = None,
-                **params: Any) -> list:
+                guide: tuple[str, str] | None = None, **params: Any) -> list:
     import tritonclient.grpc as grpcclient
 
     def tensor(name: str, value: np.ndarray, dtype: str):
@@ -56,6 +64,8 @@ def grpc_inputs(prompt: str, max_tokens: int, *, stream: bool, stop_words: list[
     ]
     if stop_words:
         inputs.append(tensor("stop_words", np.array([[w.encode() for w in stop_words]], dtype=np.object_), "BYTES"))
+    for name, value in zip(GUIDE_INPUTS, guide or ()):
+        inputs.append(tensor(name, np.array([[value.encode("utf-8")]], dtype=np.object_), "BYTES"))
     for name, value in params.items():
         if value is None:
             continue

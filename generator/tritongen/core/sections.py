@@ -50,3 +50,29 @@ class ServerGroupPlan(_Frozen):
     instances: int
     gpu_device_ids: str
     """tensorrt_llm gpu_device_ids as the group's process sees its devices (numbered from 0)."""
+
+
+GUIDE_TYPES = ("json", "json_schema", "regex", "ebnf_grammar")
+"""NVIDIA's guide types (TensorRT-LLM's GuidedDecodingParams.GuideType, the values of the `guided_decoding_guide_type`
+input): json (any JSON value; no guide), json_schema (the guide is a JSON schema), regex, ebnf_grammar (XGrammar's
+EBNF)."""
+GUIDE_TYPE_INPUT = "guided_decoding_guide_type"
+GUIDE_INPUT = "guided_decoding_guide"
+
+
+class StructuredOutputPlan(_Frozen):
+    """Constrained decoding as the deployment serves it: what the runtime's model accepts and what it does with it
+    (spec `structured_output`, resolved against the runtime)."""
+
+    guide_types: tuple[str, ...] = ()
+    """The values of `guided_decoding_guide_type` the runtime's model accepts (a subset of json, json_schema, regex,
+    ebnf_grammar, NVIDIA's names); empty: it cannot constrain decoding, and a request with a guide is refused."""
+    backend: Literal["xgrammar"] = "xgrammar"
+    """The grammar library (structured_output.backend)."""
+    tool_call_format: Literal["auto", "llama3_json", "hermes", "mistral"] = "auto"
+    """How the OpenAI frontend renders tools and parses calls (structured_output.tool_call_format; auto: from the
+    chat template)."""
+    max_schema_bytes: int = 65536
+    """Largest guide accepted, UTF-8 bytes (structured_output.max_schema_bytes)."""
+    how: str = ""
+    """What the runtime does with a guide, in a line (`tritongen plan`), or why it refuses one."""

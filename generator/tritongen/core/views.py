@@ -11,7 +11,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
-from tritongen.core.sections import InstanceGroup, PathsPlan, ServerGroupPlan, TokenizerPlan
+from tritongen.core.sections import InstanceGroup, PathsPlan, ServerGroupPlan, StructuredOutputPlan, TokenizerPlan
 
 
 class _Lengths(Protocol):
@@ -80,6 +80,8 @@ class PlanView(Protocol):
     def load(self) -> LoadView: ...
     @property
     def deploy(self) -> DeployView: ...
+    @property
+    def structured_output(self) -> StructuredOutputPlan: ...
 
 
 class ModelView(Protocol):
@@ -118,6 +120,17 @@ class ServingView(Protocol):
     def kv_cache(self) -> KvCacheView: ...
 
 
+class StructuredOutputView(Protocol):
+    """The Spec's `structured_output` section (tritongen.spec.structured_output)."""
+
+    @property
+    def backend(self) -> str: ...
+    @property
+    def tool_call_format(self) -> str: ...
+    @property
+    def max_schema_bytes(self) -> int: ...
+
+
 class ValidationView(Protocol):
     @property
     def load(self) -> LoadView: ...
@@ -136,6 +149,8 @@ class SpecView(Protocol):
     def serving(self) -> ServingView: ...
     @property
     def validation(self) -> ValidationView: ...
+    @property
+    def structured_output(self) -> StructuredOutputView: ...
     @property
     def engine(self) -> Any:
         """runtime tensorrtllm's section (its package owns the type)."""

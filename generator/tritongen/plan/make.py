@@ -15,7 +15,7 @@ from tritongen.plan.deploy import DeployPlan
 from tritongen.plan.frontend import make_frontend_plan
 from tritongen.plan.kv import size_kv
 from tritongen.plan.load import LoadProfile, load_profile
-from tritongen.core.sections import InstanceGroup, PathsPlan, ServerGroupPlan, TokenizerPlan
+from tritongen.core.sections import InstanceGroup, PathsPlan, ServerGroupPlan, StructuredOutputPlan, TokenizerPlan
 from tritongen.plan.model import PlacementPlan, Plan
 from tritongen.plan.slo import resolve_slo
 from tritongen.runtimes import names, runtime
@@ -221,10 +221,18 @@ def _plan(rt: Runtime, ctx: PlanContext, spec_dir: Path, load: LoadProfile, prep
         logits_datatype=rt.logits_datatype(settings), llm_instance_group=_llm_instance_group(spec, placed),
         runtime_settings=settings, bls_instances=s.bls_instances or _bls_instances(s.streaming, ctx.max_batch_size),
         bls_parameters=bls_parameters(s.bls_accumulate_tokens), load=load, slo=resolve_slo(spec.validation.slo),
-        deploy=_deploy_plan(spec), kv_tokens=ctx.kv_tokens, **_bls_backend(spec, tokenizer), **placement,
+        deploy=_deploy_plan(spec), kv_tokens=ctx.kv_tokens, structured_output=_structured_output(rt, spec), **_bls_backend(spec, tokenizer), **placement,
         frontend=_frontend(rt, spec, spec_dir, Path(tokenizer.dir), ctx.max_batch_size,
                            len(placement.get("server_groups") or ()) or 1),
     )
+
+
+def _structured_output(rt: Runtime, spec: Spec) -> StructuredOutputPlan:
+    """The spec's structured_output with what the runtime's model does with a guide."""
+    guide_types, how = rt.guided_decoding(spec)
+    s = spec.structured_output
+    return StructuredOutputPlan(guide_types=guide_types, backend=s.backend, tool_call_format=s.tool_call_format,
+                                max_schema_bytes=s.max_schema_bytes, how=how)
 
 
 def _deploy_plan(spec: Spec) -> DeployPlan:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from tritongen.core.sections import InstanceGroup, PathsPlan, ServerGroupPlan, TokenizerPlan
+from tritongen.core.sections import InstanceGroup, PathsPlan, ServerGroupPlan, StructuredOutputPlan, TokenizerPlan
 from tritongen.plan.deploy import DeployPlan
 from tritongen.plan.frontend import FrontendPlan
 from tritongen.plan.load import LoadProfile
@@ -111,6 +111,9 @@ class Plan(_Frozen):
     """One entry per server group of the placement, in the placement's order."""
     frontend: FrontendPlan | None = None
     """The OpenAI-compatible frontend: public model name, the Triton model behind it, tokenizer and template."""
+    structured_output: StructuredOutputPlan = StructuredOutputPlan()
+    """Constrained decoding: the guide types the runtime's model accepts, the grammar backend, the tool-call format,
+    the largest guide, and what the runtime does with a guide (spec `structured_output`)."""
     group_configs: bool = False
     """True when server groups differ (KV budget, instances): each then gets tensorrt_llm/configs/<group>.pbtxt
     and its tritonserver runs with --model-config-name=<group>."""

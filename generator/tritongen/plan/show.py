@@ -110,8 +110,16 @@ def _serving_rows(plan: Plan) -> list[tuple[str, str, str]]:
          "rendered for clients that call it; the BLS detokenizes"),
         ("tensorrt_llm_bls", bls, plan.bls_backend_reason or "the ensemble's step: calls the LLM, detokenizes "
                                                             "each response incrementally"),
+        _structured_row(plan),
     ]
     return rows
+
+
+def _structured_row(plan: Plan) -> tuple[str, str, str]:
+    s = plan.structured_output
+    value = (f"{value_text(s.guide_types)} ({s.backend}, guides <= {value_text(s.max_schema_bytes)} bytes)"
+             if s.guide_types else "refused")
+    return "guided decoding", value, f"{s.how}; tool calls: {s.tool_call_format}"
 
 
 def _count(n: int, noun: str) -> str:

@@ -185,9 +185,11 @@ class Dialect(ABC):
 
     @abstractmethod
     def request_inputs(self, prompt: str, max_tokens: int, *, stream: bool, stop: Iterable[str] = (),
-                       **sampling: Any) -> list[tuple[str, str, np.ndarray]]:
+                       guide: tuple[str, str] | None = None, **sampling: Any) -> list[tuple[str, str, np.ndarray]]:
         """(name, Triton data type, array) of each input of one request (None sampling values: the model's
-        defaults)."""
+        defaults). `guide`: (guide type, guide) in NVIDIA's names (tritongen.core.GUIDE_TYPES), passed the model's
+        way; a dialect whose model takes none raises ValueError (the Plan's structured_output.guide_types is empty
+        for it, so callers refuse such a request first)."""
 
     def text(self) -> TextDeltas:
         """A fresh reader of one request's text_output values: `feed(text, final)` -> the exact delta; `sent`."""
@@ -316,6 +318,12 @@ class Planning(_Owns[S], ABC):
     def knobs(self, spec: SpecView) -> list[Knob]:
         """The settings `tritongen tune` may search for this runtime, each with its range."""
         return serving_knobs(self, spec)
+
+    def guided_decoding(self, spec: SpecView) -> tuple[tuple[str, ...], str]:
+        """(the `guided_decoding_guide_type` values its model accepts, what it does with a guide in a line for
+        `tritongen plan`); no types: its model refuses a guide, and the line says why (the Plan's
+        `structured_output`)."""
+        return (), f"refused: the {self.name} runtime cannot constrain decoding"
 
     def prepare(self, ctx: PlanContext) -> S | None:
         """Work done once before the tokenizer is read and the model placed (an engine resolved); its result comes

@@ -29,13 +29,14 @@ from tritongen.spec.model import ModelSection
 from tritongen.spec.placement import PlacementSection
 from tritongen.spec.serving import DynamicBatchingSection, ServingSection
 from tritongen.spec.slo import SLOSection
+from tritongen.spec.structured_output import StructuredOutputSection
 from tritongen.spec.validation import ValidationSection
 from tritongen.spec_base import Problems, RuntimeSection, Section, SpecDeprecation
 
 __all__ = ["DeploySection", "DynamicBatchingSection", "FrontendSection", "KVCacheSection", "LoadSection",
            "ModelSection", "OpenAIFrontendSection", "PlacementSection", "RUNTIME_SECTIONS", "SLOSection",
-           "ServingSection", "Spec", "SpecDeprecation", "TokenDistribution", "ValidationSection", "current_names",
-           "explain", "explain_markdown", "load_spec", "parse_spec"]
+           "ServingSection", "Spec", "SpecDeprecation", "StructuredOutputSection", "TokenDistribution",
+           "ValidationSection", "current_names", "explain", "explain_markdown", "load_spec", "parse_spec"]
 
 RUNTIME_SECTIONS: tuple[type[RuntimeSection], ...] = tuple(
     r.spec_section for r in RUNTIMES.values() if r.spec_section is not None)
@@ -115,6 +116,9 @@ class SpecCore(Section):
 
     deploy: DeploySection = DeploySection()
     """Generated deployment files (compose, Kubernetes)."""
+
+    structured_output: StructuredOutputSection = StructuredOutputSection()
+    """Constrained decoding (guided decoding: JSON, JSON schema, regex, EBNF grammar) and tool calls."""
 
     @model_validator(mode="before")
     @classmethod

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from tritongen import served
-from tritongen.core import Locations, PlanView, ServerGroupPlan, SpecView
+from tritongen.core import GUIDE_TYPES, Locations, PlanView, ServerGroupPlan, SpecView
 from tritongen.runtimes.base import (Knob, PlanContext, Renderer, Runtime, RuntimeSettings, Signal, Upstream, quantity,
                                      serving_knobs)
 from tritongen.runtimes.hf.spec import HfSection
@@ -94,6 +94,10 @@ class HfRuntime(Runtime[HFRuntimePlan]):
     needs_tokenizer_files = True
     builds_image = True
     base_image = HF_BASE_IMAGE
+
+    def guided_decoding(self, spec: SpecView) -> tuple[tuple[str, ...], str]:
+        return GUIDE_TYPES, ("XGrammar token masks applied in the model's batched loop: each guide compiled once "
+                             "(LRU cache), a matcher per request")
 
     def plan_settings(self, ctx: PlanContext, prepared: HFRuntimePlan | None) -> HFRuntimePlan:
         spec = ctx.spec

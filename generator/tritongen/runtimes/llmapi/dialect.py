@@ -105,7 +105,10 @@ class LlmApiDialect(Dialect):
     stop_on_client = True
 
     def request_inputs(self, prompt: str, max_tokens: int, *, stream: bool, stop: Iterable[str] = (),
-                       **sampling: Any) -> list[tuple[str, str, np.ndarray]]:
+                       guide: tuple[str, str] | None = None, **sampling: Any) -> list[tuple[str, str, np.ndarray]]:
+        if guide is not None:
+            raise ValueError("NVIDIA's llmapi model has no guided-decoding input (its SamplingParams come from "
+                             "sampling_param_* inputs only)")
         return request_inputs(prompt, max_tokens, stream=stream, stop=stop, **sampling)
 
     def text(self) -> WholeText:

@@ -57,6 +57,12 @@ class LlmApiRuntime(Runtime[LlmApiPlan]):
     group_configs = False  # one model.yaml for every group (the smallest budget)
     embedded = False
 
+    def guided_decoding(self, spec: SpecView) -> tuple[tuple[str, ...], str]:
+        # agent-features.md section 2: model.py builds SamplingParams from sampling_param_* inputs only, and none
+        # carries a guide (tests/doubles/llmapi/facts.json).
+        return (), (f"refused: NVIDIA's llmapi model of TensorRT-LLM {TRTLLM.version} ({TRTLLM.container}) has no "
+                    "guided-decoding input; use runtime tensorrtllm, vllm or hf")
+
     def max_seq_len(self, spec: SpecView) -> int | None:
         return spec.llmapi.max_seq_len
 

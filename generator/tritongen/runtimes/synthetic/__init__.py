@@ -78,6 +78,10 @@ class SyntheticRuntime(Runtime[SyntheticPlan]):
     def kv_sequences(self, spec: SpecView, max_batch_size: int) -> int | None:
         return None  # a token source keeps no KV cache
 
+    def guided_decoding(self, spec: SpecView) -> tuple[tuple[str, ...], str]:
+        return (), ("refused: the synthetic token source emits fixed token ids without a model, so its output "
+                    "cannot follow a guide; load-test guided decoding with runtime hf")
+
     def plan_settings(self, ctx: PlanContext, prepared: SyntheticPlan | None) -> SyntheticPlan:
         e = ctx.spec.synthetic.engine
         engine = None if not e.enabled else SyntheticEnginePlan(

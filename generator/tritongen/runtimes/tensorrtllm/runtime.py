@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tritongen.core import Locations, PlanView, ServerGroupPlan, SpecView
+from tritongen.core import GUIDE_TYPES, Locations, PlanView, ServerGroupPlan, SpecView
 from tritongen.errors import SpecError, problem
 from tritongen.runtimes.base import Knob, PlanContext, Renderer, Runtime, Signal, quantity, serving_knobs
 from tritongen.runtimes.tensorrtllm import (
@@ -75,6 +75,11 @@ class TensorrtllmRuntime(Runtime[TensorrtllmPlan]):
 
     def instances_per_device(self, spec: SpecView) -> int:
         return 1
+
+    def guided_decoding(self, spec: SpecView) -> tuple[tuple[str, ...], str]:
+        return GUIDE_TYPES, ("the tensorrt_llm model's guided_decoding_backend xgrammar with "
+                             "xgrammar_tokenizer_info_path (written by render from the tokenizer); the C++ backend "
+                             "compiles each guide")
 
     def kv_sequences(self, spec: SpecView, max_batch_size: int) -> int | None:
         return spec.engine.build_max_batch_size or max_batch_size

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from tritongen.core import Locations, PlanView, SpecView
+from tritongen.core import GUIDE_TYPES, Locations, PlanView, SpecView
 from tritongen.errors import SpecError, problem
 from tritongen.runtimes.base import Dialect, PlanContext, Renderer, Runtime, RuntimeSettings, Upstream
 from tritongen.runtimes.tensorrtllm.release import TRTLLM
@@ -137,6 +137,11 @@ class VllmRuntime(Runtime[VllmPlan]):
     honours_stream_interval = False
     group_configs = False  # one model.json for every server group
     embedded = False
+
+    def guided_decoding(self, spec: SpecView) -> tuple[tuple[str, ...], str]:
+        return GUIDE_TYPES, ("the guide goes to vLLM as sampling_parameters[\"structured_outputs\"] (a JSON-encoded "
+                             "StructuredOutputsParams: json_object, json, regex or grammar); vLLM compiles it with "
+                             "its own structured-output backend")
 
     def instances_per_device(self, spec: SpecView) -> int:
         return 1  # one engine takes the GPU (gpu_memory_utilization is a share of the whole device)

@@ -33,6 +33,20 @@ OUTPUTS = ("text_output", "finish_reason", "num_input_tokens", "num_output_token
 SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "seed", "presence_penalty", "frequency_penalty", "min_tokens")
 
 
+# NVIDIA's guide type -> the StructuredOutputsParams field that carries it (vllm/sampling_params.py).
+STRUCTURED_OUTPUTS_FIELDS = {"json": "json_object", "json_schema": "json", "regex": "regex", "ebnf_grammar": "grammar"}
+
+
+def structured_outputs(guide_type: str, guide: str) -> str:
+    """The value of sampling_parameters["structured_outputs"]: a JSON-encoded StructuredOutputsParams, because the
+    backend json.loads that key's value and splats it into the class (vllm_backend src/utils/vllm_backend_utils.py
+    at r26.01; its CI sends `json.dumps({"choice": [...]})`)."""
+    field = STRUCTURED_OUTPUTS_FIELDS.get(guide_type)
+    if field is None:
+        raise ValueError(f"unknown guide type {guide_type!r}; known: {', '.join(STRUCTURED_OUTPUTS_FIELDS)}")
+    return json.dumps({field: True if field == "json_object" else guide})
+
+
 class VllmDialect(Dialect):
     key = "vllm"
     model = MODEL
@@ -42,9 +56,12 @@ class VllmDialect(Dialect):
     count_source = "server"
 
     def request_inputs(self, prompt: str, max_tokens: int, *, stream: bool, stop: Iterable[str] = (),
-                       **sampling: Any) -> list[tuple[str, str, np.ndarray]]:
-        """`sampling` keys are SAMPLING_FIELDS' (None values are left out: vLLM's defaults apply)."""
+                       guide: tuple[str, str] | None = None, **sampling: Any) -> list[tuple[str, str, np.ndarray]]:
+        """`sampling` keys are SAMPLING_FIELDS' (None values are left out: vLLM's defaults apply); `guide` goes in
+        as `structured_outputs` (structured_outputs())."""
         params: dict[str, Any] = {"max_tokens": max_tokens}
+        if guide is not None:
+            params["structured_outputs"] = structured_outputs(*guide)
         stop = [s for s in stop if s]  # vLLM refuses an empty stop string
         if stop:
             params["stop"] = stop
