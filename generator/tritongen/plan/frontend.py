@@ -149,11 +149,13 @@ class FrontendPlan(BaseModel):
 
 
 def make_frontend_plan(spec, resolve: Callable[[str], Path], tokenizer_dir: Path,
-                       dialect: Dialect | None = None, *, streams: int, streams_why: str = "") -> FrontendPlan:
+                       dialect: Dialect | None = None, *, streams: int, streams_why: str = "",
+                       structured: StructuredRoute | None = None) -> FrontendPlan:
     """The frontend section of a spec, resolved: public name, template file (absolute: `resolve` is the planner's
     tritongen.plan.make.resolve_path from the spec's folder), defaults filled in. `dialect`: the runtime's own
     model and tensors (None: the ensemble's). `streams`: how many streams the servers carry at once (the
-    frontend's planned concurrency), `streams_why` how that count was made."""
+    frontend's planned concurrency), `streams_why` how that count was made. `structured`: what the route may ask
+    of constrained decoding (the Plan's structured_output)."""
     f, o = spec.frontend, spec.frontend.openai
     template = None
     if f.chat_template:
@@ -174,7 +176,8 @@ def make_frontend_plan(spec, resolve: Callable[[str], Path], tokenizer_dir: Path
                 "use implementation: tritongen, or disable frontend.openai"))
     route = ModelRoute(name=o.served_model_name or spec.name, triton_model=triton_model, dialect=key,
                        tokenizer_dir=str(tokenizer_dir), chat_template=template,
-                       default_max_tokens=o.default_max_tokens or spec.serving.max_tokens_default)
+                       default_max_tokens=o.default_max_tokens or spec.serving.max_tokens_default,
+                       structured_output=structured)
     if o.workers is not None:
         workers, planned, why = o.workers, False, "frontend.openai.workers"
     else:
