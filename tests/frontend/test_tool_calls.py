@@ -130,6 +130,37 @@ def test_required_schema_accepts_exactly_the_calls_of_the_tools():
     assert list(required_schema({"ping": {}}, False)["properties"]) == ["name", "arguments"]
 
 
+@pytest.mark.parametrize("parallel", [False, True])
+def test_xgrammar_compiles_the_required_schema_to_what_it_validates(parallel):
+    """The grammar library the runtimes use accepts the calls jsonschema accepts, and refuses a wrong one."""
+    xgrammar = pytest.importorskip("xgrammar")
+    from xgrammar.testing import _is_grammar_accept_string as accepts
+
+    tree = {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#"}, "maxItems": 2}}}
+    grammar = xgrammar.Grammar.from_json_schema(json.dumps(required_schema(
+        {"get_weather": WEATHER, "move": WITH_DEFS, "ping": {"type": "object", "properties": {}}, "tree": tree},
+        parallel)))
+    wrap = (lambda c: f"[{c}]") if parallel else (lambda c: c)
+    for call in ('{"name": "move", "arguments": {"at": {"x": 1, "y": 2}, "path": [{"x": 3, "y": 4}]}}',
+                 '{"name": "tree", "arguments": {"kids": [{"kids": []}]}}', '{"name": "ping", "arguments": {}}',
+                 '{"name": "get_weather", "arguments": {"city": "Oslo", "unit": "c"}}'):
+        assert accepts(grammar, wrap(call)), call
+    for call in ('{"name": "move", "arguments": {"at": {"x": "1", "y": 2}}}', '{"name": "fly", "arguments": {}}',
+                 '{"arguments": {}, "name": "ping"}'):
+        assert not accepts(grammar, wrap(call)), call
+
+
+def test_the_shared_schema_set_passes_the_frontends_checks():
+    from pathlib import Path
+
+    schemas = json.loads((Path(__file__).parents[1] / "data" / "json_schemas.json").read_text())
+    assert len(schemas) >= 30
+    for item in schemas:
+        fmt = ResponseFormat.model_validate({"type": "json_schema", "json_schema": {
+            "name": item["name"], "schema": item["schema"], "strict": True}})
+        assert response_format_guide(_route(), fmt).type == "json_schema"
+
+
 def test_a_parameters_schema_with_a_root_ref_keeps_it_under_the_new_root():
     tree = {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#"}, "maxItems": 2}}}
     schema = required_schema({"tree": tree}, False)
