@@ -291,7 +291,8 @@ def test_format_is_detected_from_the_chat_template(template, family):
 # --- the chat route over a scripted engine ------------------------------------------------------------------------
 
 TOOL_TEMPLATE = (
-    "{% if tools %}TOOLS {{ tools | map(attribute='function') | map(attribute='name') | join(',') }}\n{% endif %}"
+    "{% if tools %}TOOLS {{ tools | map(attribute='function') | map(attribute='name') | join(',') }} "
+    "{{ tools[2].function.parameters | tojson }}\n{% endif %}"
     "{% for m in messages %}{{ m.role }}: {{ m.content }}"
     "{% if m.tool_calls %}{% for c in m.tool_calls %} CALL {{ c.function.name }} {{ c.function.arguments | tojson }}"
     "{% endfor %}{% endif %}{% if m.tool_call_id %} [{{ m.tool_call_id }}]{% endif %}\n{% endfor %}"
@@ -430,7 +431,7 @@ def test_tools_and_history_go_through_the_template(scripted):
         {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}])
     state = SimpleNamespace(templates={"m": template})
     prompt = _prompt(state, _route(), req)
-    assert prompt.startswith("TOOLS get_weather,move,ping\n")
+    assert prompt.startswith('TOOLS get_weather,move,ping {"type": "object", "properties": {}}\n')
     assert 'CALL get_weather {"city": "Paris"}' in prompt and "tool: sunny [call_1]" in prompt
 
 

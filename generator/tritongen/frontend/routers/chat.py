@@ -55,7 +55,10 @@ def _prompt(state, route, req: ChatCompletionRequest) -> str:
                        "frontend.chat_template in the spec", param="messages")
     try:
         messages = [_message(m) for m in req.messages]
-        tools = [t.model_dump(exclude_none=True) for t in req.tools] if req.tools else None
+        # A function without parameters takes none; templates read `function.parameters` regardless.
+        tools = [t.model_dump(exclude_none=True) for t in req.tools or ()]
+        for tool in tools:
+            tool["function"].setdefault("parameters", structured.NO_PARAMETERS)
         return template.render(messages, tools=tools)
     except ValueError as err:
         raise APIError(400, str(err), param="messages") from None
@@ -63,8 +66,8 @@ def _prompt(state, route, req: ChatCompletionRequest) -> str:
         raise APIError(400, f"messages: the chat template rejected them: {err}", param="messages") from None
 
 
-def _guided(state, route, req: ChatCompletionRequest, gen):
-    """(generation with its guide, the guide or None, tool plan or None)."""
+def _guided(state, route, req: ChatCompletionRequest):
+    """(the guide or None, tool plan or None); checks tools and schemas before anything is rendered."""
     tools = structured.tool_plan(route, req, state.templates[route.name].source)
     guide = structured.output_guide(route, req)
     if tools is not None and tools.guide is not None:
@@ -72,9 +75,7 @@ def _guided(state, route, req: ChatCompletionRequest, gen):
             raise APIError(400, f"{guide.param}: cannot go with tool_choice required or a named function (both "
                                 "constrain the answer); leave one out", param=guide.param)
         guide = tools.guide
-    if guide is None:
-        return gen, None, tools
-    return dataclasses.replace(gen, guide_type=guide.type, guide=guide.text), guide, tools
+    return guide, tools
 
 
 def _reason(finish: str, called: bool) -> str:
@@ -94,8 +95,10 @@ async def create_chat_completion(req: ChatCompletionRequest, request: Request):
     started = time.perf_counter()
     state = request.app.state.frontend
     route = service.route_for(state, req.model)
+    guide, tools = _guided(state, route, req)
     gen = service.generation(route, req, _prompt(state, route, req))
-    gen, guide, tools = _guided(state, route, req, gen)
+    if guide is not None:
+        gen = dataclasses.replace(gen, guide_type=guide.type, guide=guide.text)
     cid, created = service.new_id("chatcmpl"), int(time.time())
     if not req.stream:
         out = await structured.named_by(guide, service.complete(state, route, gen, request, started))
