@@ -28,7 +28,8 @@ import triton_python_backend_utils as pb_utils
 from transformers import AutoModelForCausalLM, GenerationConfig
 from transformers.generation.configuration_utils import ContinuousBatchingConfig
 
-from .error_kinds import INTERNAL, UNAVAILABLE, RequestError, tagged
+from .error_kinds import BAD_REQUEST, INTERNAL, UNAVAILABLE, RequestError, tagged
+from .hf_guided import GUIDE_INPUT, TYPE_INPUT, Guided, GuidedProcessor, Guides, read_guide
 from .hf_requests import (
     FINAL, Limits, MinTokensProcessor, error_response, install_processor, parse_request, response_for)
 from .stub import param
@@ -113,6 +114,12 @@ class TritonPythonModel:
                                                            continuous_batching_config=cb_config)
         # min_tokens: TensorRT-LLM masks end_id until min_tokens tokens exist; one small processor does the same.
         install_processor(self.manager, MinTokensProcessor())
+        # Guided decoding (hf_guided.py): needs the tokenizer (rendered as tokenizer_dir) for XGrammar's vocabulary.
+        tokenizer_dir = param(config, "tokenizer_dir")
+        self.max_schema_bytes = int(param(config, "max_schema_bytes", 65536))
+        self.guides = Guides(tokenizer_dir, vocab, end_id, self.max_schema_bytes) if tokenizer_dir else None
+        self.guided = GuidedProcessor(vocab, self.max_in_flight, device, graphs=bool(use_graphs))
+        install_processor(self.manager, self.guided)
 
         self.active = {}
         self.lock = threading.Lock()
@@ -289,6 +296,9 @@ class TritonPythonModel:
     def _admit(self, request, sender):
         gen = parse_request(request, sender, self.limits)
         gen.triton_id = request.request_id()
+        guide = read_guide(request, self.max_schema_bytes)
+        if guide is not None:
+            gen.guided = self._guided(gen, guide)
         with self.room:
             # Back-pressure: at most max_batch_size requests in flight. Waiting here keeps the rest in Triton's
             # queue, where max_queue_size rejects the excess as Triton's own rejection.
@@ -301,6 +311,8 @@ class TritonPythonModel:
             rid = f"r{self.next_id}"
             self.next_id += 1
             gen.rid = rid
+            if gen.guided is not None:
+                self.guided.matchers[rid] = gen.guided  # before add_request: its first step needs the matcher
             self.active[rid] = gen  # before add_request: the first output may arrive before it returns
             # The gauge too: a client holding the first token must see this request counted.
             self.m_active.set(len(self.active))
@@ -313,11 +325,25 @@ class TritonPythonModel:
         else:
             reason = "the generation loop refused it"
         if accepted is None:
+            self.guided.matchers.pop(rid, None)
             with self.room:
                 self.active.pop(rid, None)
                 self.room.notify()
             self.m_active.set(len(self.active))
             raise RequestError(f"not accepted by continuous batching: {reason}", INTERNAL)
+
+    def _guided(self, gen, guide):
+        """The request's matcher; refuses what the grammar cannot honour with its input named."""
+        if self.guides is None:
+            raise RequestError(f"{TYPE_INPUT}: this model was rendered without a tokenizer_dir parameter, which "
+                               "guided decoding needs; re-render the repository", BAD_REQUEST, TYPE_INPUT)
+        if gen.end_id != self.limits.end_id:
+            raise RequestError(f"end_id: a guided request ends with the model's end id {self.limits.end_id} (where "
+                               "its grammar is complete); leave end_id unset", BAD_REQUEST, "end_id")
+        if gen.min_tokens:
+            raise RequestError(f"min_tokens: cannot be combined with {TYPE_INPUT} (the grammar decides where the "
+                               "output ends); leave it unset", BAD_REQUEST, "min_tokens")
+        return Guided(self.guides.matcher(*guide))
 
     def _send_error(self, sender, message):
         try:
@@ -372,6 +398,9 @@ class TritonPythonModel:
         if out.error:  # transformers' own words, untagged: the frontend reads them as it reads Triton's
             self._finish(gen, error=out.error)
             return
+        if gen.guided is not None and gen.guided.error is not None:
+            self._finish(gen, error=tagged(INTERNAL, f"{GUIDE_INPUT}: {gen.guided.error}"))
+            return
         now = time.time_ns()
         stop = False
         new = out.generated_tokens[gen.seen:]
@@ -425,6 +454,7 @@ class TritonPythonModel:
             if self.active.pop(gen.rid, None) is None:
                 return
             self.room.notify()
+        self.guided.matchers.pop(gen.rid, None)
         self.m_active.set(len(self.active))
         try:
             self.manager.cancel_request(gen.rid)  # frees the KV blocks at once when we stopped before the manager

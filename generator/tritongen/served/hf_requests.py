@@ -11,8 +11,9 @@ Neutral values accepted, anything else rejected with the input's name: beam_widt
 repetition_penalty 1, presence_penalty 0, frequency_penalty 0, runtime_top_p_decay 1, return_context_logits and
 return_generation_logits false, stop false, empty bad_words_list, all-zero embedding_bias, seed only on greedy
 requests. Beam-search-only inputs (len_penalty, early_stopping, beam_search_diversity_rate) have no effect at
-beam_width 1 and are accepted. Draft, LoRA, prompt-table, guided-decoding, lookahead, retention and disaggregation
-inputs are rejected when they carry data.
+beam_width 1 and are accepted. Draft, LoRA, prompt-table, lookahead, retention and disaggregation inputs are
+rejected when they carry data. Guided decoding (guided_decoding_guide_type / guided_decoding_guide) is read and
+compiled by hf_guided.py.
 """
 
 import math
@@ -34,7 +35,7 @@ UNSUPPORTED = ("draft_input_ids", "draft_logits", "decoder_input_ids", "prompt_e
                "lora_weights", "lora_config", "context_phase_params", "retention_token_range_starts",
                "retention_token_range_ends", "retention_token_range_priorities",
                "retention_token_range_durations_ms", "retention_decode_priority", "retention_decode_duration_ms",
-               "guided_decoding_guide_type", "guided_decoding_guide", "lookahead_window_size",
+               "lookahead_window_size",
                "lookahead_ngram_size", "lookahead_verification_set_size")
 # Inputs with one neutral value (anything else is rejected).
 NEUTRAL = (("beam_width", 1, int), ("num_return_sequences", 1, int), ("repetition_penalty", 1.0, float),
@@ -99,6 +100,7 @@ class Generation:
     last_token_ns: int = 0
     first_sent_ns: int = 0  # the first and the last response with tokens went out (the model's own timings)
     last_sent_ns: int = 0
+    guided: object = None  # hf_guided.Guided: the request's grammar matcher
     closed: bool = False  # FINAL sent
     lock: threading.Lock = field(default_factory=threading.Lock)
 

@@ -54,9 +54,11 @@ def kv_cache_blocks(kv_tokens: int | None, block_size: int) -> int | None:
     return -(-kv_tokens // block_size) if kv_tokens else None
 
 
-def hf_parameters(plan: PlanView, checkpoint_dir: str, group: ServerGroupPlan | None) -> dict[str, str]:
-    """The `parameters` of the hf tensorrt_llm model; `checkpoint_dir` is where the server sees the checkpoint,
-    `group` the server group whose KV budget it holds (None: the plan's)."""
+def hf_parameters(plan: PlanView, checkpoint_dir: str, group: ServerGroupPlan | None,
+                  tokenizer_dir: str | None = None) -> dict[str, str]:
+    """The `parameters` of the hf tensorrt_llm model; `checkpoint_dir` and `tokenizer_dir` are where the server sees
+    the checkpoint and the tokenizer (default: the plan's), `group` the server group whose KV budget it holds (None:
+    the plan's)."""
     hf = RUNTIME.own(plan)
     blocks = kv_cache_blocks(plan.kv_tokens if group is None else group.kv_tokens, hf.block_size)
     # Off (0) is the model's own default, so the parameter is rendered only when set.
@@ -77,6 +79,9 @@ def hf_parameters(plan: PlanView, checkpoint_dir: str, group: ServerGroupPlan | 
         "attention": hf.attention or "",
         "log_probs": str(hf.log_probs).lower(),
         "stream_interval": str(plan.stream_interval),
+        # Guided decoding: XGrammar builds its vocabulary from the tokenizer (docs/structured-output.md).
+        "tokenizer_dir": tokenizer_dir or plan.tokenizer.dir,
+        "max_schema_bytes": str(plan.structured_output.max_schema_bytes),
         **flush,
     }
 
@@ -113,7 +118,7 @@ class HfRuntime(Runtime[HFRuntimePlan]):
     def llm_config(self, plan: PlanView, where: Locations, group: ServerGroupPlan | None) -> tuple[str, dict, Any]:
         instances = plan.llm_instance_group if group is None else \
             plan.llm_instance_group.model_copy(update={"count": group.instances})
-        return "python", hf_parameters(plan, where.checkpoint, group), instances
+        return "python", hf_parameters(plan, where.checkpoint, group, where.tokenizer), instances
 
     def model_files(self, plan: PlanView, where: Locations, render: Renderer) -> dict[str, bytes]:
         return served.model_files("hf_model", "tensorrt_llm/1")
