@@ -54,7 +54,10 @@ def _refused(call, param: str, *words: str) -> str:
 def test_response_format_becomes_the_guide_nvidia_names():
     route = _route()
     assert response_format_guide(route, ResponseFormat(type="text")) is None
+    # OpenAI's json_object is an object; NVIDIA's `json` allows any JSON value, so only where schemas are not taken.
     guide = response_format_guide(route, ResponseFormat(type="json_object"))
+    assert (guide.type, guide.text) == ("json_schema", '{"type":"object"}')
+    guide = response_format_guide(_route(guide_types=("json",)), ResponseFormat(type="json_object"))
     assert (guide.type, guide.text) == ("json", "")
     fmt = ResponseFormat.model_validate({"type": "json_schema", "json_schema": {"name": "w", "schema": WEATHER,
                                                                                 "strict": True}})
@@ -416,7 +419,7 @@ def test_response_format_reaches_the_engine(scripted):
     assert out.choices[0].message.content == '{"city": "Rome"}' and out.choices[0].message.tool_calls is None
     assert (engine.asked[-1].guide_type, json.loads(engine.asked[-1].guide)) == ("json_schema", WEATHER)
     client.completions.create(model="m", prompt="p", extra_body={"response_format": {"type": "json_object"}})
-    assert (engine.asked[-1].guide_type, engine.asked[-1].guide) == ("json", "")
+    assert (engine.asked[-1].guide_type, engine.asked[-1].guide) == ("json_schema", '{"type":"object"}')
 
 
 def test_tools_and_history_go_through_the_template(scripted):

@@ -1,6 +1,7 @@
 """OpenAI's structured output and tool choice, turned into one guide for the runtime's constrained decoding.
 
-`response_format` json_object becomes guide type `json`, json_schema becomes `json_schema` with its schema;
+`response_format` json_object becomes guide type `json_schema` with the schema of any object (guide type `json`
+allows any JSON value), json_schema becomes `json_schema` with its schema;
 vLLM's `structured_outputs` extension (regex, grammar, json, json_object) becomes the guide type of its kind;
 `tool_choice` naming a function becomes `json_schema` with that function's parameters, `required` a schema of one
 call (or of an array of calls, with parallel_tool_calls) whose name picks the function and whose arguments follow
@@ -23,6 +24,7 @@ from tritongen.frontend.schemas import NamedToolChoice, ResponseFormat, Structur
 from tritongen.frontend.toolcalls import NamedCallParser, ToolCallParser, detect_format
 from tritongen.plan.frontend import ModelRoute
 
+JSON_OBJECT: dict[str, Any] = {"type": "object"}
 NO_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 """A function declared without `parameters` takes none (OpenAI's)."""
 
@@ -75,14 +77,16 @@ def response_format_guide(route: ModelRoute, fmt: ResponseFormat | None) -> Guid
     """The guide of a response_format (None: plain text)."""
     if fmt is None or fmt.type == "text":
         return None
-    if fmt.type == "json_object":
-        _allowed(route, "json", "response_format", "json_object")
-        return Guide("json", "", "response_format")
+    if fmt.type == "json_object" or fmt.json_schema.schema_ in (None, True):
+        # OpenAI's json_object is an object, while guide type json (NVIDIA's, XGrammar's builtin JSON grammar)
+        # allows any JSON value, a bare array or number too: so the object schema where the runtime takes schemas.
+        # A json_schema without a schema (OpenAI's is optional) is the same.
+        s = route.structured_output
+        if s is not None and "json_schema" not in s.guide_types and "json" in s.guide_types:
+            return Guide("json", "", "response_format")
+        _allowed(route, "json_schema", "response_format", fmt.type)
+        return Guide("json_schema", _schema_text(route, JSON_OBJECT, "response_format"), "response_format")
     schema = fmt.json_schema.schema_
-    if schema is None or schema is True:
-        # OpenAI's schema is optional; without one (or the schema `true`) any JSON value fits: a JSON object.
-        _allowed(route, "json", "response_format", "json_schema without a schema")
-        return Guide("json", "", "response_format")
     check_schema(schema, "response_format.json_schema.schema", "response_format")
     _allowed(route, "json_schema", "response_format", "json_schema")
     return Guide("json_schema", _schema_text(route, schema, "response_format"), "response_format")
