@@ -483,3 +483,21 @@ def test_a_guide_the_server_refuses_is_named_by_the_field_it_came_from(scripted)
                 assert info.value.param == param, info.value.body
     finally:
         engine.script = []
+
+
+def test_long_arguments_streamed_in_small_pieces_are_read_once(monkeypatch):
+    """While the text ends inside a call's arguments only the new text is read, so a long call costs linear time
+    (the whole text scanned again per token made a 4,600-token call cost 0.6 ms per token)."""
+    from tritongen.frontend import toolcalls
+
+    scans = []
+    real = toolcalls._scan
+    monkeypatch.setattr(toolcalls, "_scan", lambda *a: scans.append(1) or real(*a))
+    args = json.dumps({"items": [{"k": i, "v": 'a\\"b'} for i in range(200)]})
+    text = '<tool_call>{"name": "f", "arguments": ' + args + "}</tool_call>"
+    parser, events = ToolCallParser("hermes"), []
+    for i in range(len(text)):
+        events += parser.feed(text[i])
+    events += parser.finish()
+    assert _calls(collect(events)) == [("f", args)]
+    assert len(scans) < 60 < len(args)  # the scans before the arguments open and after they end

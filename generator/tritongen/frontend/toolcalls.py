@@ -26,6 +26,7 @@ FORMATS = ("llama3_json", "hermes", "mistral")
 _ARGUMENT_KEYS = ("arguments", "parameters")
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
 _STRUCTURAL = re.compile(r'["{}\[\]]')
+_IN_STRING = re.compile(r'["\\]')
 _SCALAR = re.compile(r'[^\s,\]}]*')
 _BETWEEN = " \t\r\n,;[]"
 """Characters between calls: whitespace, an array's brackets and commas, Llama's `;`."""
@@ -76,29 +77,44 @@ class Event:
     arguments: str | None = None
 
 
-def _value_end(s: str, i: int) -> int | None:
-    """End of the JSON value starting at s[i]; None when the text ends before it does."""
-    if s[i] == '"':
-        m = _STRING.match(s, i)
-        return m.end() if m else None
-    if s[i] in "{[":
-        depth, j = 0, i
+class _ValueReader:
+    """Finds where a JSON object, array or string that opens at s[i] ends, reading the text as it grows: each call
+    of `end` goes on from where the last one stopped, so a long value streamed in small pieces is read once."""
+
+    def __init__(self, s: str, i: int):
+        self.pos, self.in_string = i + 1, s[i] == '"'
+        self.depth = 0 if self.in_string else 1
+
+    def end(self, s: str) -> int | None:
+        """The value's end in `s` (the text so far); None while it goes on."""
         while True:
-            m = _STRUCTURAL.search(s, j)
+            m = (_IN_STRING if self.in_string else _STRUCTURAL).search(s, self.pos)
             if m is None:
+                self.pos = len(s)
                 return None
-            if m.group() == '"':
-                string = _STRING.match(s, m.start())
-                if string is None:
+            char, self.pos = m.group(), m.end()
+            if char == "\\":
+                if self.pos >= len(s):
+                    self.pos -= 1  # the escaped character has not arrived: read the backslash again
                     return None
-                j = string.end()
-                continue
-            depth += 1 if m.group() in "{[" else -1
-            j = m.end()
-            if depth == 0:
-                return j
+                self.pos += 1
+            elif char == '"':
+                self.in_string = not self.in_string
+                if self.depth == 0:
+                    return self.pos
+            else:
+                self.depth += 1 if char in "{[" else -1
+                if self.depth == 0:
+                    return self.pos
+
+
+def _value_end(s: str, i: int) -> tuple[int | None, _ValueReader | None]:
+    """(end of the JSON value at s[i] or None while it goes on, the reader that can go on reading it)."""
+    if s[i] in '"{[':
+        reader = _ValueReader(s, i)
+        return reader.end(s), reader
     end = _SCALAR.match(s, i).end()
-    return end if end < len(s) else None  # a number or literal at the end may go on
+    return (end if end < len(s) else None), None  # a number or literal at the end may go on
 
 
 def _skip_ws(s: str, j: int) -> int:
@@ -115,6 +131,8 @@ class _Call:
     args: tuple[int, int | None] | None = None
     end: int | None = None
     bad: bool = False
+    reader: _ValueReader | None = field(default=None, repr=False)
+    """The arguments' reader while the text ends inside them."""
 
 
 def _scan_call(s: str, i: int) -> _Call:
@@ -143,7 +161,7 @@ def _scan_call(s: str, i: int) -> _Call:
         j = _skip_ws(s, j + 1)
         if j >= len(s):
             return call
-        end = _value_end(s, j)
+        end, reader = _value_end(s, j)
         try:
             name = json.loads(key.group())
         except ValueError:
@@ -151,6 +169,7 @@ def _scan_call(s: str, i: int) -> _Call:
             return call
         if name in _ARGUMENT_KEYS and call.args is None:
             call.args = (j, end)
+            call.reader = reader if end is None else None
         if end is None:
             return call
         if name == "name":
@@ -227,6 +246,7 @@ class ToolCallParser:
         self.start: int | None = None  # where the calls begin in `text`
         self.sent_content = 0
         self.calls: list[_Sent] = []
+        self._open: list[_Call] | None = None  # the last scan, while the text ends inside a call's arguments
 
     @property
     def called(self) -> bool:
@@ -236,12 +256,23 @@ class ToolCallParser:
         self.text += text
         events = self._content()
         if self.start is not None:
-            events += self._calls(_scan(self.text, self.start, self.family.tags), final=False)
+            events += self._calls(self._scan(), final=False)
         return events
+
+    def _scan(self) -> list[_Call]:
+        """The calls so far. While the text ends inside a call's arguments, only what arrived is read (the text
+        before cannot change); once they end, all is scanned again."""
+        calls = self._open
+        if calls is None or calls[-1].reader.end(self.text) is not None:
+            calls = _scan(self.text, self.start, self.family.tags)
+        last = calls[-1] if calls else None
+        self._open = calls if last is not None and last.reader is not None else None
+        return calls
 
     def finish(self) -> list[Event]:
         if self.start is not None:
             events = self._calls(_scan(self.text, self.start, self.family.tags), final=True)
+            self._open = None
             if self.calls:
                 return events
             self.start = None  # what looked like calls was content after all
@@ -278,10 +309,10 @@ class ToolCallParser:
             sent = self.calls[index]
             if call.args is not None:
                 start, end = call.args
-                text = self.text[start:end] if end is not None else self.text[start:]
-                if len(text) > sent.arguments:
-                    events.append(Event(index=index, arguments=text[sent.arguments:]))
-                    sent.arguments = len(text)
+                new = self.text[start + sent.arguments:len(self.text) if end is None else end]
+                if new:
+                    events.append(Event(index=index, arguments=new))
+                    sent.arguments += len(new)
             elif final and call.end is not None and sent.arguments == 0:
                 events.append(Event(index=index, arguments="{}"))  # a call without arguments takes none
                 sent.arguments = 2
