@@ -217,6 +217,8 @@ CASES = [
      "Let me check.\n", [("get_weather", '{"city": "Paris"}'), ("ping", "{}")]),
     ("hermes", '<tool_call>{"arguments": {"q": "a}b"}, "name": "s"}</tool_call>', None, [("s", '{"q": "a}b"}')]),
     ("hermes", "Plain text, a < b and <tool", "Plain text, a < b and <tool", []),
+    ("hermes", "  <b>bold</b>", "  <b>bold</b>", []),
+    ("hermes", '  \n<tool_call>{"name": "ping", "arguments": {}}</tool_call>', None, [("ping", "{}")]),
     ("hermes", '<tool_call>{"name": "s", "arguments": {"q": "cut', None, [("s", '{"q": "cut')]),
     ("hermes", '<tool_call>{"name": "ping"}</tool_call>', None, [("ping", "{}")]),
     ("llama3_json", '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Oslo"}}; '

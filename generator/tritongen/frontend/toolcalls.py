@@ -245,6 +245,7 @@ class ToolCallParser:
         self.text = ""
         self.start: int | None = None  # where the calls begin in `text`
         self.sent_content = 0
+        self.spoken = False  # content other than whitespace has been sent
         self.calls: list[_Sent] = []
         self._open: list[_Call] | None = None  # the last scan, while the text ends inside a call's arguments
 
@@ -282,21 +283,24 @@ class ToolCallParser:
     def _content(self) -> list[Event]:
         if self.start is not None:
             return []
-        text, f = self.text, self.family
-        first = _skip_ws(text, 0)
-        if self.sent_content == 0 and first < len(text) and text[first] in f.opens:
-            self.start = first
-            return []
-        hits = [i for i in (text.find(m, self.sent_content) for m in f.markers) if i >= 0]
+        text, f, sent = self.text, self.family, self.sent_content
+        if not self.spoken:
+            first = _skip_ws(text, 0)
+            if first < len(text) and text[first] in f.opens:
+                self.start = first
+                return []
+        hits = [i for i in (text.find(m, sent) for m in f.markers) if i >= 0]
+        end = min(hits) if hits else len(text) - _held(text[sent:], f.markers)
+        piece = text[sent:end]
+        if not self.spoken and not piece.strip():
+            if hits:  # only whitespace before the calls: no content
+                self.start = self.sent_content = end
+            return []  # leading whitespace is held until it is known to be content
+        self.spoken = True
+        self.sent_content = end
         if hits:
-            self.start = min(hits)
-            end = self.start
-        elif first >= len(text):
-            return []  # only whitespace so far: content, or what precedes calls
-        else:
-            end = len(text) - _held(text[self.sent_content:], f.markers)
-        piece, self.sent_content = text[self.sent_content:end], max(end, self.sent_content)
-        return [Event(content=piece)] if piece and text[:end].strip() else []
+            self.start = end
+        return [Event(content=piece)] if piece else []
 
     def _calls(self, calls: list[_Call], final: bool) -> list[Event]:
         events = []
