@@ -184,6 +184,18 @@ def test_a_bad_request_gets_an_error_naming_the_input(source_server, extra, mess
 
 
 @pytest.mark.integration
+@pytest.mark.parametrize("model", ["tensorrt_llm", "tensorrt_llm_python"])
+def test_a_guide_is_refused_naming_it_and_an_empty_guide_type_is_none(source_server, model):
+    # The synthetic runtime refuses guided decoding (plan: structured_output.guide_types empty, with the reason).
+    guide = {"guided_decoding_guide_type": np.array([[b"json"]], np.object_)}
+    with pytest.raises(RuntimeError, match=r"\[bad_request:guided_decoding_guide_type\] .*not supported by the "
+                                           "synthetic runtime"):
+        grpc_responses(source_server.grpc_url, model, {**_inputs(), **guide})
+    empty = {"guided_decoding_guide_type": np.array([[b""]], np.object_)}
+    assert len(grpc_responses(source_server.grpc_url, model, _inputs(3, **empty))) == 1
+
+
+@pytest.mark.integration
 def test_token_counter_equals_the_clients_count(source_server):
     before = _wait_idle(source_server)["tritongen_llm_output_tokens_total"]
     client_tokens = 0

@@ -93,6 +93,33 @@ def test_a_bad_request_gets_one_error_and_others_go_on(served, inputs, message):
     assert _texts(grpc_responses(served.grpc_url, MODEL, _inputs("ok", 3, stream=False)))
 
 
+def test_structured_outputs_constrain_the_backends_output(served):
+    # The dialect's guide -> sampling_parameters["structured_outputs"] (a JSON string, `json` a dictionary), as the
+    # backend reads it; the double constrains its output with XGrammar as vLLM does.
+    import re
+
+    import jsonschema
+
+    schema = {"type": "object", "properties": {"city": {"enum": ["Paris", "Oslo"]}, "days": {"type": "integer",
+              "minimum": 1, "maximum": 9}}, "required": ["city", "days"], "additionalProperties": False}
+    for guide, check in ((("json_schema", json.dumps(schema)), lambda t: jsonschema.validate(json.loads(t), schema)),
+                         (("regex", "[a-z]{4}"), lambda t: re.fullmatch("[a-z]{4}", t) or pytest.fail(t)),
+                         (("ebnf_grammar", 'root ::= "yes" | "no"'), lambda t: t in ("yes", "no") or pytest.fail(t)),
+                         (("json", ""), lambda t: t[:1] in "{[" or pytest.fail(t))):
+        streamed = grpc_responses(served.grpc_url, MODEL, _inputs("a", 40, stream=True, temperature=0, guide=guide))
+        (whole,) = grpc_responses(served.grpc_url, MODEL, _inputs("a", 40, stream=False, temperature=0, guide=guide))
+        assert "".join(_texts(streamed)) == _texts([whole])[0], guide
+        if guide[0] != "json":  # any JSON may not end within 40 tokens
+            check(_texts([whole])[0])
+
+
+def test_a_grammar_vllm_refuses_fails_the_request_as_the_backend_does(served):
+    inputs = _inputs("a", 4, stream=False, guide=("ebnf_grammar", "root ::= foo"))
+    with pytest.raises(RuntimeError, match=_escape("'NoneType' object has no attribute 'lora_name'")):
+        grpc_responses(served.grpc_url, MODEL, inputs)
+    assert _texts(grpc_responses(served.grpc_url, MODEL, _inputs("ok", 3, stream=False)))
+
+
 def _escape(text: str) -> str:
     import re
 

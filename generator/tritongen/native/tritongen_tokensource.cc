@@ -218,6 +218,14 @@ TRITONSERVER_Error* ModelState::Accept(TRITONBACKEND_Request* request, std::uniq
   if (exclude_input == 0)
     return BadRequest("exclude_input_in_output", "false is not supported by the synthetic runtime (its outputs carry "
                       "the generated tokens only); send true or leave it unset");
+  // A guide is refused, not ignored: fixed token ids cannot follow a grammar (docs/structured-output.md).
+  if (TRITONBACKEND_Input* guide = OptionalInput(request, "guided_decoding_guide_type")) {
+    Tensor t;
+    TG_RETURN_IF_ERROR(ReadInput(guide, &t));
+    if (t.data.size() > 4)  // BYTES: a 4-byte length, then the text; an empty type is no guide
+      return BadRequest("guided_decoding_guide_type", "not supported by the synthetic runtime (its token source "
+                        "emits fixed ids without a model, so they cannot follow a guide); leave it unset");
+  }
   for (const char* name : {"beam_width", "num_return_sequences"}) {
     int64_t value = 1;
     TG_RETURN_IF_ERROR(ScalarOr(request, name, 1, &value));

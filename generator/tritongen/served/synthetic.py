@@ -12,7 +12,7 @@ response with all tokens. Honoured per
 request: request_output_len, streaming, return_num_input_tokens, return_num_output_tokens, stop (the backend's input: a request carrying stop=true ends the request in flight with
 the same request id, as tensorrt_llm_bls sends it when its own client cancels); a cancelled request stops at its
 next token. Outputs carry the generated tokens only: exclude_input_in_output true (or unset) is what it does, and
-false is rejected with an error naming it rather than silently ignored. Emission times are scheduled from the
+false is rejected with an error naming it rather than silently ignored, as is a guided_decoding_guide_type. Emission times are scheduled from the
 arrival (due = arrival + ttft + i * itl), so a serving path that cannot keep up shows as growing lateness, not as
 a slower clock.
 
@@ -135,6 +135,11 @@ class TritonPythonModel:
                     raise RequestError("exclude_input_in_output: false is not supported by the synthetic runtime "
                                        "(its outputs carry the generated tokens only); send true or leave it unset",
                                        BAD_REQUEST, "exclude_input_in_output")
+                guide = pb_utils.get_input_tensor_by_name(request, "guided_decoding_guide_type")
+                if guide is not None and any(v for v in guide.as_numpy().reshape(-1)):
+                    raise RequestError("guided_decoding_guide_type: not supported by the synthetic runtime (its "
+                                       "token source emits fixed ids without a model, so they cannot follow a "
+                                       "guide); leave it unset", BAD_REQUEST, "guided_decoding_guide_type")
                 for name, neutral in (("beam_width", 1), ("num_return_sequences", 1)):
                     value = _scalar(request, name, neutral, int)
                     if value != neutral:

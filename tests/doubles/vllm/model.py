@@ -46,7 +46,10 @@ import triton_python_backend_utils as pb_utils
 ENGINE_ARGS = {"model", "tokenizer", "dtype", "max_model_len", "max_num_seqs", "tensor_parallel_size",
                "gpu_memory_utilization", "enable_prefix_caching", "trust_remote_code"}
 SAMPLING = {"max_tokens": 16, "min_tokens": 0, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "seed": None,
-            "stop": None, "presence_penalty": 0.0, "frequency_penalty": 0.0}
+            "stop": None, "presence_penalty": 0.0, "frequency_penalty": 0.0, "structured_outputs": None}
+# StructuredOutputsParams: exactly one constraint, and the options that shape it.
+CONSTRAINTS = ("json", "regex", "choice", "grammar", "json_object", "structural_tag")
+OPTIONS = ("disable_any_whitespace", "disable_additional_properties", "whitespace_pattern")
 FLAGS = ("return_finish_reason", "return_num_input_tokens", "return_num_output_tokens")
 
 
@@ -94,7 +97,33 @@ def _sampling(text: str) -> dict:  # facts: sampling_limits
             raise RequestError(f"{key} must be in [-2, 2], got {p[key]}.")
     if any(not s for s in p["stop"]):
         raise RequestError("stop cannot contain an empty string.")
+    if p["structured_outputs"] is not None:
+        p["structured_outputs"] = _structured_outputs(p["structured_outputs"])
     return p
+
+
+def _structured_outputs(value) -> dict:  # facts: structured_outputs
+    """StructuredOutputsParams(**json.loads(value)) and the backend's checks of it: the value is a JSON string, one
+    constraint is set, `json` is a dictionary, `choice` a list of strings, `grammar` parses."""
+    given = json.loads(value)  # a dict given as such fails here (json.loads of a dict), as upstream
+    unknown = sorted(set(given) - set(CONSTRAINTS) - set(OPTIONS))
+    if unknown:
+        raise RequestError(f"StructuredOutputsParams takes no {', '.join(unknown)}")
+    chosen = [k for k in CONSTRAINTS if given.get(k) not in (None, False)]
+    if len(chosen) != 1:
+        raise RequestError(f"You must use one kind of structured outputs constraint but got {chosen or 'none'}")
+    if "json" in given and not isinstance(given["json"], dict):
+        raise RequestError("structured_outputs.json must be a JSON schema dictionary")
+    if "choice" in given and not all(isinstance(c, str) for c in given.get("choice") or [None]):
+        raise RequestError("Each element in structured_outputs.choice must be a string")
+    if "grammar" in given:
+        import xgrammar
+
+        try:
+            xgrammar.Grammar.from_ebnf(given["grammar"])
+        except RuntimeError as err:
+            raise RequestError(f"Invalid BNF grammar for structured outputs: {err}") from None
+    return given
 
 
 @dataclass(eq=False)  # identity: a request is one generation
@@ -117,6 +146,8 @@ class Generation:
     sent_tokens: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     closed: bool = False
+    matcher: object = None
+    """XGrammar's matcher of a request with structured_outputs (vLLM's default backend)."""
 
 
 class TritonPythonModel:
@@ -160,6 +191,7 @@ class TritonPythonModel:
         self.prompt_tokens, self.generation_tokens = (f.Metric(labels=labels) for f in self.families[:2])
         self.gauge = self.families[2].Metric(labels={})  # the double's own: cancelled requests leave the model
         self.itl = float(os.environ.get("TRITONGEN_DOUBLE_ITL_MS", "0")) / 1000.0
+        self.compiler = None  # XGrammar's, made for the first request with structured_outputs
         self.lock = threading.Condition()
         self.waiting: deque[Generation] = deque()
         self.active: list[Generation] = []
@@ -203,9 +235,36 @@ class TritonPythonModel:
                                "the number of text tokens.")
         generator = self.torch.Generator()
         generator.manual_seed(params["seed"] if params["seed"] is not None else int.from_bytes(os.urandom(4), "big"))
+        matcher = self._matcher(params["structured_outputs"]) if params["structured_outputs"] else None
         return Generation(request=request, sender=sender, prompt=prompt, prompt_ids=prompt_ids, stream=stream,
                           prepend_input=prepend_input, params=params,
-                          flags={name: bool(_flag(request, name)) for name in FLAGS}, generator=generator)
+                          flags={name: bool(_flag(request, name)) for name in FLAGS}, generator=generator,
+                          matcher=matcher)
+
+    def _matcher(self, constraint: dict):
+        """A matcher for the request's constraint. The double compiles JSON without free whitespace, so that the
+        tiny random model's outputs end (vLLM allows whitespace unless disable_any_whitespace)."""
+        import xgrammar
+
+        if self.compiler is None:
+            vocab = self.model.get_input_embeddings().num_embeddings
+            info = xgrammar.TokenizerInfo.from_huggingface(self.tokenizer, vocab_size=vocab,
+                                                           stop_token_ids=[self.tokenizer.eos_token_id])
+            self.compiler = xgrammar.GrammarCompiler(info, max_threads=1)
+        c = self.compiler
+        if constraint.get("json") is not None:
+            grammar = c.compile_json_schema(json.dumps(constraint["json"]), any_whitespace=False)
+        elif constraint.get("json_object"):
+            grammar = c.compile_builtin_json_grammar()
+        elif constraint.get("regex") is not None:
+            grammar = c.compile_regex(constraint["regex"])
+        elif constraint.get("choice") is not None:
+            grammar = c.compile_grammar("root ::= " + " | ".join(json.dumps(s) for s in constraint["choice"]))
+        elif constraint.get("grammar") is not None:
+            grammar = c.compile_grammar(constraint["grammar"])
+        else:
+            raise RequestError("this test double does not take structural_tag")
+        return xgrammar.GrammarMatcher(grammar)
 
     # ------------------------------------------------------------------ generation
     def _loop(self):
@@ -232,6 +291,8 @@ class TritonPythonModel:
             self._cancel(gen)
             return
         token = self._next_token(gen)
+        if gen.matcher is not None and not gen.matcher.accept_token(token):
+            raise RequestError(f"token {token} does not follow the structured outputs grammar")
         gen.generated.append(token)
         p = gen.params
         if self.report:
@@ -263,6 +324,12 @@ class TritonPythonModel:
             out = self.model(input_ids=torch.tensor([ids]), past_key_values=gen.cache, use_cache=True)
         gen.cache = out.past_key_values
         logits = out.logits[0, -1].float()
+        if gen.matcher is not None:
+            import xgrammar
+
+            mask = xgrammar.allocate_token_bitmask(1, logits.numel())
+            gen.matcher.fill_next_token_bitmask(mask)
+            xgrammar.apply_token_bitmask_inplace(logits.unsqueeze(0), mask)
         if len(gen.generated) < p["min_tokens"] and self.tokenizer.eos_token_id is not None:
             logits[self.tokenizer.eos_token_id] = -math.inf
         if gen.generated and (p["presence_penalty"] or p["frequency_penalty"]):

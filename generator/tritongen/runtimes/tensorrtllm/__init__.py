@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from tritongen.core import PlanView, Ports
 from tritongen.runtimes.base import RuntimeSettings
 from tritongen.runtimes.tensorrtllm.release import TRTLLM, TrtllmRelease  # noqa: F401 (re-exported)
+from tritongen.runtimes.tensorrtllm import xgrammar_info
 
 # Where the docker build mounts the TensorRT-LLM checkout's examples folder (see trtllm_build).
 CONTAINER_EXAMPLES = "/tritongen/examples"
@@ -148,7 +149,8 @@ def build_commands(s: BuildSettings, checkpoint_dir: str | os.PathLike[str], out
     if s.world_size > 1:
         # One build process per rank engine instead of building the ranks one after another.
         build += ["--workers", str(s.world_size)]
-    return [convert, build]
+    # Guided decoding: the tensorrt_llm model reads XGrammar's vocabulary from this file in the engine folder.
+    return [convert, build, xgrammar_info.command(python, os.fspath(checkpoint_dir), out)]
 
 
 def _flag(value: bool) -> str:
@@ -217,9 +219,11 @@ def tensorrt_llm_parameters(plan: PlanView, engine_dir: str | os.PathLike[str], 
         "cuda_graph_mode": "false",
         "cuda_graph_cache_size": "0",
         "speculative_decoding_fast_logits": "false",
+        # Guided decoding (docs/structured-output.md): the C++ backend ignores tokenizer_dir and builds XGrammar's
+        # vocabulary from the tokenizer-info file, which the engine build writes next to the engine.
         "tokenizer_dir": "",
-        "guided_decoding_backend": "",
-        "xgrammar_tokenizer_info_path": "",
+        "guided_decoding_backend": plan.structured_output.backend,
+        "xgrammar_tokenizer_info_path": str(PurePosixPath(os.fspath(engine_dir)) / xgrammar_info.FILE),
         "recv_poll_period_ms": "0",
     }
 

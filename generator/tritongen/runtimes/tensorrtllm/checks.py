@@ -17,7 +17,7 @@ from typing import Any, cast
 
 from tritongen.core import PlanView
 from tritongen.errors import SpecError, problem
-from tritongen.runtimes.tensorrtllm import TRTLLM, TensorrtllmPlan
+from tritongen.runtimes.tensorrtllm import TRTLLM, TensorrtllmPlan, xgrammar_info
 
 
 # pretrained_config.quantization.quant_algo written by conversion, per spec quantisation.
@@ -75,6 +75,13 @@ def check_plan_engine(plan: PlanView, log: Callable[[str], None] = _stderr) -> N
         log(f"engine.engine_dir: no built engine at {trt.engine_dir} yet, so the repository is not checked against "
             "one; run `tritongen build` for this spec (or point engine.engine_dir at a built engine) before serving")
         return
+    info = Path(trt.engine_dir) / xgrammar_info.FILE
+    if not info.is_file():
+        # The C++ backend refuses to load with xgrammar_tokenizer_info_path naming a missing file; engines built
+        # by tritongen have it (build_commands), an engine built elsewhere needs it written once.
+        log(f"engine.engine_dir: {info} is missing, and the tensorrt_llm model does not load without it (guided "
+            f"decoding); write it: `python -m tritongen.runtimes.tensorrtllm.xgrammar_info {plan.tokenizer.dir} "
+            f"{trt.engine_dir}`")
     config = load_engine_config(trt.engine_dir)
     problems = check_engine(config, plan, tokenizer_vocab_size=plan.tokenizer.vocab_size, world_size=trt.world_size)
     if logits_datatype(config) != plan.logits_datatype:

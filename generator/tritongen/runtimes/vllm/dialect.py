@@ -39,12 +39,15 @@ STRUCTURED_OUTPUTS_FIELDS = {"json": "json_object", "json_schema": "json", "rege
 
 def structured_outputs(guide_type: str, guide: str) -> str:
     """The value of sampling_parameters["structured_outputs"]: a JSON-encoded StructuredOutputsParams, because the
-    backend json.loads that key's value and splats it into the class (vllm_backend src/utils/vllm_backend_utils.py
-    at r26.01; its CI sends `json.dumps({"choice": [...]})`)."""
+    backend json.loads that key's value and splats it into the class, and its check refuses a `json` that is not a
+    dictionary (vllm_backend src/utils/vllm_backend_utils.py, TritonSamplingParams.from_dict and
+    _validate_guided_params, read at 0881a8a5; its CI sends `json.dumps({"choice": [...]})`). A schema that is not
+    JSON raises ValueError."""
     field = STRUCTURED_OUTPUTS_FIELDS.get(guide_type)
     if field is None:
         raise ValueError(f"unknown guide type {guide_type!r}; known: {', '.join(STRUCTURED_OUTPUTS_FIELDS)}")
-    return json.dumps({field: True if field == "json_object" else guide})
+    value = True if field == "json_object" else json.loads(guide) if field == "json" else guide
+    return json.dumps({field: value})
 
 
 class VllmDialect(Dialect):
