@@ -71,6 +71,7 @@ def test_response_format_becomes_the_guide_nvidia_names():
     ({"type": "object", "properties": {"a": {"minLength": "three"}}}, ["not a valid JSON Schema", "minLength"]),
     ({"required": "a"}, ["not a valid JSON Schema"]),
     ([1, 2], ["must be a JSON Schema object"]),
+    (1, ["must be a JSON Schema object"]),
 ])
 def test_an_invalid_schema_is_a_400_naming_response_format(schema, words):
     fmt = ResponseFormat.model_validate({"type": "json_schema", "json_schema": {"name": "x", "schema": schema}})
@@ -106,6 +107,10 @@ def test_vllms_structured_outputs_extension_becomes_the_guide_of_its_kind(given,
 def test_a_schema_over_the_limit_is_refused():
     fmt = ResponseFormat.model_validate({"type": "json_schema", "json_schema": {"name": "x", "schema": WEATHER}})
     _refused(lambda: response_format_guide(_route(limit=50), fmt), "response_format", "max_schema_bytes")
+    from tritongen.frontend.structured import output_guide
+
+    _refused(lambda: output_guide(_route(limit=50), _chat(structured_outputs={"regex": "a" * 51})),
+             "structured_outputs", "the regex is 51 bytes")
 
 
 def test_required_schema_accepts_exactly_the_calls_of_the_tools():

@@ -34,7 +34,7 @@ class Guide:
     type: str
     """json, json_schema, regex or ebnf_grammar (NVIDIA's guided_decoding_guide_type values)."""
     text: str
-    """The schema or grammar; empty for `json` (any JSON object)."""
+    """The schema, regex or grammar; empty for `json` (any JSON value)."""
     param: str
     """The request field it comes from, named when the server refuses it."""
 
@@ -63,21 +63,23 @@ def _allowed(route: ModelRoute, guide_type: str, param: str, why: str) -> None:
                             f"offer ({can}); remove {param}", param=param)
 
 
-def _schema_text(route: ModelRoute, schema: dict, param: str) -> str:
-    text = json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
-    limit = route.structured_output.max_schema_bytes
-    if len(text.encode()) > limit:
-        raise APIError(400, f"{param}: the schema is {len(text.encode())} bytes as JSON, over this deployment's "
-                            f"limit of {limit} (structured_output.max_schema_bytes); send a smaller schema",
-                       param=param)
+def _limited(route: ModelRoute, text: str, param: str, what: str = "schema") -> str:
+    size, limit = len(text.encode()), route.structured_output.max_schema_bytes
+    if size > limit:
+        raise APIError(400, f"{param}: the {what} is {size} bytes, over this deployment's limit of {limit} "
+                            f"(structured_output.max_schema_bytes); send a smaller {what}", param=param)
     return text
+
+
+def _schema_text(route: ModelRoute, schema: dict, param: str) -> str:
+    return _limited(route, json.dumps(schema, separators=(",", ":"), ensure_ascii=False), param)
 
 
 def response_format_guide(route: ModelRoute, fmt: ResponseFormat | None) -> Guide | None:
     """The guide of a response_format (None: plain text)."""
     if fmt is None or fmt.type == "text":
         return None
-    if fmt.type == "json_object" or fmt.json_schema.schema_ in (None, True):
+    if fmt.type == "json_object" or fmt.json_schema.schema_ is None or fmt.json_schema.schema_ is True:
         # OpenAI's json_object is an object, while guide type json (NVIDIA's, XGrammar's builtin JSON grammar)
         # allows any JSON value, a bare array or number too: so the object schema where the runtime takes schemas.
         # A json_schema without a schema (OpenAI's is optional) is the same.
@@ -102,10 +104,10 @@ def extension_guide(route: ModelRoute, so: StructuredOutputs | None) -> Guide | 
         return Guide("json", "", param)
     if so.regex is not None:
         _allowed(route, "regex", param, "regex")
-        return Guide("regex", so.regex, param)
+        return Guide("regex", _limited(route, so.regex, param, "regex"), param)
     if so.grammar is not None:
         _allowed(route, "ebnf_grammar", param, "grammar")
-        return Guide("ebnf_grammar", so.grammar, param)
+        return Guide("ebnf_grammar", _limited(route, so.grammar, param, "grammar"), param)
     schema = so.json_
     if isinstance(schema, str):
         try:
