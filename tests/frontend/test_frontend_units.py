@@ -136,7 +136,8 @@ def test_temperature_alone_brings_top_p_one():
 @pytest.mark.parametrize("kw, param", [
     ({"n": 2}, "n"), ({"logprobs": True}, "logprobs"), ({"top_logprobs": 2}, "logprobs"),
     ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}, "strict": 1}]}, "tools"),
-    ({"tool_choice": "auto"}, "tool_choice"), ({"tool_choice": "sometimes"}, "tool_choice"),
+    ({"tool_choice": "auto"}, "tool_choice"), ({"tool_choice": "none"}, "tool_choice"),
+    ({"tool_choice": "sometimes"}, "tool_choice"),
     ({"response_format": {"type": "json_object", "json_schema": {"name": "x"}}}, "response_format"),
     ({"response_format": {"type": "json_schema", "json_schema": {"schema": {}}}}, "response_format"),
     ({"frequency_penalty": 3}, "frequency_penalty"), ({"seed": -1}, "seed"),

@@ -170,7 +170,7 @@ class ChatCompletionRequest(SamplingFields):
     def _chat_supported(self) -> ChatCompletionRequest:
         if self.logprobs or self.top_logprobs:
             raise ValueError("logprobs: not available from this deployment (the runtime returns no log probs)")
-        if not self.tools and self.tool_choice not in (None, "none"):
+        if not self.tools and self.tool_choice is not None:  # OpenAI's rule, `none` included
             raise ValueError("tool_choice: only allowed with tools")
         if not self.tools and self.parallel_tool_calls is not None:
             raise ValueError("parallel_tool_calls: only allowed with tools")
