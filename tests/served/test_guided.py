@@ -126,3 +126,19 @@ def test_a_guide_without_its_type_is_refused_naming_the_type(served):
     body = {**request_body(PROMPT, 8, stream=False), "guided_decoding_guide": "{}"}
     status, answer = _post(f"http://{served.http_url}/v2/models/ensemble/generate", body)
     assert status == 400 and "[bad_request:guided_decoding_guide_type]" in answer["error"], answer
+
+
+def test_bad_guides_beside_guided_streams_leave_those_streams_whole(served):
+    # Guided streams in flight while bad guides are refused: each stream still ends with its valid, exact output.
+    case = next(c for c in SCHEMAS if c["name"] == "mixed_record")
+    guide = ("json_schema", json.dumps(case["schema"]))
+    whole = _http(served, "ensemble", guide)
+    with ThreadPoolExecutor(4) as pool:
+        streams = [pool.submit(_grpc_stream, served, "tensorrt_llm_bls", guide) for _ in range(3)]
+        for bad_type, bad, name, _ in BAD:
+            body = {**request_body(PROMPT, 8, stream=False), "guided_decoding_guide_type": bad_type,
+                    "guided_decoding_guide": bad}
+            status, answer = _post(f"http://{served.http_url}/v2/models/ensemble/generate", body)
+            assert status == 400 and f"[bad_request:{name}]" in answer["error"]
+        assert [s.result(timeout=120) for s in streams] == [whole] * 3
+    jsonschema.validate(json.loads(whole), case["schema"])

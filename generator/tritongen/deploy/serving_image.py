@@ -36,9 +36,10 @@ BUILD_PREFIX = "/opt/tritongen/backends"
 BUILD_PACKAGES = ("cmake", "g++", "make", "nlohmann-json3-dev")
 """Debian/Ubuntu packages the backend build needs, from the base image's own release: its pinned tag fixes the
 release and so the versions (an exact `=version` pin would break once the archive's -updates pocket moves)."""
-HF_PACKAGES = ("torch==2.13.0", "transformers==5.24.0", "tokenizers==0.23.3", "numpy==1.26.4")
-"""What the hf and synthetic runtimes' python models import (preprocessing tokenises with transformers); numpy
-stays below 2: the python backend cannot return numeric tensors with numpy 2."""
+HF_PACKAGES = ("torch==2.13.0", "transformers==5.24.0", "tokenizers==0.23.3", "numpy==1.26.4", "xgrammar==0.2.9")
+"""What the hf and synthetic runtimes' python models import (preprocessing tokenises with transformers; the hf model
+masks guided requests with xgrammar); numpy stays below 2: the python backend cannot return numeric tensors with
+numpy 2."""
 
 _BACKEND = re.compile(r'^backend:\s*"([^"]+)"', re.MULTILINE)
 _SKIP = {"__pycache__", "build", ".pytest_cache"}

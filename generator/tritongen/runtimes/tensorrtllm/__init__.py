@@ -149,8 +149,7 @@ def build_commands(s: BuildSettings, checkpoint_dir: str | os.PathLike[str], out
     if s.world_size > 1:
         # One build process per rank engine instead of building the ranks one after another.
         build += ["--workers", str(s.world_size)]
-    # Guided decoding: the tensorrt_llm model reads XGrammar's vocabulary from this file in the engine folder.
-    return [convert, build, xgrammar_info.command(python, os.fspath(checkpoint_dir), out)]
+    return [convert, build]
 
 
 def _flag(value: bool) -> str:

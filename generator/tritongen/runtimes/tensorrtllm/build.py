@@ -32,7 +32,7 @@ from docker.types import DeviceRequest, Mount, Ulimit
 
 from tritongen.errors import CheckFailed, EnvironmentMissing, SpecError, problem
 from tritongen.runtimes.tensorrtllm import (CONTAINER_EXAMPLES, LLAMA_FAMILY, TRTLLM, BuildSettings, TensorrtllmPlan,
-                                            build_commands)
+                                            build_commands, xgrammar_info)
 
 MANIFEST = "tritongen-manifest.json"
 
@@ -52,7 +52,7 @@ CACHE_KEY_IGNORED = (
     "version", "name", "runtime", "model.checkpoint", "model.tokenizer", "model.dtype", "model.add_special_tokens",
     "model.skip_special_tokens", "engine.engine_dir", "engine.cache_dir", "engine.batching_strategy",
     "engine.batch_scheduler_policy", "engine.enable_chunked_context", "serving.", "placement.", "validation.",
-    "deploy.", "frontend.",
+    "deploy.", "frontend.", "structured_output.",
 )
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
@@ -363,6 +363,13 @@ def build_engine(trt: TensorrtllmPlan, checkpoint_dir: str | os.PathLike[str], *
         built = work / "engine"
         if not (built / "config.json").is_file():
             raise CheckFailed("engine build: finished without writing config.json; see the log above")
+        try:
+            # The tensorrt_llm model loads XGrammar's vocabulary from this file (guided decoding), and refuses to
+            # load when xgrammar_tokenizer_info_path names a missing one.
+            xgrammar_info.write(ckpt, built)
+        except Exception as err:  # noqa: BLE001 - whatever the tokenizer raises, the built engine is kept
+            log(f"engine build: {xgrammar_info.FILE} not written ({err}); write it before serving: `python -m "
+                f"tritongen.runtimes.tensorrtllm.xgrammar_info TOKENIZER_DIR {target}`")
         manifest = {"key": key, "build": build.model_dump(mode="json"), "checkpoint": str(ckpt.resolve()),
                     "checkpoint_digest": digest, "tensorrt_llm": TRTLLM.version,
                     "container": TRTLLM.container, "gpu_arch": trt.gpu_arch, "commands": commands,

@@ -15,6 +15,7 @@ from tritongen.runtimes.tensorrtllm import (
     DEFAULT_MAX_NUM_TOKENS, TRTLLM, BuildSettings, TensorrtllmPlan, build_commands, ensemble_server_command, id_groups,
     tensorrt_llm_parameters,
 )
+from tritongen.runtimes.tensorrtllm import xgrammar_info
 from tritongen.runtimes.tensorrtllm.release import upstream
 from tritongen.runtimes.tensorrtllm.spec import EngineSection
 
@@ -229,8 +230,10 @@ class TensorrtllmRuntime(Runtime[TensorrtllmPlan]):
 
     def engine_build_commands(self, plan: PlanView, checkpoint: str, engine: str, *, converted_dir: str,
                               examples_dir: str, calibration_dir: str | None) -> list[list[str]]:
+        # Then the tokenizer-info file the tensorrt_llm model loads for guided decoding, beside the engine.
         return build_commands(self.own(plan).build, checkpoint, engine, converted_dir=converted_dir,
-                              examples_dir=examples_dir, calibration_dir=calibration_dir)
+                              examples_dir=examples_dir, calibration_dir=calibration_dir) + \
+            [xgrammar_info.command("python3", checkpoint, engine)]
 
     def hpa_signals(self, plan: PlanView) -> list[Signal]:
         # Requests the batch manager has not scheduled (batch slots or KV blocks exhausted) and the paged KV
