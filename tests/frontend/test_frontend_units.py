@@ -120,6 +120,26 @@ def test_request_tensors_are_inputs_of_the_rendered_ensemble_and_bls(rendered_co
         assert {n: outputs.get(n) for n in TRITON_FRONTEND_OUTPUTS} == TRITON_FRONTEND_OUTPUTS, model
 
 
+def test_guide_tensors_are_inputs_of_every_entry_model(rendered_configs):
+    """The guide reaches the ensemble and the BLS (text path) and tensorrt_llm (ids path) in NVIDIA's tensors."""
+    gen = Generation(prompt="p", max_tokens=4, stream=True, guide_type="json_schema", guide='{"type":"object"}')
+    for request, models in ((build_request("ensemble", gen, "id"), ("ensemble", "tensorrt_llm_bls")),
+                            (_ids_request(gen), ("tensorrt_llm",))):
+        sent = {t.name: _DTYPE[t.datatype] for t in request.inputs if t.name.startswith("guided")}
+        assert sent == {"guided_decoding_guide_type": "TYPE_STRING", "guided_decoding_guide": "TYPE_STRING"}
+        for model in models:
+            assert {n: rendered_configs[model][0].get(n) for n in sent} == sent, model
+
+
+def _ids_request(gen):
+    from types import SimpleNamespace
+
+    from tritongen.frontend.ids import build_ids_request
+
+    codec = SimpleNamespace(inputs=lambda *a, **k: {"input_ids": np.array([[1, 2]], dtype=np.int32)})
+    return build_ids_request(codec, gen, "id")
+
+
 def test_temperature_alone_brings_top_p_one():
     def top_p(**kwargs):
         request = build_request("ensemble", Generation(prompt="p", max_tokens=4, stream=False, **kwargs), "id")
@@ -237,7 +257,7 @@ def rendered_configs(tiny_repo):
     from tritonclient.grpc import model_config_pb2
 
     out = {}
-    for model in ("ensemble", "tensorrt_llm_bls"):
+    for model in ("ensemble", "tensorrt_llm_bls", "tensorrt_llm"):
         config = text_format.Parse((tiny_repo / model / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
         dtype = model_config_pb2.DataType.Name
         out[model] = ({i.name: dtype(i.data_type) for i in config.input},

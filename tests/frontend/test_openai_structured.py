@@ -229,3 +229,23 @@ def test_a_guide_type_the_runtime_lacks_is_refused_naming_it(triton, tiny_repo):
                 client.chat.completions.create(model=route.name, messages=MESSAGES, **kw)
             assert info.value.param == param and route.structured_output.runtime in info.value.message
         _healthy(server, client, route.name)
+
+
+def test_the_ids_path_constrains_alike(triton, tiny_repo):
+    """`--openai-path ids` sends the guide to tensorrt_llm itself, in the same tensors."""
+    from tritongen.frontend.server import FrontendServer
+    from tritongen.plan.frontend import FrontendPlan
+
+    config = FrontendPlan.read(tiny_repo)
+    with FrontendServer(config.model_copy(update={"port": 0}), triton.grpc_url, path="ids") as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="unused", max_retries=0, timeout=120)
+        model = config.models[0].name
+        item = next(s for s in SCHEMAS if "$defs" in json.dumps(s["schema"]))
+        choice = client.chat.completions.create(model=model, messages=MESSAGES, response_format=_json_schema(item),
+                                                max_completion_tokens=LIMIT).choices[0]
+        assert choice.finish_reason == "stop"
+        jsonschema.validate(json.loads(choice.message.content), item["schema"])
+        named = {"type": "function", "function": {"name": "move_to"}}
+        out = client.chat.completions.create(model=model, messages=MESSAGES, tools=TOOLS, tool_choice=named,
+                                             max_completion_tokens=LIMIT)
+        _validate_call(out.choices[0].message.tool_calls[0])

@@ -234,15 +234,22 @@ def build_request(model: str, gen: Generation, request_id: str):
     ]
     if gen.stop:
         tensors.append(_bytes_tensor("stop_words", list(gen.stop), pb2))
-    if gen.guide_type is not None:
-        tensors.append(_bytes_tensor("guided_decoding_guide_type", [gen.guide_type], pb2))
-        if gen.guide:
-            tensors.append(_bytes_tensor("guided_decoding_guide", [gen.guide], pb2))
+    tensors += guide_tensors(gen)
     dtypes = {"min_tokens": ("INT32", np.int32), "seed": ("UINT64", np.uint64)}
     for name, value in sampling(gen).items():
         datatype, dtype = dtypes.get(name, ("FP32", np.float32))
         tensors.append(_scalar_tensor(name, value, datatype, dtype, pb2))
     return _infer_request(model, request_id, tensors, OUTPUTS)
+
+
+def guide_tensors(gen: Generation) -> list:
+    """NVIDIA's guided-decoding inputs of a generation (none without a guide; no guide text for type `json`)."""
+    if gen.guide_type is None:
+        return []
+    tensors = [_bytes_tensor("guided_decoding_guide_type", [gen.guide_type], pb2)]
+    if gen.guide:
+        tensors.append(_bytes_tensor("guided_decoding_guide", [gen.guide], pb2))
+    return tensors
 
 
 def sampling(gen: Generation) -> dict[str, object]:
