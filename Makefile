@@ -13,10 +13,13 @@ BUILD_BACKEND := $(BIN)/python -m pip install -q "scikit-build-core>=1.1"
 
 .PHONY: install native demo test test-fast goldens clean
 
+# The serving image's python pins constrain this environment too: the suite runs what Dockerfile.serving installs.
+PINS := deploy/templates/serving-packages.txt
+
 # The package build (scikit-build-core, pyproject.toml) compiles the native Triton backends (C++: the BLS and the
 # synthetic runtime's token source) and installs them into .venv/lib/tritongen/backends, where `serve` finds them
 # (tritongen.native.installed_dir): the same build and place as `pip install` of a wheel. Never on `serve`.
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(PINS)
 	# docker-compose v1 validates generated compose files offline (PyPI's 1.29 conflicts with our pins).
 	command -v docker-compose >/dev/null || (apt-get update -qq && apt-get install -y -qq --no-install-recommends docker-compose) \
 		|| echo "docker-compose not installed: compose validation tests will be skipped"
@@ -26,9 +29,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	# The CPU build of torch; on a GPU machine install torch as usual before `make`.
-	$(BIN)/python -m pip install -q "torch==2.13.0" || $(BIN)/python -m pip install -q torch
+	$(BIN)/python -m pip install -q -c $(PINS) torch || $(BIN)/python -m pip install -q torch
 	$(BUILD_BACKEND)
-	$(EDITABLE) -e ".[dev]"
+	$(EDITABLE) -c $(PINS) -e ".[dev]"
 	touch $(STAMP) $(NATIVE_STAMP)
 
 # After a change to the backends' sources (or in a .venv made before the package build compiled them): the same

@@ -149,3 +149,10 @@ def triton(tiny_repo, tmp_path_factory):
     server = start_server(tiny_repo, tmp_path_factory.mktemp("logs") / "tritonserver.log")
     yield server
     server.stop()
+
+
+@pytest.fixture
+def gpu_here(monkeypatch):
+    """Plan as on a machine with a GPU: `validate` and `plan` refuse a GPU placement without --inventory where NVML
+    finds none (this machine), and these tests are about the plan, not the machine."""
+    monkeypatch.setattr("tritongen.placement.inventory.no_local_gpu", lambda: None)

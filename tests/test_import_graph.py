@@ -244,8 +244,8 @@ def test_the_checker_finds_a_type_only_upward_import():
                                        "tritongen.runtimes.z imports tritongen.render"]
 
 
-RUNTIME_SEAM = ("tritongen.runtimes", "tritongen.runtimes.base")
-"""What a stage may import of the runtimes: the registry and the roles' types. A runtime's own package is reached
+RUNTIME_SEAM = ("tritongen.runtimes", "tritongen.runtimes.base", "tritongen.runtimes.pins")
+"""What a stage may import of the runtimes: the registry, the roles' types and the pin records every runtime fills. A runtime's own package is reached
 through the runtime object (`runtime_of(plan).build_engine(...)`), never imported."""
 READS_A_RUNTIME_PACKAGE: dict[str, str] = {}
 """Stages allowed to import one runtime's package, with the reason (none: tune reads the synthetic engine's schedule

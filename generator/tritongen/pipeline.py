@@ -13,8 +13,9 @@ from tritongen.client import stream_grpc
 from tritongen.errors import CheckFailed, EnvironmentMissing, SpecError, problem
 from tritongen.frontend.metrics import histogram_buckets, quantiles
 from tritongen.frontend.server import FrontendProcess, FrontendWorkers
+from tritongen.loadtests.interrupt import on_interrupt
 from tritongen.loadtests.progress import wanted
-from tritongen.loadtests.runner import Endpoint, LoadTest, load_from_args, run_loadtest, say
+from tritongen.loadtests.runner import INTERRUPTED_EXIT, Endpoint, LoadTest, load_from_args, run_loadtest, say
 from tritongen.plan import Plan, load_plan
 from tritongen.plan.checks import require_tokenizer
 from tritongen.render import render_for, write_repository
@@ -39,7 +40,6 @@ def up(args: argparse.Namespace) -> int:
     require_tokenizer(plan.tokenizer.dir)
     _stage(1, total, "validate", f"{args.spec} ({plan.name}, runtime {plan.runtime})")
     load = load_from_args(args, plan)
-    profile = load.profile
     _stage(2, total, "plan", f"{plan.llm_instance_group.kind} x{plan.llm_instance_group.count}, "
            f"max_batch_size {plan.max_batch_size}, tokenizer {plan.tokenizer.dir}")
     out = Path(args.out or f"up-{plan.name}").resolve()
@@ -55,36 +55,50 @@ def up(args: argparse.Namespace) -> int:
         raise CheckFailed(f"{repo}: {len(findings)} verification finding(s)")
     _stage(4, total, "verify", "configs parse, ensemble wiring consistent")
     server = TritonServer(repo, log_path=out / "tritonserver.log")
-    _stage(5, total, "serve", "starting the embedded tritonserver ...")
-    server.start(timeout=args.server_timeout)
-    frontend = None
+    frontends: list = []  # the OpenAI frontend once started, for the stop
+    code = INTERRUPTED_EXIT
     try:
-        _stage(5, total, "serve", f"ready: http {server.http_url}, grpc {server.grpc_url}, "
-               f"metrics {server.metrics_url}, log {server.log_path}")
-        _stream_one(server.grpc_url, plan.max_tokens_default)
-        openai_port = getattr(args, "openai", None)
-        overhead = getattr(args, "openai_overhead", False)
-        if openai_port is not None or overhead or profile.protocol == "openai" or plan.frontend.enabled:
-            frontend = _start_frontend(plan, repo, server.grpc_url, openai_port, out / "frontend.log")
-            _stage(5, total, "serve", f"OpenAI API: {frontend.base_url} (model {plan.frontend.models[0].name})")
-        endpoint = Endpoint(grpc_url=server.grpc_url, http_url=server.http_url, metrics_url=server.metrics_url,
-                            openai_url=frontend.url if frontend else None)
-        levels = ", ".join(f"{x:g}" for x in profile.levels())
-        if overhead:
-            _stage(6, total, "loadtest", f"{profile.mode} loop, {profile.level_unit} {levels}, grpc then "
-                   f"openai, {max(1, round(profile.duration_s))} s each")
-            code = _with_server_check(lambda: openai_overhead(plan, endpoint, load, out, args.spec), server)
-        else:
-            _stage(6, total, "loadtest", f"{profile.mode} loop, {profile.level_unit} {levels}, "
-                   f"{profile.protocol}, {max(1, round(profile.duration_s))} s per level")
-            code = _with_server_check(lambda: run_loadtest(plan, endpoint, load, out, spec_path=args.spec,
-                                                           progress=wanted(args.no_progress)), server)
+        with on_interrupt("stopping " + ("the OpenAI frontend and " if plan.frontend.enabled else "")
+                          + "tritonserver", say):
+            code = _serve_and_load(args, plan, load, repo, out, server, total, frontends.append)
+    except KeyboardInterrupt:
+        say("nothing finished before Ctrl-C: no report (the load test had not begun)")
     finally:
-        _stage(7, total, "stop", "stopping " + ("the OpenAI frontend and " if frontend else "") + "tritonserver")
-        if frontend is not None:
+        _stage(7, total, "stop", "stopping " + ("the OpenAI frontend and " if frontends else "") + "tritonserver")
+        for frontend in frontends:
             frontend.stop()
         server.stop()
     return code
+
+
+def _serve_and_load(args: argparse.Namespace, plan: Plan, load: LoadTest, repo: Path, out: Path, server, total: int,
+                    started: Callable) -> int:
+    """Stages 5 and 6 of `up`: the server (and the frontend, handed to `started` for the stop), then the load; the
+    load test's exit code (130 when Ctrl-C stopped it: it wrote the report of the levels that finished)."""
+    profile = load.profile
+    _stage(5, total, "serve", "starting the embedded tritonserver ...")
+    server.start(timeout=args.server_timeout)
+    _stage(5, total, "serve", f"ready: http {server.http_url}, grpc {server.grpc_url}, "
+           f"metrics {server.metrics_url}, log {server.log_path}")
+    _stream_one(server.grpc_url, plan.max_tokens_default)
+    openai_port = getattr(args, "openai", None)
+    overhead = getattr(args, "openai_overhead", False)
+    frontend = None
+    if openai_port is not None or overhead or profile.protocol == "openai" or plan.frontend.enabled:
+        frontend = _start_frontend(plan, repo, server.grpc_url, openai_port, out / "frontend.log")
+        started(frontend)
+        _stage(5, total, "serve", f"OpenAI API: {frontend.base_url} (model {plan.frontend.models[0].name})")
+    endpoint = Endpoint(grpc_url=server.grpc_url, http_url=server.http_url, metrics_url=server.metrics_url,
+                        openai_url=frontend.url if frontend else None)
+    levels = ", ".join(f"{x:g}" for x in profile.levels())
+    if overhead:
+        _stage(6, total, "loadtest", f"{profile.mode} loop, {profile.level_unit} {levels}, grpc then "
+               f"openai, {max(1, round(profile.duration_s))} s each")
+        return _with_server_check(lambda: openai_overhead(plan, endpoint, load, out, args.spec), server)
+    _stage(6, total, "loadtest", f"{profile.mode} loop, {profile.level_unit} {levels}, "
+           f"{profile.protocol}, {max(1, round(profile.duration_s))} s per level")
+    return _with_server_check(lambda: run_loadtest(plan, endpoint, load, out, spec_path=args.spec,
+                                                   progress=wanted(args.no_progress)), server)
 
 
 def _start_frontend(plan: Plan, repo: Path, grpc_url: str, port: int | None, log: Path):
@@ -119,7 +133,10 @@ def openai_overhead(plan: Plan, endpoint: Endpoint, load: LoadTest, out: Path, s
         model = plan.frontend.models[0].triton_model if protocol == "grpc" else None
         run = dataclasses.replace(load, profile=profile.model_copy(update={"protocol": protocol}), model=model)
         before = added_buckets() if protocol == "openai" else None
-        code = max(code, run_loadtest(plan, endpoint, run, out / protocol, spec_path=spec_path))
+        result = run_loadtest(plan, endpoint, run, out / protocol, spec_path=spec_path)
+        if result == INTERRUPTED_EXIT:  # Ctrl-C: the protocol's partial report is written; no comparison
+            return result
+        code = max(code, result)
         level = json.loads((out / protocol / "loadtest.json").read_text())["levels"][0]
         runs[protocol] = {key: level["metrics"][key] for key in ("request_count", "error_count", "ttft_ms",
                                                                   "itl_ms", "e2e_ms", "output_token_throughput")}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import shutil
 from pathlib import Path
 from unittest import mock
@@ -234,6 +235,45 @@ def test_golden_deployment_repository_runs_the_native_bls_from_its_serving_image
     assert 'backend: "tritongen_bls"' in dep.repository["tensorrt_llm_bls/config.pbtxt"].decode()
     assert "tritongen_bls" in serving_image.native_backends(dep.repository)
     assert dep.builds_serving_image and dep.image == serving_image.image_tag(dep.plan)
+
+
+def test_a_tiny_cpu_model_is_sized_from_its_plan_in_k8s_and_compose(workdir):
+    """The CPU profile's server is sized by what its plan runs: one core per LLM instance plus one, 0.5 GiB per
+    python instance (measured 0.32-0.38 GiB resident each), not a GPU server's 2 GiB allowances; a GPU plan keeps
+    the cores that keep pace with a GPU's tokens. Compose limits each service to the same sizes."""
+    from tritongen.deploy.compose import compose_services, server_service
+    from tritongen.deploy.k8s import kinds, pod_resources
+
+    dep = _prepare(workdir, "tiny-cpu")
+    [kind] = kinds(dep, "mixed")
+    r = pod_resources(dep, kind)
+    python = (dep.plan.preprocessing_instances + dep.plan.postprocessing_instances + dep.plan.bls_instances
+              + dep.plan.llm_instance_group.count)
+    assert (r.cpu, r.memory_gib, r.shm_gib) == (dep.plan.llm_instance_group.count + 1, math.ceil(1 + 0.5 * python),
+                                               0.5), r
+    assert r.cpu <= 2 and r.memory_gib <= 4, r  # a 0.7M-parameter model
+    service = server_service(dep, compose_services(dep)[0])
+    assert service["deploy"]["resources"]["limits"] == {"cpus": str(r.cpu), "memory": f"{r.memory_gib}g"}
+    assert service["shm_size"] == "512mb"
+    gpu = _prepare(workdir, "llama3-8b-mig")
+    big = pod_resources(gpu, kinds(gpu, "mixed")[0])
+    assert big.cpu >= 4 and big.memory_gib >= 15 + 2 + 2 and big.shm_gib == 2, big
+
+
+def test_the_serving_images_python_pins_are_what_this_suite_runs():
+    """Dockerfile.serving installs the versions of torch, transformers, tokenizers and numpy that the tests ran
+    with (`make install` constrains the environment to the same file), so a deployment serves what was tested."""
+    from importlib.metadata import version
+
+    from tritongen.deploy import serving_image
+
+    pins = dict(line.split("==") for line in serving_image.pinned_packages())
+    assert set(pins) == {"torch", "transformers", "tokenizers", "numpy"}
+    assert {name: version(name).split("+")[0] for name in pins} == pins  # torch's local tag: +cpu here
+    dockerfile = (GOLDEN / "tiny-cpu-compose" / "Dockerfile.serving").read_text()
+    assert all(f'"{name}=={pin}"' in dockerfile for name, pin in pins.items()), dockerfile
+    makefile = (Path(__file__).parents[2] / "Makefile").read_text()
+    assert "PINS := deploy/templates/serving-packages.txt" in makefile and "-c $(PINS) -e" in makefile
 
 
 # ---------------------------------------------------------------------------------------------- docker

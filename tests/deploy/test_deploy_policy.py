@@ -428,7 +428,9 @@ def test_cpu_profile_deploys_without_gpus(workdir, name, tmp_path):
     assert "tolerations" not in pod and pod["containers"][0]["command"][0] == "/opt/tritonserver/bin/tritonserver"
     out = _write(render_deployment(_prepare(workdir, name), "compose"), tmp_path / "compose")
     services = compose_config(out)["services"]
-    assert "deploy" not in services["triton-cpu"] and services["triton-cpu"]["build"]["dockerfile"] == "Dockerfile.serving"
+    # No device reservation, only the limits the plan sizes.
+    assert list(services["triton-cpu"]["deploy"]["resources"]) == ["limits"]
+    assert services["triton-cpu"]["build"]["dockerfile"] == "Dockerfile.serving"
     from tritongen.deploy.docker import docker_run_kwargs
 
     dep = _prepare(workdir, name)

@@ -181,7 +181,7 @@ def test_every_pip_install_in_generated_dockerfiles_is_pinned(workdir, tmp_path,
         wanted = [a for a in args if not a.startswith(("-", "/", "http"))]
         assert all(re.fullmatch(r"[A-Za-z0-9_.-]+==[0-9][0-9A-Za-z.+-]*", a) for a in wanted), argv
         named += wanted
-    assert {"torch==2.13.0", "transformers==5.24.0"} <= set(named)
+    assert {"torch==2.13.0", "transformers==5.25.0"} <= set(named)
 
 
 # ---------------------------------------------------------------------------------------------- grace period
@@ -333,15 +333,23 @@ def _steps(printed: str) -> list[str]:
     return [re.sub(r"^\s+\d+\. ", "", line).split("   # ")[0] for line in lines if re.match(r"^\s+\d+\. ", line)]
 
 
-def test_compose_next_steps_name_what_the_output_has(workdir, tmp_path, capsys):
+def test_compose_next_steps_name_what_the_output_has(workdir, tmp_path, capsys, monkeypatch):
     out = tmp_path / "out"
     printed, _ = _deploy(workdir, "frontend", "compose", out, capsys)
     steps = _steps(printed)
     assert steps[0] == f"cd {out.resolve()}"
-    assert steps[1:] == ["docker compose --profile loadtest build", "docker compose up -d --wait",
+    # Followed literally, the steps set the model's folders the bind mounts read (unset, they are ./models/...,
+    # which deploy does not fill).
+    checkpoint = (workdir / "checkpoint").resolve()
+    assert steps[1] == f"export TRITONGEN_CHECKPOINT_DIR={checkpoint}"  # the tokenizer is in the checkpoint
+    assert steps[2:] == ["docker compose --profile loadtest build", "docker compose up -d --wait",
                          "docker compose ps; docker compose logs -f triton-gpu0",
                          "docker compose --profile loadtest up --exit-code-from loadtest loadtest"]
+    for assignment in steps[1].removeprefix("export ").split():
+        monkeypatch.setenv(*assignment.split("=", 1))
     services = compose_config(out)["services"]
+    sources = {v["source"] for v in services["triton-gpu0"]["volumes"] if v["source"] != str(out / "model_repository")}
+    assert sources == {str(checkpoint)}, services["triton-gpu0"]["volumes"]
     assert "triton-gpu0" in services and "loadtest" in yaml.safe_load((out / "docker-compose.yaml").read_text())[
         "services"]
     assert "docker-compose " not in (out / "docker-compose.yaml").read_text().replace("docker-compose.yaml", "")

@@ -334,3 +334,76 @@ def test_min_tokens_above_the_requests_maximum_is_refused_before_sending(dialect
         if dialect != "llmapi":
             assert info.value.message == (f"min_tokens: {request.min_tokens} is more than the request's maximum of "
                                           f"{limit} tokens; lower min_tokens or raise max_tokens")
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"continuous_usage_stats": True}, "stream_options.continuous_usage_stats: only with include_usage true; set both"),
+    ({"include_usage": True, "usage_every": 2}, "usage_every"),  # an unknown option is refused, not ignored
+])
+def test_stream_options_are_checked(options, message):
+    with pytest.raises(ValidationError) as info:
+        _chat(stream=True, stream_options=options)
+    assert message in str(info.value)
+
+
+def test_chunks_carry_the_null_keys_openai_sends():
+    import json
+
+    from tritongen.frontend.schemas import ChatChunkChoice, ChatCompletionChunk, ChatDelta, Usage, chunk_json
+
+    def chunk(finish=None, usage=None, choices=True):
+        return ChatCompletionChunk(id="c", created=1, model="m", usage=usage, choices=[
+            ChatChunkChoice(delta=ChatDelta(content="hé"), finish_reason=finish)] if choices else [])
+
+    plain = json.loads(chunk_json(chunk(), include_usage=False))
+    assert plain["choices"] == [{"index": 0, "delta": {"content": "hé"}, "logprobs": None, "finish_reason": None}]
+    assert "usage" not in plain and "system_fingerprint" not in plain
+    assert json.loads(chunk_json(chunk(), include_usage=True))["usage"] is None
+    assert json.loads(chunk_json(chunk("length"), include_usage=True))["choices"][0]["finish_reason"] == "length"
+    last = json.loads(chunk_json(chunk(usage=Usage(prompt_tokens=3, completion_tokens=2, total_tokens=5),
+                                       choices=False), include_usage=True))
+    assert last["choices"] == [] and last["usage"] == {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+
+
+def _route(dialect: str):
+    from tritongen.plan.frontend import ModelRoute
+
+    return ModelRoute(name="m", triton_model="tensorrt_llm", dialect=dialect, tokenizer_dir="/t", default_max_tokens=9)
+
+
+def test_ignore_eos_keeps_generating_to_the_token_limit_where_a_runtime_can():
+    from tritongen.frontend.errors import APIError
+    from tritongen.frontend.service import generation
+
+    # The ensemble (hf, synthetic, TensorRT-LLM) and vLLM take min_tokens, which masks the end token.
+    for dialect in ("ensemble", "vllm"):
+        assert generation(_route(dialect), _chat(ignore_eos=True, max_tokens=5), "p").min_tokens == 5
+        assert generation(_route(dialect), _chat(ignore_eos=True), "p").min_tokens == 9  # the route's default
+        assert generation(_route(dialect), _chat(), "p").min_tokens is None
+    # NVIDIA's llmapi model has no such input: refused by name, as is continuous usage (it returns no counts).
+    with pytest.raises(APIError) as info:
+        generation(_route("llmapi"), _chat(ignore_eos=True), "p")
+    assert (info.value.status, info.value.param) == (400, "ignore_eos")
+    assert str(info.value.message).startswith("ignore_eos: not supported by this deployment (NVIDIA's llmapi model")
+    with pytest.raises(APIError) as info:
+        generation(_route("llmapi"), _chat(stream=True, stream_options={"include_usage": True,
+                                                                        "continuous_usage_stats": True}), "p")
+    assert (info.value.status, info.value.param) == (400, "stream_options")
+    assert generation(_route("llmapi"), _chat(stream=True, stream_options={"include_usage": True}), "p")
+
+
+def test_a_refused_stream_option_names_stream_options_as_the_param():
+    from fastapi.exceptions import RequestValidationError
+
+    from tritongen.frontend.errors import _validation_message
+
+    with pytest.raises(ValidationError) as info:
+        _chat(stream=True, stream_options={"continuous_usage_stats": True})
+    message, param = _validation_message(RequestValidationError(info.value.errors()))
+    assert (message, param) == ("stream_options.continuous_usage_stats: only with include_usage true; set both",
+                                "stream_options")
+    with pytest.raises(ValidationError) as info:
+        _chat(stream=True, stream_options={"usage_every": 2})
+    message, param = _validation_message(RequestValidationError(
+        [{**e, "loc": ("body", *e["loc"])} for e in info.value.errors()]))
+    assert param == "stream_options" and message.startswith("stream_options.usage_every: unknown field"), message

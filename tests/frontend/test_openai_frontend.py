@@ -115,6 +115,42 @@ def test_streamed_completion_counts_equal_unstreamed(client):
     assert _stream_text(client.completions.create(**kwargs, stream=True))[3] is None
 
 
+def _sse(frontend, path: str, body: dict) -> list[dict]:
+    """The `data:` payloads of one streamed answer as raw JSON (the openai client hides which keys were sent)."""
+    request = urllib.request.Request(f"http://{frontend.url}{path}", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=120) as response:
+        lines = [line.decode()[len("data: "):].strip() for line in response if line.startswith(b"data: ")]
+    assert lines[-1] == "[DONE]", lines
+    return [json.loads(line) for line in lines[:-1]]
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "Tell me one."}]}),
+    ("/v1/completions", {"prompt": "The quick brown fox"}),
+])
+def test_streamed_chunks_have_openais_shape_and_continuous_usage(frontend, path, body):
+    """What AIPerf and OpenAI's own clients read: `finish_reason: null` on each content chunk, `usage: null` on every
+    chunk but the last when usage is asked for, and with continuous_usage_stats the counts so far on each chunk;
+    ignore_eos runs every request to its token limit."""
+    body = {"model": MODEL, "max_tokens": 12, "stream": True, "ignore_eos": True, **body}
+    chunks = _sse(frontend, path, {**body, "stream_options": {"include_usage": True}})
+    *content, last = chunks
+    assert all(c["usage"] is None and len(c["choices"]) == 1 for c in content), content
+    assert all(c["choices"][0]["finish_reason"] is None for c in content[:-1]), content
+    assert content[-1]["choices"][0]["finish_reason"] == "length"
+    assert last["choices"] == [] and last["usage"]["completion_tokens"] == 12, last
+
+    chunks = _sse(frontend, path, {**body, "stream_options": {"include_usage": True, "continuous_usage_stats": True}})
+    *content, last = chunks
+    so_far = [c["usage"]["completion_tokens"] for c in content]
+    assert so_far == sorted(so_far) and 1 <= so_far[-1] == last["usage"]["completion_tokens"] == 12, so_far
+    assert {c["usage"]["prompt_tokens"] for c in chunks} == {last["usage"]["prompt_tokens"]}
+
+    plain = _sse(frontend, path, body)
+    assert all("usage" not in c and c["choices"][0]["finish_reason"] in (None, "length") for c in plain), plain
+
+
 def test_chat_applies_the_template_once(client, tokenizer):
     messages = [{"role": "system", "content": "You tell stories."}, {"role": "user", "content": "Tell me one."}]
     out = client.chat.completions.create(model=MODEL, messages=messages, max_completion_tokens=8)

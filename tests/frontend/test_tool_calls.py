@@ -375,12 +375,16 @@ def test_tools_and_history_go_through_the_template(scripted):
     ({"structured_outputs": {"json": {"type": "objekt"}}}, "structured_outputs"),
     ({"structured_outputs": {"regex": "a+"}, "response_format": {"type": "json_object"}}, "structured_outputs"),
     ({"tools": [{"type": "function", "function": {"name": "bad name"}}]}, "tools"),
+    ({"response_format": {"type": "json_object"}, "extra_body": {"ignore_eos": True}}, "ignore_eos"),
+    ({"tools": TOOLS, "tool_choice": "required", "extra_body": {"min_tokens": 3}}, "min_tokens"),
 ])
 def test_bad_requests_are_400s_with_param(scripted, kw, param):
     client, engine, _ = scripted
     asked = len(engine.asked)
     kw = dict(kw)
-    extra = {"structured_outputs": kw.pop("structured_outputs")} if "structured_outputs" in kw else None
+    extra = kw.pop("extra_body", {})
+    if "structured_outputs" in kw:
+        extra["structured_outputs"] = kw.pop("structured_outputs")
     with pytest.raises(openai.BadRequestError) as info:
         client.chat.completions.create(model="m", messages=MESSAGES, extra_body=extra, **kw)
     assert info.value.param == param, info.value.body

@@ -68,6 +68,9 @@ METADATA = {"spec_digest": "sha256:1", "plan_digest": "sha256:2", "runtime": "hf
             "workload": {"protocol": "grpc"}}
 CPU = {"processes": [{"pid": 1, "role": "worker", "wall_s": 10.0, "cpu_s": 9.0, "cpu_fraction": 0.9}],
        "max_cpu_fraction": 0.9, "warning": "WARNING: a Locust process used 90% of a CPU core"}
+HOST = {"wall_s": 10.0, "cpus": 2, "busy_cores": 1.9, "ours_cores": 0.6, "others_cores": 1.3, "steal_fraction": 0.0,
+        "load_average": 6.1, "warning": "WARNING: the host, not the server, may be the limit: other processes used "
+        "1.3 of 2 CPUs. The figures measure a shared host; rerun on a quiet one before acting on them."}
 
 
 def stage_edges():
@@ -83,7 +86,7 @@ def full_report(tmp_path, slo=None):
                      max_error_rate=0.1)
     run = RunInputs(load=LoadInfo(), deployment="tiny-cpu", metadata=METADATA,
                     servers={2: LevelServer(window=view, run=view, active_after=0, edges=stage_edges(),
-                                            called_model="ensemble")}, load_generator={8: CPU},
+                                            called_model="ensemble")}, load_generator={8: CPU}, host={2: HOST},
                     sample_files=[tmp_path / "samples-h-1.jsonl"], locust_csv=[tmp_path / "locust_stats.csv"])
     return write_report(tmp_path, sweep_samples(), slo, run)
 
@@ -237,3 +240,40 @@ def test_the_token_check_reads_the_runtimes_own_counter():
         run = RunInputs(servers={1: LevelServer(window=view, run=view)}, output_token_counter=counter)
         tokens = build_summary(ok, SLO(), run)["levels"][0]["tokens"]
         assert (tokens["server_output_tokens"], tokens["equal"]) == (counted, equal), counter
+
+
+def test_every_figure_carries_its_n_and_an_interval_in_json_console_and_html(tmp_path, capsys):
+    from tritongen.loadtests import console
+
+    report = full_report(tmp_path)
+    level2 = report.summary["levels"][0]
+    conf = level2["confidence"]
+    assert [f["name"] for f in conf["figures"]] == [
+        "request_throughput", "output_token_throughput", "goodput", "ttft_ms.p50", "ttft_ms.p95", "itl_ms.p50",
+        "itl_ms.p95", "e2e_ms.p50", "e2e_ms.p99"]
+    ttft95 = next(f for f in conf["figures"] if f["name"] == "ttft_ms.p95")
+    # The four successful requests' TTFTs (100..400 ms): n 4, an interval around the p95 of 385 ms within them.
+    assert ttft95["n"] == 4 and ttft95["value"] == pytest.approx(385)
+    assert 100 <= ttft95["low"] <= 385 <= ttft95["high"] <= 400
+    rate = next(f for f in conf["figures"] if f["name"] == "request_throughput")
+    assert rate["n"] == level2["metrics"]["completed_count"]
+    assert conf["warning"].startswith("only 4 request(s) completed inside the window (< 30)")
+    console.print_report(report.summary, tmp_path, report.html_path, report.json_path)
+    out = capsys.readouterr().out
+    assert "how sure (95% interval, n): req/s " in out and "TTFT p95 [" in out and "(n 4)" in out
+    assert "WARNING: only 4 request(s) completed inside the window" in out
+    page = report.html_path.read_text()
+    assert "How sure (confidence intervals)" in page and "only 4 request(s) completed" in page
+
+
+def test_a_level_whose_host_was_loaded_is_marked_in_json_console_and_html(tmp_path, capsys):
+    from tritongen.loadtests import console
+
+    report = full_report(tmp_path)
+    assert report.summary["levels"][0]["host"] == HOST and report.summary["levels"][1]["host"] is None
+    console.print_report(report.summary, tmp_path, report.html_path, report.json_path)
+    out = capsys.readouterr().out
+    assert ("host: 1.9 of 2 CPUs busy (0.6 the server and load generator, 1.3 other processes), steal 0%, load "
+            "average 6.1") in out
+    assert "WARNING: the host, not the server, may be the limit: other processes used 1.3 of 2 CPUs" in out
+    assert "the host, not the server, may be the limit" in report.html_path.read_text()

@@ -60,6 +60,47 @@ def test_stages_per_request_of_the_ensemble():
     assert result["sum_ms"] == pytest.approx(240.0) and result["sum_over_client_e2e"] == pytest.approx(0.96)
     assert result["dominant"] == "per-token"
     assert "dominant: per-token" in line(result) and "= 240.0 of client e2e 250.0 (96%)" in line(result)
+    assert result["coverage"] == "" and result["unaccounted_ms"] == pytest.approx(10.0)  # within 10%: adds up
+
+
+def test_what_the_stages_do_not_add_up_to_is_named_with_why():
+    before, after = snapshots(ensemble_path(), own(300_000, 2_000_000, 200, 10))
+    # The ensemble called: everything inside Triton is a stage, so the rest is outside it.
+    outside = breakdown(before, after, 320.0, called="ensemble")
+    assert outside["coverage"] == (
+        "25% (80.0 ms) of the client's mean e2e is not measured: outside Triton's request time: the network, "
+        "Triton's gRPC/HTTP frontend and the client's own scheduling (large when the load generator's host is "
+        "loaded; see the host line)")
+    assert outside["coverage"] in line(outside)
+    over = breakdown(before, after, 200.0, called="ensemble")
+    assert over["coverage"].startswith("the stages exceed the client's mean e2e by 20% (40.0 ms): they are averages")
+    # A model called directly without own timings: the stages it cannot time are named with their reasons.
+    before, after = snapshots({"tensorrt_llm": stats("tensorrt_llm", 8, 1.5, 0.3, 0.4)}, "", text_before="")
+    direct = breakdown(before, after, 500.0, called="tensorrt_llm")
+    assert direct["coverage"].startswith("100% (498.5 ms) of the client's mean e2e is not measured: in stages the "
+                                         "server does not time: first token (the model exports no own timings")
+    assert "ensemble/BLS (tensorrt_llm is called directly" in direct["coverage"]
+
+
+def test_without_own_timings_the_ensembles_rest_says_it_holds_them():
+    before, after = snapshots(ensemble_path(), "", text_before="")
+    result = breakdown(before, after, 245.0, called="ensemble")
+    rest = next(s for s in result["stages"] if s["name"] == "ensemble/BLS")
+    assert rest["note"].endswith("it holds the first-token and per-token time, which the model does not report")
+    assert result["sum_ms"] == pytest.approx(240.0) and result["coverage"] == ""
+
+
+def test_the_client_mean_is_over_the_requests_completed_between_the_servers_reads():
+    from types import SimpleNamespace
+
+    from test_lt_metrics import make
+    from tritongen.loadtests.report import _client_e2e_between
+
+    # Sent at 100.0 (done 100.2), 101.0 (done 101.4) and 102.0 (done 103.0); the reads at 100.5 and 102.5.
+    samples = [make(100.0, [0.1, 0.2], 2), make(101.0, [0.1, 0.4], 2), make(102.0, [0.1, 1.0], 2)]
+    edges = (SimpleNamespace(taken_at=100.5), SimpleNamespace(taken_at=102.5))
+    assert _client_e2e_between(samples, edges, 9.9) == pytest.approx(400.0)
+    assert _client_e2e_between(samples, (object(), object()), 9.9) == 9.9
 
 
 def test_a_wrapped_counter_is_dropped_and_named():

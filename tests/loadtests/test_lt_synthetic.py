@@ -72,6 +72,40 @@ def test_synthetic_tokens_arrive_at_the_configured_pace(synthetic_spec, syntheti
     assert gaps[len(gaps) // 2] < 3 * itl, gaps
 
 
+def test_the_tools_ttft_is_the_first_tokens_time(synthetic_spec, synthetic_server, tmp_path):
+    """The tool's TTFT and e2e, checked against bounds that only the server's own pace sets: the source sleeps TTFT
+    before the first token and ITL before each next one, so a busy host can only make the true times longer. A
+    direct measurement by a second client cannot serve here: beside other work the two clients' medians differed
+    by 2x within one minute."""
+    import numpy as np
+
+    from tritongen.loadtests.samples import Sample
+
+    synthetic = yaml.safe_load(synthetic_spec.read_text())["synthetic"]
+    ttft_ms, itl_ms, tokens = synthetic["ttft_ms"], synthetic["itl_ms"], 16
+    out = tmp_path / "out"
+    summary = run(synthetic_spec, synthetic_server, out, "--protocol", "grpc", "-u", "1", "-t", "4", "--warmup", "0")
+    m = summary["levels"][0]["metrics"]
+    assert m["error_count"] == 0 and m["ttft_ms"]["count"] >= 5, m
+    # Lower bounds: no request's first token before the source's TTFT, nor its last before the 15 ITLs after it
+    # (a tool that stamped the first token at the stream's acknowledgement, or ended e2e at the first response).
+    assert m["ttft_ms"]["min"] >= 0.95 * ttft_ms, m["ttft_ms"]
+    assert m["e2e_ms"]["min"] >= 0.95 * (ttft_ms + (tokens - 1) * itl_ms), m["e2e_ms"]
+    # A ratio within one run: the first token's time, not the last's. The server spaces the other 15 tokens
+    # >= 150 ms after a 20 ms first one (ratio ~0.1); a TTFT stamped at the final response would be ~1.
+    assert m["ttft_ms"]["p50"] < 0.5 * m["e2e_ms"]["p50"], (m["ttft_ms"], m["e2e_ms"])
+    # The report summarizes the samples it kept: its median is that of their first responses (those sent inside
+    # the 4 s window), each of which carried a token.
+    samples = [Sample.from_dict(json.loads(line)) for f in (out / "samples").rglob("*.jsonl")
+               for line in f.read_text().splitlines()]
+    start = min(s.start_wall_s for s in samples)
+    sent_in = [s for s in samples if s.ok and s.start_wall_s - start < 4]
+    assert all(s.response_tokens[0] for s in sent_in)
+    firsts = [s.response_times[0] * 1e3 for s in sent_in]
+    assert (len(firsts), float(np.percentile(firsts, 50))) == (m["ttft_ms"]["count"],
+                                                              pytest.approx(m["ttft_ms"]["p50"])), m["ttft_ms"]
+
+
 def test_open_loop_http_counts_equal_the_servers(synthetic_spec, synthetic_server, tmp_path):
     summary = run(synthetic_spec, synthetic_server, tmp_path, "--protocol", "http", "--request-rate", "6",
                   "--arrival", "constant", "--max-concurrency", "8", "-t", "5", "--warmup", "1")

@@ -61,7 +61,7 @@ def _with_checkpoint(example: Path, tiny_model: Path, tmp_path: Path) -> Path:
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
 @pytest.mark.parametrize("inventory", [None, *INVENTORIES], ids=lambda p: p.name if p else "no-inventory")
 def test_every_example_plans_renders_and_deploys_or_names_the_field(example, inventory, tmp_path, capsys,
-                                                                   tiny_model):
+                                                                   tiny_model, gpu_here):
     field = expected(example.name, inventory.name if inventory else None)
     deployed = expected(example.name, inventory.name if inventory else None, deploy=True)
     inv = ["--inventory", str(inventory)] if inventory else []

@@ -56,7 +56,7 @@ def plan_json(capsys, tmp_path: Path, tiny_spec_path: Path, runtime: str, *flags
 
 
 @pytest.mark.parametrize("runtime", sorted(RUNTIMES))
-def test_batch_and_kv_budget_have_one_plan_name(capsys, tmp_path, tiny_spec_path, runtime):
+def test_batch_and_kv_budget_have_one_plan_name(capsys, tmp_path, tiny_spec_path, runtime, gpu_here):
     plan = plan_json(capsys, tmp_path, tiny_spec_path, runtime)
     assert (plan["max_batch_size"], plan["kv_tokens"]) == (BATCH, KV_TOKENS)
     assert names_holding(plan, BATCH) == {"max_batch_size"}

@@ -165,7 +165,7 @@ def test_verify_flags_a_model_yaml_key_that_is_no_llm_args_field(tmp_path, tiny_
                      "tensorrt_llm/1/model.yaml: kv_cache_config.'fraction' is not a field of kv_cache_config"]
 
 
-def test_sizing_follows_the_placement_budget(tmp_path, tiny_model, capsys):
+def test_sizing_follows_the_placement_budget(tmp_path, tiny_model, capsys, gpu_here):
     spec = _spec(tmp_path, tiny_model, "llama3-8b-llmapi.yaml")
     plans = {}
     for inv in ("h200-1x", "h200-2x3g"):

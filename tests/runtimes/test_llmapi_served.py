@@ -225,6 +225,7 @@ def test_openai_stop_sequences_are_matched_by_the_frontend_which_cancels_the_str
     ({"response_format": {"type": "json_object"}}, "response_format"),
     ({"tool_choice": "none"}, "tool_choice"),
     ({"extra_body": {"top_k": 5}}, "top_k"),  # unknown to the OpenAI API: refused, not ignored
+    ({"extra_body": {"ignore_eos": True}}, "ignore_eos"),  # the model has no min_tokens to keep it going
     ({"max_completion_tokens": 100000}, "messages"),  # prompt + completion beyond max_seq_len
 ])
 def test_openai_refusals_name_the_field(client, kwargs, param):

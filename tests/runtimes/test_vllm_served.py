@@ -191,6 +191,17 @@ def test_openai_completions_stream_exactly_the_unstreamed_text_with_the_servers_
     assert chunks[-1].usage == whole.usage
 
 
+def test_openai_ignore_eos_runs_to_the_limit_with_the_servers_usage_on_every_chunk(client):
+    """ignore_eos reaches vLLM as min_tokens = the limit; continuous_usage_stats puts vLLM's own counts so far on
+    each chunk, as vLLM's server does."""
+    name = client.models.list().data[0].id
+    chunks = list(client.completions.create(
+        model=name, prompt="Once upon", max_tokens=12, stream=True, extra_body={"ignore_eos": True},
+        stream_options={"include_usage": True, "continuous_usage_stats": True}))
+    counts = [c.usage.completion_tokens for c in chunks]
+    assert counts == sorted(counts) and counts[-1] == 12 and chunks[-1].choices == []
+
+
 def test_openai_errors_of_the_vllm_backend_are_client_errors_naming_the_field(client):
     """min_tokens above max_tokens never reaches the backend (which would answer only "'NoneType' object has no
     attribute 'lora_name'"); a prompt over max_model_len is vLLM's "longer than the maximum model length", a 400

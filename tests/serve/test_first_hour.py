@@ -38,7 +38,7 @@ class Served:
         self.env = {**os.environ, "TRITONGEN_STATE": str(state)}
         self.proc = subprocess.Popen([sys.executable, "-m", "tritongen", "serve", str(repo)], stdout=log.open("wb"),
                                      stderr=subprocess.STDOUT, start_new_session=True, env=self.env)
-        path = Path(str(state_path(repo)).replace(str(state_path(repo).parent), str(state)))
+        path = Path(str(state_path(repo, self.proc.pid)).replace(str(state_path(repo).parent), str(state)))
         deadline = time.monotonic() + 300
         while not path.exists():
             assert self.proc.poll() is None and time.monotonic() < deadline, log.read_text()

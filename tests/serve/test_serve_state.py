@@ -81,6 +81,32 @@ def test_two_servers_each_keep_their_state_and_the_spec_picks_its_own(tmp_path, 
             p.wait()
 
 
+def test_two_serves_of_one_repository_are_both_found_and_the_newest_is_picked(tmp_path, monkeypatch, capsys):
+    """Each serve process has its own state file: the second serve of a deployment neither hides the first nor
+    takes it away when it stops; --server NAME picks the newest live one and says which."""
+    monkeypatch.setenv("TRITONGEN_STATE", str(tmp_path / "state"))
+    repo = _repo(tmp_path / "repo", "alpha")
+    first = _fake_serve(repo, tmp_path / "state", 41030)
+    second = _fake_serve(repo, tmp_path / "state", 41040)
+    try:
+        assert [s.pid for s in running()] == [first.pid, second.pid]
+        from tritongen.cli.commands import local_server
+
+        assert local_server("grpc", server="alpha").pid == second.pid
+        err = capsys.readouterr().err
+        assert "2 running servers match --server alpha: using the newest" in err and f"pid {first.pid}" in err
+        assert f"server 'alpha' (repository {repo.resolve()}, pid {second.pid}): grpc 127.0.0.1:41040" in err
+        second.kill()
+        second.wait()
+        assert [s.pid for s in running()] == [first.pid]  # the first is still found
+        assert local_server("grpc", server="alpha").url("grpc") == "127.0.0.1:41030"
+        assert len(list((tmp_path / "state").glob("*.json"))) == 1  # the dead serve's file is gone
+    finally:
+        for p in (first, second):
+            p.kill()
+            p.wait()
+
+
 def test_loadtest_url_without_metrics_url_says_the_token_check_may_be_skipped(capsys):
     from tritongen.cli.load import _endpoint_from_args
 

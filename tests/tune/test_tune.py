@@ -127,7 +127,8 @@ class FailsAt(EngineModelEvaluator):
 def test_a_trial_its_server_did_not_serve_is_a_failed_row_and_the_tune_goes_on(tmp_path):
     spec, out = engine_spec(tmp_path, slo={"ttft_p95_ms": 20000}), tmp_path / "out"
     evaluator, lines = FailsAt({2}), []
-    assert tune(TuneOptions(spec=str(spec), budget=4, out=str(out)), evaluator=evaluator, say=lines.append) == 0
+    assert tune(TuneOptions(spec=str(spec), budget=4, out=str(out), confirm=0), evaluator=evaluator,
+                say=lines.append) == 0
     assert len(evaluator.calls) == 4
     failed = [line for line in lines if line.startswith("[trial 1 ")]
     assert len(failed) == 1 and "failed: tritonserver exited with code 0 during the load test" in failed[0]
@@ -188,9 +189,12 @@ def test_a_killed_tune_resumes_from_its_store_without_rerunning_finished_trials(
     import optuna
 
     spec, out = engine_spec(tmp_path, slo={"ttft_p95_ms": 20000}), tmp_path / "out"
-    first = KilledAt(4)
-    with pytest.raises(KeyboardInterrupt):
-        tune(TuneOptions(spec=str(spec), budget=6, out=str(out)), evaluator=first, say=_quiet)
+    first, lines = KilledAt(4), []
+    assert tune(TuneOptions(spec=str(spec), budget=6, out=str(out)), evaluator=first, say=lines.append) == 130
+    assert lines[-1] == (f"interrupted: 3 trial(s) finished (above); nothing was written next to the input; "
+                         f"continue with --resume {out} (the trial in flight runs again first)")
+    with open(out / "trials.csv") as f:  # the table of what finished
+        assert len(list(csv.DictReader(f))) == 3
     killed = first.calls[-1]
     study = optuna.load_study(study_name="tune", storage=f"sqlite:///{out / 'study.db'}")
     finished = [t for t in study.trials if t.state.is_finished()]
@@ -198,7 +202,8 @@ def test_a_killed_tune_resumes_from_its_store_without_rerunning_finished_trials(
 
     second = EngineModelEvaluator(rounds=2)
     lines: list[str] = []
-    assert tune(TuneOptions(spec=str(spec), budget=6, resume=str(out)), evaluator=second, say=lines.append) == 0
+    assert tune(TuneOptions(spec=str(spec), budget=6, resume=str(out), confirm=0), evaluator=second,
+                say=lines.append) == 0
     assert lines[1] == f"resuming {out / 'study.db'}: 3 finished trial(s) kept"
     # 6 trials in all: the 3 finished ones were not run again; the killed one ran first, then 2 new ones.
     assert len(second.calls) == 3 and second.calls[0] == killed
@@ -259,3 +264,109 @@ def test_tune_finds_95_percent_of_the_engine_models_optimum_goodput_in_16_trials
          evaluator=EngineModelEvaluator(rounds=2), say=_quiet)
     found = json.loads((tmp_path / "out" / "top.json").read_text())[0]["goodput"]
     assert found >= 0.95 * best, f"{name}: tune found {found:.3f} req/s, the optimum is {best:.3f}"
+
+
+def optimum_batch(slo: dict) -> int:
+    """The batch (requests running at once) with the most goodput on the engine model's own formula."""
+    best, batch = 0.0, 0
+    for running in range(1, ENGINE_SPEC["validation"]["load"]["users"] + 1):
+        data = copy.deepcopy(ENGINE_SPEC)
+        data["serving"]["max_batch_size"] = running
+        data["serving"]["kv_cache"]["max_tokens"] = 98304
+        data["validation"]["slo"] = slo
+        r = EngineModelEvaluator(rounds=2).evaluate(parse_spec(data), {}, lambda i, r: False)
+        if r.feasible and r.goodput > best:
+            best, batch = r.goodput, running
+    return batch
+
+
+@pytest.mark.slow
+def test_on_the_engine_model_tune_reaches_the_optimums_batch_in_12_trials_without_a_repeat_and_stops(tmp_path):
+    slo = {"itl_p95_ms": 29}
+    spec, out = engine_spec(tmp_path, slo=slo), tmp_path / "out"
+    evaluator, lines = EngineModelEvaluator(rounds=2), []
+    # The batch is the one free knob (the KV budget holds every user, the stream interval does not change timing).
+    assert tune(TuneOptions(spec=str(spec), budget=12, out=str(out), confirm=1,
+                            knobs=["serving.stream_interval=1", "serving.kv_cache.max_tokens=98304"]),
+                evaluator=evaluator, say=lines.append) == 0
+    with open(out / "trials.csv") as f:
+        rows = list(csv.DictReader(f))
+    tried = [r["serving.max_batch_size"] for r in rows]
+    assert len(rows) < 12 and len(set(tried)) == len(tried), tried  # stopped early, nothing measured twice
+    assert len(evaluator.calls) == len(rows) + 2  # the trials, then the input and the winner measured again
+    assert int(json.loads((out / "top.json").read_text())[0]["serving.max_batch_size"]) == optimum_batch(slo)
+    assert any(line.startswith("stopping early: no untried value lies between trial") for line in lines)
+    assert any("beats the input with 95% confidence" in line for line in lines)
+
+
+class Scripted(EngineModelEvaluator):
+    """Goodput by script: the input spec's batch (4) measures `base` every time; any other setting `first` the first
+    time it is measured and `later` ever after (a lucky window); per-second bins spread by `spread`."""
+
+    def __init__(self, base: float, first: float, later: float, spread: float = 0.5):
+        super().__init__(rounds=1)
+        self.base, self.first, self.later, self.spread = base, first, later, spread
+
+    def evaluate(self, spec, values, report, where=None):
+        from tritongen.tune.measure import TrialResult, with_interval
+
+        seen = sum(1 for c in self.calls if c == values)
+        self.calls.append(dict(values))
+        g = self.base if values["serving.max_batch_size"] == 4 else self.first if not seen else self.later
+        bins = [g - self.spread, g + self.spread, g - self.spread / 2, g + self.spread / 2, g, g]
+        return with_interval(TrialResult(goodput=g, good_bins=bins, completed=int(g * 6), feasible=True, rounds=1,
+                                         ttft_p95_ms=100.0, itl_p95_ms=10.0))
+
+
+def test_a_winner_measured_lucky_once_loses_when_measured_again_and_the_input_stays(tmp_path):
+    spec = engine_spec(tmp_path)
+    evaluator, lines = Scripted(base=3.0, first=6.0, later=1.5), []
+    assert tune(TuneOptions(spec=str(spec), budget=3, out=str(tmp_path / "out"), confirm=2), evaluator=evaluator,
+                say=lines.append) == 0
+    assert not list(tmp_path.glob("*.tuned*.yaml"))
+    verdict = next(line for line in lines if line.startswith("the input stays"))
+    assert "does not beat it with 95% confidence" in verdict and "measured again alternately, 2x each" in verdict
+    # Alternately: input, best, input, best after the 3 trials.
+    assert [c["serving.max_batch_size"] == 4 for c in evaluator.calls[3:]] == [True, False, True, False]
+    assert (tmp_path / "out" / "changes.md").read_text().startswith("# `tritongen tune` left engine.yaml as it is")
+
+
+def test_a_gain_within_the_noise_writes_nothing(tmp_path):
+    spec = engine_spec(tmp_path)
+    evaluator, lines = Scripted(base=3.0, first=3.3, later=3.3, spread=2.5), []
+    assert tune(TuneOptions(spec=str(spec), budget=3, out=str(tmp_path / "out"), confirm=0), evaluator=evaluator,
+                say=lines.append) == 0
+    assert not list(tmp_path.glob("*.tuned*.yaml"))
+    assert any(line.startswith("the input stays") and "difference -" in line for line in lines)
+
+
+def test_settings_already_measured_are_answered_from_the_store_not_run(tmp_path):
+    spec, out = engine_spec(tmp_path, slo={"itl_p95_ms": 29}), tmp_path / "out"
+    evaluator, lines = EngineModelEvaluator(rounds=1), []
+    # Three batches to try in all: the sampler's later proposals repeat them.
+    tune(TuneOptions(spec=str(spec), budget=8, out=str(out), confirm=0, early_stop=False,
+                     knobs=["serving.max_batch_size=2:4", "serving.kv_cache.max_tokens=4096",
+                            "serving.stream_interval=1"]), evaluator=evaluator, say=lines.append)
+    assert sorted(c["serving.max_batch_size"] for c in evaluator.calls) == [2, 3, 4]
+    assert any("answered from the store, not run" in line for line in lines)
+    assert any(line.startswith("stopping early: the last 10 proposals were all settings already measured")
+               for line in lines)
+
+
+def test_the_tuned_spec_keeps_the_inputs_comments_order_and_flow_style_maps(tmp_path):
+    text = engine_spec(tmp_path).read_text().replace("  kv_cache:\n    max_tokens: 4096\n",
+                                                     "  kv_cache: {max_tokens: 4096}   # the KV budget\n")
+    spec = tmp_path / "flow.yaml"
+    spec.write_text("# our team's spec\n" + text)
+    assert tune(TuneOptions(spec=str(spec), budget=4, out=str(tmp_path / "out"), confirm=1,
+                            knobs=["serving.stream_interval=1"]),
+                evaluator=EngineModelEvaluator(rounds=1), say=_quiet) == 0
+    tuned = (tmp_path / "flow.tuned.yaml").read_text().splitlines()
+    assert tuned[0].startswith("# Written by `tritongen tune` from flow.yaml")
+    old = spec.read_text().splitlines()
+    assert len(tuned) == len(old) + 1
+    changed = [(a, b) for a, b in zip(old, tuned[1:]) if a != b]
+    # Only the knobs' lines differ, each in its own style.
+    assert {a.split(":")[0] for a, _ in changed} <= {"  max_batch_size", "  kv_cache"}, changed
+    assert any(b.startswith("  kv_cache: {max_tokens: ") and b.endswith("# the KV budget") for _, b in changed)
+    assert tuned[1] == "# our team's spec"

@@ -16,7 +16,7 @@ from tritongen.cli.flags import REFERENCE_HEAD
 from tritongen.errors import EnvironmentMissing, SpecError, TritongenError, clip, problem, scrub
 from tritongen.frontend.server import FrontendServer, FrontendWorkers
 from tritongen.plan import is_plan_file, load_plan, plan_from_file
-from tritongen.plan.checks import plan_notes
+from tritongen.plan.checks import plan_notes, require_gpu_here
 from tritongen.plan.frontend import CONFIG_FILE, FrontendPlan
 from tritongen.plan.show import plan_text
 from tritongen.render import render_for, status_lines, write_repository
@@ -48,6 +48,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         # placement and fp8 support), without the engine cache key's GPU architecture: no GPU needed to validate.
         arch = (spec.engine.gpu_arch or "unchecked") if runtime(spec.runtime).builds_engine else None
         _, plan = plan_from_file(args.spec, args.inventory, gpu_arch=arch)
+        require_gpu_here(spec.placement.device, args.inventory, spec.engine.gpu_arch if arch else None)
     except TritongenError as err:
         if args.json:  # scripts read the verdict from stdout; the errors still go to stderr with the exit code
             print(json.dumps({"ok": False, "spec": args.spec, "exit_code": err.exit_code,
@@ -67,6 +68,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     plan = load_plan(args.spec, args.inventory, engine_dir=args.engine_dir, gpu_arch=args.gpu_arch)
+    if not is_plan_file(args.spec):
+        spec = load_spec(args.spec)
+        stated = (args.gpu_arch or spec.engine.gpu_arch) if runtime(spec.runtime).builds_engine else None
+        require_gpu_here(spec.placement.device, args.inventory, stated)
     print_notes(plan)
     if args.json:
         print(plan.to_json(), end="")

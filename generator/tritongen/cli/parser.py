@@ -240,3 +240,8 @@ def _add_tune_command(sub: argparse._SubParsersAction) -> None:
                    "stops the trial (default 2)")
     s.add_argument("--top", type=int, default=5, help="configurations listed in top.json (default 5)")
     s.add_argument("--seed", type=int, default=0, help="the sampler's seed (default 0)")
+    s.add_argument("--confirm", type=int, default=2, help="before writing a winner, measure the input and the "
+                   "winner alternately this many times each; the winner is written only when it beats the input "
+                   "with 95%% confidence (default 2; 0: decide on the trials' own measurements)")
+    s.add_argument("--no-early-stop", dest="early_stop", action="store_false", help="spend the whole budget even "
+                   "once no untried value can win")

@@ -26,6 +26,7 @@ from tritongen.deploy.common import (
 )
 from tritongen.deploy.serving_image import DOCKERFILE as SERVING_DOCKERFILE
 from tritongen.deploy.image import DOCKERFILE as TRITONGEN_DOCKERFILE, image_tag
+from tritongen.deploy.k8s import server_resources
 from tritongen.deploy.tools import DEFAULT_MASTER_PORT
 from tritongen.placement import ServerGroup
 from tritongen.render import HEADER
@@ -123,23 +124,30 @@ def _healthcheck(url: str, start_s: int) -> dict:
             "interval": "10s", "timeout": "5s", "retries": 3, "start_period": f"{start_s}s"}
 
 
+def _size(gib: float) -> str:
+    return f"{gib:g}gb" if gib >= 1 else f"{round(gib * 1024)}mb"
+
+
 def server_service(dep: Deployment, s: ComposeService) -> dict[str, Any]:
+    sized = server_resources(dep, s.group.tp * s.group.pp)
     out: dict[str, Any] = {}
     if s.build:
         out["build"] = {"context": ".", "dockerfile": s.build}
     out.update({
         "image": dep.image, "command": [_escape(a) for a in s.command], "ports": _ports(s.ports),
         "environment": dep.environment("compose"),
-        "volumes": [_bind(m) for m in s.volumes], "shm_size": "2gb",
+        "volumes": [_bind(m) for m in s.volumes], "shm_size": _size(sized.shm_gib),
         "ulimits": {"memlock": -1, "stack": 67108864},
         "labels": {"tritongen.deployment": dep.plan.name, "tritongen.server-group": s.group.name,
                    "tritongen.devices": ", ".join(s.group.devices)},
         "healthcheck": _healthcheck(f"http://127.0.0.1:{CONTAINER_PORTS.http}/v2/health/ready", 1800),
         "restart": "unless-stopped", "stop_grace_period": stop_grace(dep),
     })
+    # The same sizes as a k8s pod of the group (k8s.server_resources), as limits: docker reserves nothing.
+    out["deploy"] = {"resources": {"limits": {"cpus": str(sized.cpu), "memory": f"{sized.memory_gib}g"}}}
     if s.device_ids:
-        out["deploy"] = {"resources": {"reservations": {"devices": [
-            {"driver": "nvidia", "device_ids": list(s.device_ids), "capabilities": ["gpu"]}]}}}
+        out["deploy"]["resources"]["reservations"] = {"devices": [
+            {"driver": "nvidia", "device_ids": list(s.device_ids), "capabilities": ["gpu"]}]}
     return out
 
 

@@ -161,29 +161,47 @@ class PodResources:
 
     cpu: int
     memory_gib: int
+    shm_gib: float
+    """The /dev/shm volume (Triton's python-backend regions), part of `memory_gib`."""
     why: str
 
 
 def pod_resources(dep: Deployment, kind: K8sKind) -> PodResources:
-    """Host resources of one server pod, from the plan.
+    return server_resources(dep, max(1, kind.world_size // kind.nodes))
 
-    CPU: two cores for tritonserver's HTTP/gRPC front and the LLM model's scheduling loop, plus one per two
-    python-backend instances (tokenizing pre/postprocessing, BLS). Memory: the pod's share of the weights once
-    (TensorRT-LLM reads each rank's engine into host memory before copying it to the GPU; transformers
-    materialises a checkpoint shard on the host), 2 GiB for the server and its backends, 0.5 GiB per python
-    instance (a tokenizer each), and the shared-memory volume, which counts against the container's memory.
+
+def server_resources(dep: Deployment, ranks: int) -> PodResources:
+    """Host resources of one tritonserver (a k8s pod, a compose service) with `ranks` GPUs' share of the model,
+    from the plan.
+
+    Memory: the server's share of the weights once (TensorRT-LLM reads each rank's engine into host memory before
+    copying it to the GPU; transformers materialises a checkpoint shard on the host), 0.5 GiB per python-backend
+    instance (a stub that imports transformers holds 0.32-0.38 GiB resident with the demo model's tokenizer), the
+    server itself, and the shared-memory volume, which counts against the container's memory. CPU on GPUs: two
+    cores for tritonserver's HTTP/gRPC front and the LLM model's scheduling loop, plus one per two python instances
+    (tokenizing pre/postprocessing, a python BLS) that keep pace with a GPU's tokens. The CPU profile's model runs
+    on the pod's cores: one per LLM instance, plus one for the server and the other python instances, which at a
+    CPU model's token rate are nearly idle (the demo model at 139 tokens/s: its LLM stub 0.5 cores, tritonserver
+    with the native BLS 0.03, pre/postprocessing under 0.01), and its python regions hold CPU tensors of a
+    CPU-sized model, so 2 GiB server and shared-memory allowances shrink to 0.5 GiB each.
     """
     plan = dep.plan
     python = plan.preprocessing_instances + plan.postprocessing_instances + plan.bls_instances
     if runtime_of(dep.plan).python_model:  # the LLM model is a python model too
         python += plan.llm_instance_group.count
-    cpu = 2 + math.ceil(python / 2)
-    ranks = max(1, kind.world_size // kind.nodes)
     weights = dep.memory.weight_bytes_per_rank * ranks
-    memory = math.ceil(weights / GIB + 2 + 0.5 * python + SHM_GIB)
-    why = (f"{ranks} rank(s) x {dep.memory.weight_bytes_per_rank / GIB:.1f} GiB weights + 2 GiB server + "
-           f"{python} python instance(s) x 0.5 GiB + {SHM_GIB} GiB /dev/shm; CPU 2 + {python}/2")
-    return PodResources(cpu, memory, why)
+    if dep.on_cpu:
+        server_gib, shm_gib = 0.5, 0.5
+        cpu = plan.llm_instance_group.count + 1
+        cpu_why = f"CPU {plan.llm_instance_group.count} LLM instance(s) + 1"
+    else:
+        server_gib, shm_gib = 2, SHM_GIB
+        cpu = 2 + math.ceil(python / 2)
+        cpu_why = f"CPU 2 + {python}/2"
+    memory = math.ceil(weights / GIB + server_gib + 0.5 * python + shm_gib)
+    why = (f"{ranks} rank(s) x {dep.memory.weight_bytes_per_rank / GIB:.1f} GiB weights + {server_gib:g} GiB server + "
+           f"{python} python instance(s) x 0.5 GiB + {shm_gib:g} GiB /dev/shm; {cpu_why}")
+    return PodResources(cpu, memory, shm_gib, why)
 
 
 def volume_gib(dep: Deployment) -> int:
@@ -241,7 +259,8 @@ def _server_pod(dep: Deployment, kind: K8sKind, store: Storage, containers: list
     return pods.pod_spec(containers, init=init, gpu=kind.resource is not None, node_selector=kind.node_selector,
                          affinity=store.affinity(), grace_s=dep.plan.deploy.grace_period_s,
                          service_account=service_account,
-                         volumes=[pods.models_volume(store.pvc), pods.shm_volume(SHM_GIB), *extra_volumes])
+                         volumes=[pods.models_volume(store.pvc), pods.shm_volume(pod_resources(dep, kind).shm_gib),
+                                  *extra_volumes])
 
 
 def deployment_object(dep: Deployment, kind: K8sKind, store: Storage, job) -> dict:

@@ -12,7 +12,7 @@ import shlex
 from tritongen.deploy import serving_image
 from tritongen.deploy.artifacts import models_job
 from tritongen.deploy.common import CHECKPOINT, TOKENIZER, Deployment, container_name, k8s_name
-from tritongen.deploy.compose import compose_services
+from tritongen.deploy.compose import compose_services, model_folders
 from tritongen.deploy.k8s import image_names, kinds
 
 REGISTRY_STEP = "export REGISTRY=registry.example.com/team   # the registry your nodes pull from"
@@ -20,7 +20,13 @@ REGISTRY_STEP = "export REGISTRY=registry.example.com/team   # the registry your
 
 def compose_steps(dep: Deployment) -> list[str]:
     first = compose_services(dep)[0].service
+    # The compose file names the model's folders by variable (unset: ./models/<folder>, which deploy does not fill),
+    # so the first step sets them to this machine's folders; on another host, to its copies.
+    folders = model_folders(dep)
+    export = ["export " + " ".join(f"{v}={shlex.quote(f)}" for v, f in folders.items())
+              + "   # the model's folders the servers mount (on another host: where you copied them)"] if folders else []
     return [
+        *export,
         "docker compose --profile loadtest build"
         + ("   # the serving image (compiles the native backends) and the tritongen image"
            if dep.builds_serving_image else "   # the tritongen image"),

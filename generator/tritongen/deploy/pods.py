@@ -83,7 +83,7 @@ def models_volume(pvc: str, *, read_only: bool = True) -> dict:
     return {"name": "models", "persistentVolumeClaim": claim}
 
 
-def shm_volume(gib: int) -> dict:
+def shm_volume(gib: float) -> dict:
     # The python backend exchanges tensors through shared memory; the container default (64 MiB) is too small.
     return {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": quantity_gib(gib)}}
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import tritongen.native
 from tritongen.deploy.image import version
+from tritongen.resources import data_dir
 from tritongen.runtimes import runtime_of
 
 DOCKERFILE = "Dockerfile.serving"
@@ -36,10 +37,10 @@ BUILD_PREFIX = "/opt/tritongen/backends"
 BUILD_PACKAGES = ("cmake", "g++", "make", "nlohmann-json3-dev")
 """Debian/Ubuntu packages the backend build needs, from the base image's own release: its pinned tag fixes the
 release and so the versions (an exact `=version` pin would break once the archive's -updates pocket moves)."""
-HF_PACKAGES = ("torch==2.13.0", "transformers==5.24.0", "tokenizers==0.23.3", "numpy==1.26.4", "xgrammar==0.2.9")
-"""What the hf and synthetic runtimes' python models import (preprocessing tokenises with transformers; the hf model
-masks guided requests with xgrammar); numpy stays below 2: the python backend cannot return numeric tensors with
-numpy 2."""
+PACKAGES_FILE = "serving-packages.txt"
+"""The pins of what the hf and synthetic runtimes' python models import (preprocessing tokenises with
+transformers; the hf model masks guided requests with xgrammar), in the deploy
+templates: `make install` constrains the suite to the same file."""
 
 _BACKEND = re.compile(r'^backend:\s*"([^"]+)"', re.MULTILINE)
 _SKIP = {"__pycache__", "build", ".pytest_cache"}
@@ -69,8 +70,14 @@ def image_tag(plan) -> str:
     return f"tritongen-serving:{version()}-{base_tag}"
 
 
+def pinned_packages() -> tuple[str, ...]:
+    """The `name==version` lines of PACKAGES_FILE."""
+    text = (data_dir("deploy_templates") / PACKAGES_FILE).read_text()
+    return tuple(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))
+
+
 def python_packages(plan) -> tuple[str, ...]:
-    return HF_PACKAGES if runtime_of(plan).builds_image else ()
+    return pinned_packages() if runtime_of(plan).builds_image else ()
 
 
 def library(backend: str, root: str) -> str:

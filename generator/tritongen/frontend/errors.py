@@ -63,7 +63,7 @@ def _validation_message(err: RequestValidationError) -> tuple[str, str | None]:
         msg = msg.removeprefix("Value error, ")
         if e.get("type") == "extra_forbidden":
             msg = "unknown field; this deployment does not support it (remove it)"
-        named = re.match(r"^([a-z_]+): ", msg)
+        named = re.match(r"^([a-z_]+)(?:\.[a-z_]+)*: ", msg)  # `stream_options.include_usage: ...` is stream_options
         field = next((str(p) for p in e.get("loc", ()) if isinstance(p, str) and p != "body"), None)
         param = param or field or (named.group(1) if named else None)
         lines.append(msg if not path else f"{path}: {msg}")

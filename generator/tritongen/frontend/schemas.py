@@ -9,6 +9,7 @@ is refused the same way (as Triton's own OpenAI frontend does), so a newer API f
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any, Literal
 
@@ -19,9 +20,11 @@ class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class StreamOptions(BaseModel):
+class StreamOptions(_Request):
     include_usage: bool = False
-    """Send one last chunk with `usage` (and no choices) before `[DONE]`."""
+    """Send one last chunk with `usage` (and no choices) before `[DONE]`, and `usage: null` on every other chunk."""
+    continuous_usage_stats: bool = False
+    """Extension (as in vLLM's server): with include_usage, every chunk carries the usage so far instead of null."""
 
 
 class SamplingFields(_Request):
@@ -41,6 +44,9 @@ class SamplingFields(_Request):
     user: str | None = None
     min_tokens: int | None = Field(None, ge=0)
     """Extension (as in vLLM's server): generate at least this many tokens before the end token may stop."""
+    ignore_eos: bool = False
+    """Extension (as in vLLM's and TensorRT-LLM's servers): keep generating past the end token, to the token
+    limit or a stop sequence (benchmark clients such as AIPerf send it to fix the output length)."""
 
     @model_validator(mode="after")
     def _supported(self) -> SamplingFields:
@@ -51,6 +57,9 @@ class SamplingFields(_Request):
             problems.append("logit_bias: not supported; remove it")
         if self.stream_options is not None and not self.stream:
             problems.append("stream_options: only allowed with stream=true")
+        if self.stream_options is not None and self.stream_options.continuous_usage_stats \
+                and not self.stream_options.include_usage:
+            problems.append("stream_options.continuous_usage_stats: only with include_usage true; set both")
         stops = self.stop_list()
         if len(stops) > 4:
             problems.append(f"stop: at most 4 sequences (got {len(stops)})")
@@ -67,6 +76,9 @@ class SamplingFields(_Request):
 
     def include_usage(self) -> bool:
         return bool(self.stream and self.stream_options and self.stream_options.include_usage)
+
+    def continuous_usage(self) -> bool:
+        return self.include_usage() and self.stream_options.continuous_usage_stats
 
 
 class ChatMessage(BaseModel):
@@ -327,6 +339,18 @@ class ModelCard(BaseModel):
 class ModelList(BaseModel):
     object: Literal["list"] = "list"
     data: list[ModelCard]
+
+
+def chunk_json(chunk: ChatCompletionChunk | Completion, include_usage: bool) -> str:
+    """One streamed chunk as OpenAI sends it: `finish_reason` and `logprobs` null on each choice until they have a
+    value, `usage` null on every chunk but the last when the request asked for usage (clients such as AIPerf read
+    these keys), other unset fields left out."""
+    data = chunk.model_dump(mode="json", exclude_none=True)
+    for choice, model in zip(data["choices"], chunk.choices):
+        choice["logprobs"], choice["finish_reason"] = None, model.finish_reason
+    if include_usage:
+        data["usage"] = None if chunk.usage is None else chunk.usage.model_dump()
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
 class ErrorBody(BaseModel):

@@ -197,6 +197,10 @@ class Run:
             m.completion_tokens.labels(name).inc(self.counts.completion_tokens)
         m.duration.labels(name).observe(time.perf_counter() - self.started)
 
+    def usage(self) -> Usage | None:
+        """The server's counts so far (None until it has reported both)."""
+        return _usage(self.counts)
+
     def outcome(self, text: str) -> Outcome:
         return Outcome(text, _finish_reason(self.gen, self.matcher.stopped, self.counts, self.model_reason),
                        _usage(self.counts))
@@ -232,23 +236,27 @@ async def start_stream(state: FrontendState, route: ModelRoute, gen: Generation,
     return run
 
 
-async def sse_events(run: Run, chunk: Callable[[str | None, str | None], str | list[str]],
-                     usage_chunk: Callable[[Usage], str], include_usage: bool,
-                     first: str | None = None) -> AsyncIterator[str]:
+async def sse_events(run: Run, chunk: Callable[[str | None, str | None, Usage | None], str | list[str]],
+                     usage_chunk: Callable[[Usage], str], include_usage: bool, first: str | None = None,
+                     continuous_usage: bool = False) -> AsyncIterator[str]:
     """The `data:` payloads of one streamed answer: content chunks, the finish chunk, usage, [DONE]. `chunk` may
     make several payloads of one text (or none: a tool-call parser holding text back).
 
+    With `continuous_usage` each chunk carries the server's counts so far (vLLM's continuous_usage_stats).
     When the client disconnects, the server cancels this generator; `Run.texts` then closes the Triton call,
     which cancels the request there.
     """
+    def so_far() -> Usage | None:
+        return run.usage() if continuous_usage else None
+
     try:
         if first is not None:
             yield first
         async with contextlib.aclosing(run.texts()) as texts:
             async for text in texts:
-                for payload in _payloads(chunk(text, None)):
+                for payload in _payloads(chunk(text, None, so_far())):
                     yield payload
-        for payload in _payloads(chunk(None, run.outcome("").finish_reason)):
+        for payload in _payloads(chunk(None, run.outcome("").finish_reason, so_far())):
             yield payload
         usage = run.outcome("").usage
         if include_usage and usage is not None:
@@ -270,9 +278,21 @@ def generation(route: ModelRoute, req, prompt: str) -> Generation:
         if getattr(req, param, None) is not None:
             raise APIError(400, f"{param} is not supported by this deployment ({dialect.title} has no input for "
                                 "it); leave it unset", param=param)
+    if req.continuous_usage() and dialect is not None and dialect.count_source == "client":
+        raise APIError(400, f"stream_options.continuous_usage_stats: {dialect.title} returns no token counts, so "
+                            "there is no usage until the end; leave it unset (include_usage still works)",
+                       param="stream_options")
     limit = req.token_limit()
     max_tokens = limit if limit is not None else route.default_max_tokens
-    if req.min_tokens is not None and req.min_tokens > max_tokens:
+    min_tokens = req.min_tokens
+    if req.ignore_eos:
+        # Every runtime with a min_tokens input masks the end token until that many tokens exist (TensorRT-LLM's
+        # end id, the hf runtime's processor, vLLM's SamplingParams): at the token limit it never stops early.
+        if dialect is not None and "min_tokens" in dialect.unsupported:
+            raise APIError(400, f"ignore_eos: not supported by this deployment ({dialect.title} has no input that "
+                                "keeps generating past the end token); leave it unset", param="ignore_eos")
+        min_tokens = max_tokens
+    if min_tokens is not None and min_tokens > max_tokens:
         # Checked here because a runtime may not say why it fails (Triton's vLLM backend answers only "'NoneType'
         # object has no attribute 'lora_name'").
         raise APIError(400, f"min_tokens: {req.min_tokens} is more than the request's maximum of {max_tokens} tokens; "
@@ -280,7 +300,7 @@ def generation(route: ModelRoute, req, prompt: str) -> Generation:
     return Generation(prompt=prompt, max_tokens=max_tokens,
                       stream=req.stream, stop=tuple(req.stop_list()), temperature=req.temperature, top_p=req.top_p,
                       seed=req.seed, presence_penalty=req.presence_penalty,
-                      frequency_penalty=req.frequency_penalty, min_tokens=req.min_tokens)
+                      frequency_penalty=req.frequency_penalty, min_tokens=min_tokens)
 
 
 def route_for(state: FrontendState, name: str) -> ModelRoute:

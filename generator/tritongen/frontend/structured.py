@@ -14,11 +14,12 @@ guide type the runtime cannot constrain to is refused naming the runtime.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any
 
-from tritongen.frontend.engine import EngineError
+from tritongen.frontend.engine import EngineError, Generation
 from tritongen.frontend.errors import APIError
 from tritongen.frontend.schemas import NamedToolChoice, ResponseFormat, StructuredOutputs, Tool
 from tritongen.frontend.toolcalls import NamedCallParser, ToolCallParser, detect_format
@@ -127,6 +128,18 @@ def output_guide(route: ModelRoute, req) -> Guide | None:
         raise APIError(400, "structured_outputs: cannot go with a response_format other than text; leave one out",
                        param="structured_outputs")
     return formatted or extension
+
+
+def guided(gen: Generation, guide: Guide | None, req) -> Generation:
+    """`gen` constrained by `guide`. Not with ignore_eos or min_tokens: a constrained answer ends where its grammar
+    is complete (the end token is then the only one allowed), so keeping the end token out leaves none to pick."""
+    if guide is None:
+        return gen
+    for field in ("ignore_eos", "min_tokens"):
+        if getattr(req, field, None):
+            raise APIError(400, f"{field}: cannot go with {guide.param} (a constrained answer ends where its grammar "
+                                "is complete, where only the end token is allowed); leave one out", param=field)
+    return dataclasses.replace(gen, guide_type=guide.type, guide=guide.text)
 
 
 async def named_by(guide: Guide | None, awaitable):

@@ -6,6 +6,8 @@ import csv
 from pathlib import Path
 
 from tritongen import metric_registry as registry
+from tritongen.loadtests.confidence import line as confidence_line
+from tritongen.loadtests.host import line as host_line
 from tritongen.loadtests.stages import line as stages_line
 
 
@@ -61,6 +63,10 @@ def print_report(summary: dict, out: Path, html_path: Path, json_path: Path) -> 
         requests, latency = _level_lines(m, tokens.get("counted_by", "server"))
         say(f"{head}window [{m['window_start_s']:.1f}, {m['window_end_s']:.1f}] s: {requests}")
         say(f"{head}latency ms: {latency}")
+        if level.get("confidence"):
+            say(f"{head}{confidence_line(level['confidence'])}")
+            if level["confidence"]["warning"]:
+                say(f"{head}WARNING: {level['confidence']['warning']}")
         out_tokens = m["output_tokens"]
         counted = tokens["server_output_tokens"]
         source = ("client-counted: the model returns no counts; the deployment's tokenizer counted the text"
@@ -79,6 +85,10 @@ def print_report(summary: dict, out: Path, html_path: Path, json_path: Path) -> 
         warning = (level["load_generator"] or {}).get("warning")
         if warning:
             say(f"{head}{warning}")
+        if level.get("host"):
+            say(f"{head}{host_line(level['host'])}")
+            if level["host"]["warning"]:
+                say(f"{head}{level['host']['warning']}")
         for result in level["slo"]["results"]:
             say(f"{head}{result['line']}")
     if len(levels) > 1:

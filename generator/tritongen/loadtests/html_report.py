@@ -73,6 +73,18 @@ def _latency_table(metrics: dict, counted_by: str = "server") -> str:
     return _table(["", *keys], rows)
 
 
+def _confidence_table(confidence: dict) -> str:
+    """Each figure's n and interval (levels[].confidence)."""
+    rows = []
+    for f in confidence["figures"]:
+        name, _, stat = f["name"].partition(".")
+        m = registry.BY_NAME[name]
+        rows.append([f"{m.label or name}{' ' + stat if stat else ''} {m.unit}", _num(f["value"], m.digits + 1),
+                     str(f["n"]), _num(f["low"], m.digits + 1), _num(f["high"], m.digits + 1)])
+    return (f"<p>{html.escape(confidence['method'])}</p>"
+            + _table(["figure", "value", "n", "low", "high"], rows))
+
+
 def _server_table(server: dict) -> str:
     rows = []
     for m in server["models"]:
@@ -97,7 +109,8 @@ def _stages_table(stages: dict) -> str:
     head = (f"<p>Called model {html.escape(str(stages['called_model']))}, {stages['requests']} requests in the "
             f"window; dominant stage: <b>{html.escape(str(stages['dominant']))}</b>"
             + (f"; per-token {stages['per_token_ms']:.3f} ms" if stages["per_token_ms"] is not None else "")
-            + (f'.</p><p class="warn">{html.escape(stages["note"])}' if stages["note"] else "") + "</p>")
+            + (f'.</p><p class="warn">{html.escape(stages["note"])}' if stages["note"] else "")
+            + (f'</p><p class="warn">{html.escape(stages["coverage"])}' if stages.get("coverage") else "") + "</p>")
     models = [[m["model"], str(m["requests"]), *(_num(m[k], 3) for k in ("queue_ms", "compute_input_ms",
               "compute_infer_ms", "compute_output_ms", "request_ms")), m["note"] or ("" if m["plausible"] else "-")]
               for m in stages["models"]]
@@ -158,6 +171,10 @@ def render_html(summary: dict, samples: Sequence[Sample]) -> str:
         warning = (row["load_generator"] or {}).get("warning")
         if warning:
             parts.append(f'<p class="warn">{unit} {row["level"]:g}: {html.escape(warning)}</p>')
+        if (row.get("host") or {}).get("warning"):
+            parts.append(f'<p class="warn">{unit} {row["level"]:g}: {html.escape(row["host"]["warning"])}</p>')
+        if (row.get("confidence") or {}).get("warning"):
+            parts.append(f'<p class="warn">{unit} {row["level"]:g}: {html.escape(row["confidence"]["warning"])}</p>')
         if row["tokens"]["equal"] is False:
             parts.append(f'<p class="warn">{unit} {row["level"]:g}: client output tokens '
                          f'{row["tokens"]["client_output_tokens"]} != server {row["tokens"]["server_output_tokens"]:g}'
@@ -181,6 +198,8 @@ def render_html(summary: dict, samples: Sequence[Sample]) -> str:
             f"{_num(row['server_active_after'], 0)}.</p>",
             _latency_table(m, tokens.get("counted_by", "server")),
         ]
+        if row.get("confidence"):
+            parts += ["<h3>How sure (confidence intervals)</h3>", _confidence_table(row["confidence"])]
         errors = "".join(f"<li>{e['count']} x {html.escape(e['message'])}</li>" for e in m["errors"])
         if errors:
             parts.append(f"<h3>Errors</h3><ul>{errors}</ul>")

@@ -125,6 +125,8 @@ class TimelinePoint:
     """Successful requests that completed in the bin, per second."""
     output_tokens_per_s: float
     """Output tokens that arrived in the bin (from the server's per-response counts), per second."""
+    good_requests_per_s: float
+    """Successful requests that completed in the bin within every goodput limit, per second."""
     errors: int
     in_window: bool
     """The bin lies inside the measurement window."""
@@ -191,13 +193,13 @@ def _plain(value: object) -> object:
     return asdict(value) if isinstance(value, Stats) else value
 
 
-def _timeline(samples: Sequence[Sample], start: float, run_s: float, window: Window,
-              bin_s: float) -> tuple[TimelinePoint, ...]:
+def _timeline(samples: Sequence[Sample], start: float, run_s: float, window: Window, bin_s: float,
+              limits: GoodputLimits) -> tuple[TimelinePoint, ...]:
     if not samples:
         return ()
     # The last bin is usually partial; its rates are still per bin_s so bins compare, at the cost of a dip.
     n_bins = max(1, math.ceil(run_s / bin_s))
-    done, tokens, errors = [0] * n_bins, [0] * n_bins, [0] * n_bins
+    done, good, tokens, errors = [0] * n_bins, [0] * n_bins, [0] * n_bins, [0] * n_bins
 
     def bin_of(t: float) -> int:
         return min(n_bins - 1, max(0, int(t // bin_s)))
@@ -206,13 +208,14 @@ def _timeline(samples: Sequence[Sample], start: float, run_s: float, window: Win
         sent = s.start_wall_s - start
         if s.ok:
             done[bin_of(sent + s.end_s)] += 1
+            good[bin_of(sent + s.end_s)] += limits.met_by(request_latency(s))  # type: ignore[arg-type]
         elif s.failed:
             errors[bin_of(sent + s.end_s)] += 1
         if not s.failed:
             for at, n in s.token_arrivals():
                 tokens[bin_of(sent + at)] += n
     return tuple(TimelinePoint(t_s=i * bin_s, requests_per_s=done[i] / bin_s, output_tokens_per_s=tokens[i] / bin_s,
-                               errors=errors[i], in_window=window.start_s <= i * bin_s < window.end_s)
+                               good_requests_per_s=good[i] / bin_s, errors=errors[i], in_window=window.start_s <= i * bin_s < window.end_s)
                  for i in range(n_bins))
 
 
@@ -280,8 +283,17 @@ def compute_metrics(samples: Sequence[Sample], limits: GoodputLimits | None = No
         requests_without_token_count=sum(1 for s in samples if s.ok and s.output_tokens is None),
         schedule_lag_ms=Stats.of(lags),
         errors=tuple(sorted(errors.items(), key=lambda kv: (-kv[1], kv[0]))),
-        timeline=_timeline(samples, start, run_s, window, bin_s),
+        timeline=_timeline(samples, start, run_s, window, bin_s, limits),
     )
+
+
+def window_latencies(samples: Sequence[Sample], warmup_s: float = 0.0,
+                     duration_s: float | None = None) -> list[RequestLatency]:
+    """The latencies the level's statistics are computed from: successful requests sent inside the window."""
+    start, window = measurement_window(samples, warmup_s, duration_s)
+    return [request_latency(s) for s in samples  # type: ignore[misc]
+            if s.ok and (window.start_s <= s.start_wall_s - start < window.end_s
+                         or (window.length_s == 0 and s.start_wall_s - start == window.end_s))]
 
 
 def group_by_level(samples: Sequence[Sample]) -> dict[float, list[Sample]]:

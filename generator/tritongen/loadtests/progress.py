@@ -1,6 +1,7 @@
 """A status line per load level while it runs: level, elapsed seconds, requests finished, live output tokens/s
 (the last few seconds), errors. Read from the level's sample files, which every Locust process appends one flushed
-line per finished request to; printed on a terminal only (a log or a pipe gets the per-level summaries alone)."""
+line per finished request to. The first line comes as the level starts, so a run is never silent; on a terminal the
+line is rewritten every second, in a log or a pipe a new line comes every LOG_INTERVAL_S seconds."""
 
 from __future__ import annotations
 
@@ -14,21 +15,25 @@ from pathlib import Path
 from tritongen import console
 from tritongen.loadtests.samples import Sample, sample_files
 
+LOG_INTERVAL_S = 10.0
 WINDOW_S = 5.0
 """Live tokens/s: the tokens that arrived over the last WINDOW_S seconds of finished requests."""
 
 
 def wanted(no_progress: bool) -> bool:
-    """A live status line per level: on a terminal, unless --no-progress or -q."""
-    return sys.stdout.isatty() and not no_progress and not console.quiet()
+    """Status lines per level, unless --no-progress or -q."""
+    return not no_progress and not console.quiet()
 
 
 class Progress:
     """Tails one level's sample files and rewrites one status line every `interval_s` (use as a context manager)."""
 
-    def __init__(self, label: str, samples_dir: Path, *, enabled: bool, interval_s: float = 1.0, stream=None):
-        self.label, self.samples_dir, self.enabled, self.interval_s = label, samples_dir, enabled, interval_s
+    def __init__(self, label: str, samples_dir: Path, *, enabled: bool, interval_s: float | None = None,
+                 stream=None):
+        self.label, self.samples_dir, self.enabled = label, samples_dir, enabled
         self.stream = stream or sys.stdout
+        self.live = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.interval_s = interval_s if interval_s is not None else 1.0 if self.live else LOG_INTERVAL_S
         self.requests = self.errors = 0
         self._offsets: dict[Path, int] = {}
         self._arrivals: deque[tuple[float, int]] = deque()
@@ -65,15 +70,22 @@ class Progress:
         return (f"{self.label}: {time.monotonic() - self._started:5.1f} s, {self.requests} requests, "
                 f"{self.tokens_per_s():.0f} tok/s, {self.errors} errors")
 
+    def _show(self, last: bool = False) -> None:
+        if self.live:  # rewritten in place; the level's last line stays
+            self.stream.write("\r\033[K" + self.line() + ("\n" if last else ""))
+        else:
+            self.stream.write(self.line() + "\n")
+        self.stream.flush()
+
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
             self.read()
-            self.stream.write("\r\033[K" + self.line())
-            self.stream.flush()
+            self._show()
 
     def __enter__(self) -> Progress:
         self._started = time.monotonic()
         if self.enabled:
+            self._show()  # at once: the level has begun
             self._thread = threading.Thread(target=self._run, name="loadtest-progress", daemon=True)
             self._thread.start()
         return self
@@ -83,5 +95,4 @@ class Progress:
         if self._thread is not None:
             self._thread.join(timeout=5)
             self.read()
-            self.stream.write("\r\033[K" + self.line() + "\n")  # the level's last status line stays
-            self.stream.flush()
+            self._show(last=True)

@@ -61,8 +61,22 @@ documented under `levels[].server`.
 - `levels[].metrics.timeline[].t_s` (float): bin start.
 - `levels[].metrics.timeline[].requests_per_s` (float): successful requests completed in the bin, per second.
 - `levels[].metrics.timeline[].output_tokens_per_s` (float): output tokens that arrived in the bin, per second.
+- `levels[].metrics.timeline[].good_requests_per_s` (float): successful requests completed in the bin within every
+  goodput limit, per second.
 - `levels[].metrics.timeline[].errors` (int): failed requests in the bin.
 - `levels[].metrics.timeline[].in_window` (bool): the bin starts inside the measurement window.
+- `levels[].confidence` (object): how sure the level's figures are (tritongen.loadtests.confidence).
+- `levels[].confidence.level` (float): the intervals' confidence level (0.95).
+- `levels[].confidence.method` (str): how they were computed (scipy.stats.bootstrap, percentile method).
+- `levels[].confidence.figures` (list): one entry per rate metric (resampled over the window's whole 1 s bins) and
+  per reported latency percentile (resampled over the requests).
+- `levels[].confidence.figures[].name` (str): the metric (request_throughput, output_token_throughput, goodput) or
+  the metric and percentile (`ttft_ms.p95`, ...).
+- `levels[].confidence.figures[].value` (float): the figure itself (as in `levels[].metrics`).
+- `levels[].confidence.figures[].n` (int): the requests the figure rests on (a rate: those it counts).
+- `levels[].confidence.figures[].low` (float|null): the interval's lower end; null with fewer than 2 values.
+- `levels[].confidence.figures[].high` (float|null): its upper end.
+- `levels[].confidence.warning` (str|null): set when fewer than 30 requests completed inside the window.
 - `levels[].slo` (object): the SLO verdict of this level.
 - `levels[].slo.passed` (bool): every objective holds at this level.
 - `levels[].slo.results` (list): one entry per objective set in the spec, then `client_tokens_equal_server` when the token totals are comparable (a mismatch fails the level).
@@ -128,10 +142,14 @@ documented under `levels[].server`.
 - `levels[].stages.stages[].note` (str): why it is missing, or how it was measured.
 - `levels[].stages.per_token_ms` (float|null): the model's own time per output token after the first.
 - `levels[].stages.sum_ms` (float|null): sum of the stages that have a value.
-- `levels[].stages.client_e2e_ms` (float|null): the client's mean end-to-end latency over the same window
+- `levels[].stages.client_e2e_ms` (float|null): the client's mean end-to-end latency of the requests that completed
+  between the same two reads of the server (metrics.e2e_ms.avg when the reads' times are unknown)
   (metrics.e2e_ms.avg).
 - `levels[].stages.sum_over_client_e2e` (float|null): sum_ms / client_e2e_ms: how much of the client's latency the
   server accounts for.
+- `levels[].stages.unaccounted_ms` (float|null): client_e2e_ms - sum_ms (negative: the stages exceed it).
+- `levels[].stages.coverage` (str): empty when the stages add up to client_e2e_ms within 10%; else what is not
+  measured (or why they exceed it), named.
 - `levels[].stages.dominant` (str|null): the stage with the most time.
 - `levels[].stages.models` (list): Triton's statistics per model over the window (versions summed), sorted by name.
 - `levels[].stages.models[].model` (str): model name.
@@ -155,6 +173,17 @@ documented under `levels[].server`.
 - `levels[].load_generator.processes[].cpu_fraction` (float|null): cpu_s / wall_s (1.0 = one core).
 - `levels[].load_generator.max_cpu_fraction` (float|null): the busiest process.
 - `levels[].load_generator.warning` (str|null): set when a process passed 80% of a core.
+- `levels[].host` (object|null): host-wide CPU over the level (tritongen.loadtests.host); null where /proc/stat
+  is not readable.
+- `levels[].host.wall_s` (float): seconds between the two reads.
+- `levels[].host.cpus` (int): logical CPUs of the host.
+- `levels[].host.busy_cores` (float): CPUs' worth of time the host spent busy (/proc/stat).
+- `levels[].host.ours_cores` (float): of that, the load test's own processes and any tritonserver (with its stubs).
+- `levels[].host.others_cores` (float): the rest: other processes.
+- `levels[].host.steal_fraction` (float): steal time over all CPU time (a hypervisor's other guests).
+- `levels[].host.load_average` (float|null): the 1-minute load average at the level's end.
+- `levels[].host.warning` (str|null): set when the host, not the server, may be the limit (other processes above
+  25% of the CPUs, steal above 5%, or a run queue longer than the CPUs with them above 90% busy).
 - `capacity` (object): the capacity line.
 - `capacity.level` (float|null): highest level at which every SLO holds, every lower level passing too.
 - `capacity.unit` (str): users or requests/s.
@@ -184,7 +213,8 @@ from typing import TYPE_CHECKING
 
 from tritongen import metric_registry as registry
 from tritongen.loadtests.html_report import render_html
-from tritongen.loadtests.metrics import compute_sweep
+from tritongen.loadtests.confidence import figures
+from tritongen.loadtests.metrics import compute_sweep, window_latencies
 from tritongen.loadtests.prom import ServerView
 from tritongen.loadtests.samples import Sample
 from tritongen.loadtests.slo import LevelVerdict, capacity, evaluate, goodput_limits, token_check
@@ -228,6 +258,8 @@ class RunInputs:
     metadata: dict | None = None
     servers: Mapping[float, LevelServer] = field(default_factory=dict)
     load_generator: Mapping[float, dict] = field(default_factory=dict)
+    host: Mapping[float, dict | None] = field(default_factory=dict)
+    """Host-wide CPU per level (tritongen.loadtests.host)."""
     sample_files: Sequence[str | Path] = ()
     output_token_counter: str | None = None
     """The server's counter of generated tokens (the runtime's `output_token_counter`); None: no token check."""
@@ -263,9 +295,11 @@ def build_summary(samples: Sequence[Sample], slo: SLOPlan, run: RunInputs | None
         if comparable:
             results.append(token_check(metrics.output_tokens_total, counted))
         verdicts.append(LevelVerdict(level, results))
+        as_dict = metrics.to_dict()
         levels.append({
-            "level": level, "metrics": metrics.to_dict(),
+            "level": level, "metrics": as_dict,
             "client_counted": [m.name for m in registry.counted()] if counted_by == "client" else [],
+            "confidence": figures(as_dict, window_latencies(level_samples, run.load.warmup_s, run.load.duration_s)),
             "slo": {"passed": all(r.passed for r in results), "results": [r.to_dict() for r in results]},
             "tokens": {"client_output_tokens": metrics.output_tokens_total, "server_output_tokens": counted,
                        "counted_by": counted_by,
@@ -274,9 +308,11 @@ def build_summary(samples: Sequence[Sample], slo: SLOPlan, run: RunInputs | None
             "server_run": None if server.run is None else server.run.to_dict(),
             "server_active_after": server.active_after,
             "stages": None if server.edges is None else breakdown(
-                *server.edges, None if metrics.e2e_ms is None else metrics.e2e_ms.avg, called=server.called_model,
-                frontend=server.frontend_edges),
+                *server.edges, _client_e2e_between(level_samples, server.edges,
+                                                   None if metrics.e2e_ms is None else metrics.e2e_ms.avg),
+                called=server.called_model, frontend=server.frontend_edges),
             "load_generator": run.load_generator.get(level),
+            "host": run.host.get(level),
         })
     cap = capacity(verdicts, run.load.level_unit, slo.min_capacity)
     return _json_safe({
@@ -295,6 +331,17 @@ def build_summary(samples: Sequence[Sample], slo: SLOPlan, run: RunInputs | None
         "slo": {"passed": cap.passed, "exit_code": 0 if cap.passed else 1,
                 "goodput_limits": asdict(limits)},
     })  # type: ignore[return-value]
+
+
+def _client_e2e_between(samples: Sequence[Sample], edges: tuple, fallback: float | None) -> float | None:
+    """The mean e2e (ms) of the successful requests that completed between the two server reads: the requests the
+    server's statistics describe (stages.py, "Adding up"); `fallback` when the reads carry no times."""
+    t0, t1 = (getattr(e, "taken_at", None) for e in edges)
+    if t0 is None or t1 is None:
+        return fallback
+    e2e = [s.response_times[-1] * 1e3 for s in samples
+           if s.ok and t0 <= s.start_wall_s + s.end_s <= t1]
+    return sum(e2e) / len(e2e) if e2e else None
 
 
 def _json_safe(value: object) -> object:

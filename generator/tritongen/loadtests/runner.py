@@ -22,10 +22,8 @@ import dataclasses
 import math
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, get_args
@@ -35,6 +33,8 @@ from pydantic import ValidationError
 from tritongen.errors import CheckFailed, EnvironmentMissing, SpecError, problem
 from tritongen.loadtests import console
 from tritongen.loadtests.arrivals import read_trace
+from tritongen.loadtests.interrupt import EXIT, on_interrupt
+from tritongen.loadtests.host import HostWatch, ports as host_ports
 from tritongen.loadtests.distributed import LOCUSTFILE, STOP_TIMEOUT_S, run_master
 from tritongen.loadtests.metadata import load_generator_cpu, run_metadata
 from tritongen.loadtests.metrics import measurement_window
@@ -230,6 +230,8 @@ class LevelRun:
     frontend_snapshots: list = field(default_factory=list)
     """The OpenAI frontend's /metrics, scraped alike (protocol openai)."""
     active_after: float | None = None
+    host: dict | None = None
+    """Host-wide CPU over the level (tritongen.loadtests.host)."""
 
 
 def locust_config(plan, load: LoadTest, url: str, samples_dir: Path, level: float) -> LocustConfig:
@@ -317,10 +319,13 @@ def _run_level(plan, endpoint: Endpoint, load: LoadTest, out: Path, level: float
         + (f", {profile.processes} processes" if profile.processes > 1 else ""))
     cmd = _locust_command(out, users, spawn_rate, profile.duration_s, profile.processes, stem)
     timeout_s = profile.duration_s + STOP_TIMEOUT_S + 120
+    watch = HostWatch(host_ports(endpoint.grpc_url, endpoint.http_url, endpoint.openai_url,
+                                 endpoint.triton_grpc_url)).start()
     try:
         with Progress(f"{profile.level_unit} {level:g}", samples_dir, enabled=progress):
             _run_level_locust(cmd, config, config_path, out, distribution, timeout_s)
     finally:
+        run.host = watch.stop()
         if poller is not None:
             run.snapshots += poller.stop()
         if frontend_poller is not None:
@@ -381,8 +386,13 @@ def run_loadtest(plan, endpoint: Endpoint, load: LoadTest, out: Path, *, spec_pa
     url = endpoint.url_for(load.profile.protocol)
     target = _target_model(plan, load)
     # exit 3 before any load when not ready
-    server_info = preflight(url, load.profile.protocol, target.get("model", "ensemble"),
-                            api_key_env=target.get("api_key_env"))
+    try:
+        with on_interrupt("stopping before any load", say):
+            server_info = preflight(url, load.profile.protocol, target.get("model", "ensemble"),
+                                    api_key_env=target.get("api_key_env"))
+    except KeyboardInterrupt:
+        say("nothing ran: no report")
+        return INTERRUPTED_EXIT
     out.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(out / "samples", ignore_errors=True)  # a report must never mix in samples of an earlier run
     (out / "locust.log").write_text("")
@@ -397,27 +407,32 @@ def run_loadtest(plan, endpoint: Endpoint, load: LoadTest, out: Path, *, spec_pa
 
     runs, incomplete = [], None
     try:
-        for i, level in enumerate(levels, 1):
-            if len(levels) > 1:
-                say(f"level {i}/{len(levels)}: {level:g} {profile.level_unit}")
-            runs.append(_run_level(plan, endpoint, load, out, level, url, distribution, progress))
+        with on_interrupt("stopping the level in flight; the report holds the levels that finished", say):
+            for i, level in enumerate(levels, 1):
+                if len(levels) > 1:
+                    say(f"level {i}/{len(levels)}: {level:g} {profile.level_unit}")
+                runs.append(_run_level(plan, endpoint, load, out, level, url, distribution, progress))
     except KeyboardInterrupt:
+        cut = levels[len(runs)] if len(runs) < len(levels) else None
+        left = sample_files(out / "samples" / f"level-{cut:g}") if cut is not None else []
+        finished = sum(1 for f in left for line in open(f, "rb") if line.strip())
+        unfinished = (f"; the {finished} request(s) that finished in {profile.level_unit} {cut:g} before it are in "
+                      f"{out / 'samples' / f'level-{cut:g}'}, not in a report (a level cut short has no window)"
+                      if finished else "")
         if not runs:
-            say("interrupted before the first level finished: no report")
-            raise
-        # A second Ctrl-C must not cut the report of the finished levels short.
-        _ignore_sigint()
+            say(f"interrupted before the first level finished: no level to report{unfinished}")
+            return INTERRUPTED_EXIT
         done = ", ".join(f"{run.level:g}" for run in runs)
-        incomplete = (f"interrupted (Ctrl-C) during {profile.level_unit} {levels[len(runs)]:g}: the report holds "
+        incomplete = (f"interrupted (Ctrl-C) during {profile.level_unit} {cut:g}: the report holds "
                       f"the {len(runs)} of {len(levels)} levels that finished ({done})")
-        say(f"interrupted: writing the report of the finished levels ({done})")
+        say(f"interrupted: writing the report of the finished levels ({done}){unfinished}")
 
     files = [f for run in runs for f in sample_files(run.samples_dir)]
     samples = read_samples(files)
     if not samples:
         tail = "\n".join((out / "locust.log").read_text(errors="replace").splitlines()[-30:])
         raise CheckFailed(f"locust recorded no requests; its log ({out / 'locust.log'}) ends:\n{tail}")
-    servers, cpu = {}, {}
+    servers, cpu, host = {}, {}, {}
     for run in runs:
         mine = [s for s in samples if s.level == run.level]
         if mine:
@@ -426,12 +441,13 @@ def run_loadtest(plan, endpoint: Endpoint, load: LoadTest, out: Path, *, spec_pa
             servers[run.level] = LevelServer(window=view, run=view_run, active_after=run.active_after, edges=edges,
                                              frontend_edges=frontend, called_model=target.get("model"))
         cpu[run.level] = load_generator_cpu(run.samples_dir)
+        host[run.level] = run.host
     ran = workload(locust_config(plan, load, url, Path("."), levels[0]))
     inputs = RunInputs(
         load=LoadInfo(mode=profile.mode, level_unit=profile.level_unit, warmup_s=profile.warmup_s,
                       duration_s=profile.duration_s),
         deployment=plan.name, metadata=run_metadata(plan, server_info, ran, spec_path), servers=servers,
-        load_generator=cpu, sample_files=files, locust_csv=[f for run in runs for f in run.csv_files],
+        load_generator=cpu, host=host, sample_files=files, locust_csv=[f for run in runs for f in run.csv_files],
         output_token_counter=runtime_of(plan).output_token_counter, incomplete=incomplete)
     report = write_report(out, samples, plan.slo, inputs)
     console.print_report(report.summary, out, report.html_path, report.json_path)
@@ -441,10 +457,5 @@ def run_loadtest(plan, endpoint: Endpoint, load: LoadTest, out: Path, *, spec_pa
     return report.exit_code
 
 
-INTERRUPTED_EXIT = 130
+INTERRUPTED_EXIT = EXIT
 """The shell's code for a command ended by SIGINT (128 + 2), also when the report of the finished levels is written."""
-
-
-def _ignore_sigint() -> None:
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.SIG_IGN)

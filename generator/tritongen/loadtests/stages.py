@@ -18,9 +18,19 @@ each from one source and none overlapping another:
   a decoupled python model's Triton request time is its execute() call, not the request.
 The decoupled models' own compute times (tensorrt_llm, tensorrt_llm_bls) are not stages: their execute() returns
 while the request goes on, so the time would overlap the stages above. `sum_ms` is the sum of the available
-stages; compared with the client's mean end-to-end latency of the window it shows what the server accounts for
-(the rest is the network, gRPC/HTTP and the client). A value no server could have measured (a wrapped counter)
-is dropped and said so.
+stages; compared with the client's mean end-to-end latency it shows what the server accounts for. A value no
+server could have measured (a wrapped counter) is dropped and said so.
+
+Adding up. The client's mean e2e it is compared with is over the requests that completed between the same two
+reads of the server (report.py), not over the client's window: the reads are the scrapes nearest the window's edges,
+up to a second outside it, and a short window's requests then differ from the server's (warm-up or drain requests
+in one set and not the other), which made the sum read 51% or 140% of a mismatched mean. When the stages still
+differ from that mean by more than TOLERANCE, `coverage` names what is not measured and why: with the ensemble
+called, everything inside Triton's request time is a stage (what the model does not time is in `ensemble/BLS`), so
+the rest lies outside it: the network, Triton's gRPC/HTTP frontend and the client's own scheduling (large when the
+load generator's host is loaded: levels[].host); with a model called directly, also the stages that have no value
+(named with their notes); above the mean, the stages describe other requests than the client's (another client, a
+warm-up request) or overlap.
 """
 
 from __future__ import annotations
@@ -35,6 +45,8 @@ ORDER = ("frontend", "queue", "preprocessing", "first token", "per-token", "deto
 OWN = {"first": "tritongen_llm_first_response_us_total", "generation": "tritongen_llm_generation_us_total",
        "later": "tritongen_llm_later_tokens_total", "finished": "tritongen_llm_finished_requests_total"}
 FRONTEND_ADDED = "tritongen_openai_added_latency_seconds"
+TOLERANCE = 0.10
+"""How far the stages' sum may be from the client's mean e2e before `coverage` says why."""
 
 
 def _delta(before, after, name: str) -> float | None:
@@ -84,8 +96,8 @@ def breakdown(before, after, client_e2e_ms: float | None, *, called: str | None 
     notes = [f"{m.model}: {m.note}" for m in models.values() if not m.plausible]
     if outer is None:
         return {"called_model": called, "requests": 0, "stages": [], "per_token_ms": None, "sum_ms": None,
-                "client_e2e_ms": client_e2e_ms, "sum_over_client_e2e": None, "dominant": None,
-                "models": [vars(m) for m in models.values()],
+                "client_e2e_ms": client_e2e_ms, "sum_over_client_e2e": None, "unaccounted_ms": None,
+                "coverage": "", "dominant": None, "models": [vars(m) for m in models.values()],
                 "note": "; ".join(["no request of the called model succeeded inside the window", *notes])}
     n = outer.requests
 
@@ -129,17 +141,41 @@ def breakdown(before, after, client_e2e_ms: float | None, *, called: str | None 
                                  f"time by {-rest:.2f} ms (they overlap or straddle the window's edges)"))
         else:
             stages.append(_stage("ensemble/BLS", rest, "derived", "ensemble request time (Triton) minus the stages "
-                                 "inside it"))
+                                 "inside it" + ("; it holds the first-token and per-token time, which the model "
+                                                "does not report" if first is None else "")))
     else:
         stages.append(_stage("ensemble/BLS", None, "derived", f"{outer.model} is called directly: Triton's request "
                              "time of a decoupled model is not the request's"))
     known = [s for s in stages if s["ms"] is not None]
     total = sum(s["ms"] for s in known) if known else None
     dominant = max(known, key=lambda s: s["ms"])["name"] if known else None
+    gap = client_e2e_ms - total if total is not None and client_e2e_ms else None
     return {"called_model": outer.model, "requests": n, "stages": stages, "per_token_ms": per_token,
             "sum_ms": total, "client_e2e_ms": client_e2e_ms,
             "sum_over_client_e2e": total / client_e2e_ms if total is not None and client_e2e_ms else None,
+            "unaccounted_ms": gap, "coverage": coverage(stages, gap, client_e2e_ms),
             "dominant": dominant, "models": [vars(m) for m in models.values()], "note": "; ".join(notes)}
+
+
+def coverage(stages: list[dict], gap: float | None, client_e2e_ms: float | None) -> str:
+    """Empty when the stages add up to the client's mean e2e within TOLERANCE; else what is not measured, and why."""
+    if gap is None or not client_e2e_ms:
+        return "" if client_e2e_ms else "no client e2e to compare with (no request completed between the reads)"
+    share = gap / client_e2e_ms
+    if abs(share) <= TOLERANCE:
+        return ""
+    if gap < 0:
+        return (f"the stages exceed the client's mean e2e by {-share:.0%} ({-gap:.1f} ms): they are averages over "
+                "what the server finished between its reads, which held requests the client did not time (another "
+                "client, a warm-up request), or stages overlap")
+    inside = any(s["name"] == "ensemble/BLS" and s["ms"] is not None for s in stages)
+    missing = [f"{s['name']} ({s['note']})" for s in stages if s["ms"] is None and s["note"]
+               and s["note"] != "not on this path" and not s["note"].startswith("inside tensorrt_llm_bls")]
+    outside = ("outside Triton's request time: the network, Triton's gRPC/HTTP frontend and the client's own "
+               "scheduling (large when the load generator's host is loaded; see the host line)")
+    where = outside if inside or not missing else \
+        "in stages the server does not time: " + "; ".join(missing) + "; and " + outside
+    return f"{share:.0%} ({gap:.1f} ms) of the client's mean e2e is not measured: {where}"
 
 
 def line(stages: dict) -> str:
@@ -154,4 +190,6 @@ def line(stages: dict) -> str:
     text = f"where the time goes (server ms/request, {stages['called_model']}): {parts}{tail}"
     if stages["dominant"]:
         text += f"; dominant: {stages['dominant']}"
+    if stages.get("coverage"):
+        text += f"; {stages['coverage']}"
     return text + (f"; {stages['note']}" if stages["note"] else "")

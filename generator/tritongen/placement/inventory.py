@@ -373,6 +373,24 @@ def discover_nvml() -> Inventory:
     return Inventory(tuple(gpus), "nvml", driver)
 
 
+def no_local_gpu() -> str | None:
+    """Why this machine has no GPU to place on (NVML missing, not starting, or counting none); None if it has one."""
+    try:
+        import pynvml
+    except ImportError:
+        return "nvidia-ml-py is not installed"
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as err:
+        return f"NVML could not start ({err})"
+    try:
+        return None if pynvml.nvmlDeviceGetCount() else "NVML reports no GPU"
+    except pynvml.NVMLError as err:
+        return f"NVML query failed ({err})"
+    finally:
+        pynvml.nvmlShutdown()
+
+
 def load_inventory(source: str) -> Inventory:
     """Load an inventory from ``"nvml"``, an inventory YAML/JSON file, or saved ``nvidia-smi -L`` output."""
     if source == "nvml":

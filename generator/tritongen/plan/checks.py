@@ -30,6 +30,37 @@ def require_tokenizer(folder: str | Path, field: str = "model.tokenizer") -> Non
                                          "model.tokenizer at them and plan again)"))
 
 
+def require_gpu_here(device: str, inventory: str | None, gpu_arch: str | None = None) -> None:
+    """`validate` and `plan` without --inventory plan for this machine: a GPU placement needs a GPU here, else the
+    model fails only when Triton loads it ("invalid or unsupported gpu id 0"). An engine's stated GPU architecture
+    (`engine.gpu_arch`, --gpu-arch) says, like an inventory, that it is planned for another machine."""
+    if device != "gpu" or inventory is not None or gpu_arch is not None:
+        return
+    from tritongen.placement.inventory import no_local_gpu
+
+    why = no_local_gpu()
+    if why is not None:
+        raise SpecError(problem("placement.device", f"gpu, but this machine has no GPU to run it on ({why})",
+                                "pass --inventory with the GPUs it will run on (an inventory file or saved "
+                                "`nvidia-smi -L` from that node), or set placement.device: cpu to run it here"))
+
+
+# A fixed text every LLM tokenizer must give back unchanged: ASCII, and Latin letters beyond it.
+ROUND_TRIP_TEXT = "Hello, world! 42 apples - naïve café, Grüße."
+
+
+def require_round_trip(tok, folder: Path, field: str) -> None:
+    """The tokenizer gives ROUND_TRIP_TEXT back from its own ids: one saved from another model (or half of one)
+    decodes to byte pieces such as `<0xC3>` or `▁and`, which the deployment would stream as the answer."""
+    ids = tok.encode(ROUND_TRIP_TEXT, add_special_tokens=False)
+    back = tok.decode(ids, skip_special_tokens=True)
+    if back.strip() != ROUND_TRIP_TEXT:
+        raise SpecError(problem(field, f"the tokenizer loaded from {folder} does not give text back: "
+                                f"{ROUND_TRIP_TEXT!r} decodes to {back[:80]!r}",
+                                "point it at the model's own tokenizer files (tokenizer.json with its "
+                                "tokenizer_config.json, saved from the same model)"))
+
+
 def read_config(checkpoint: Path) -> dict[str, Any]:
     path = checkpoint / "config.json"
     try:

@@ -10,7 +10,7 @@ import dataclasses
 from pathlib import Path
 
 from tritongen.errors import SpecError, clip, problem
-from tritongen.plan.checks import missing_tokenizer_files, read_config
+from tritongen.plan.checks import missing_tokenizer_files, read_config, require_round_trip
 from tritongen.plan.deploy import DeployPlan
 from tritongen.plan.frontend import StructuredRoute, make_frontend_plan
 from tritongen.plan.kv import size_kv
@@ -66,6 +66,7 @@ def _tokenizer_plan(spec: Spec, tokenizer_dir: Path, config: dict) -> TokenizerP
                                 "point it at a folder with tokenizer files")) from None
     if tok.eos_token_id is None:
         raise SpecError(problem(field, "the tokenizer has no eos token", "set eos_token in tokenizer_config.json"))
+    require_round_trip(tok, tokenizer_dir, field)
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     return TokenizerPlan(**common, end_id=tok.eos_token_id, pad_id=pad, vocab_size=len(tok))
 

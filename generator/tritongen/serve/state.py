@@ -1,5 +1,5 @@
-"""Where the local `tritongen serve`s listen: one state file per server (keyed by its model repository), written
-once it is ready and removed when it stops. `generate` and `loadtest` read them when no --url is given (serve picks
+"""Where the local `tritongen serve`s listen: one state file per serve process (named by its model repository and
+its pid, so two serves of one repository are both found), written once it is ready and removed when it stops. `generate` and `loadtest` read them when no --url is given (serve picks
 free ports, so fixed defaults would miss it) and pick the server of their deployment or repository."""
 
 from __future__ import annotations
@@ -28,11 +28,10 @@ def state_dir() -> Path:
     return Path(base) / f"tritongen-{os.getuid()}" / "servers"
 
 
-def state_path(repository: Path) -> Path:
-    """The state file of the server of `repository` (one per repository: a second serve of it is refused by its
-    ports, not by this file)."""
+def state_path(repository: Path, pid: int | None = None) -> Path:
+    """The state file of the serve process `pid` (default: this one) of `repository`."""
     key = hashlib.sha1(str(Path(repository).resolve()).encode()).hexdigest()[:12]
-    return state_dir() / f"{key}.json"
+    return state_dir() / f"{key}-{os.getpid() if pid is None else pid}.json"
 
 
 def repository_deployment(repository: Path) -> str | None:
@@ -82,21 +81,23 @@ def write_state(repository: Path, **urls: str | None) -> Path:
 
 
 def clear_state(repository: Path) -> None:
-    """Remove the state file of `repository` if this process wrote it."""
-    path = state_path(repository)
-    with contextlib.suppress(OSError, ValueError):
-        if json.loads(path.read_text()).get("pid") == os.getpid():
-            path.unlink()
+    """Remove this process's state file of `repository` (another serve's stays)."""
+    with contextlib.suppress(OSError):
+        state_path(repository).unlink()
 
 
 def running() -> list[Served]:
-    """Every serve whose process is alive, oldest first (files of dead ones are ignored)."""
+    """Every serve whose process is alive, oldest first (files of dead ones are removed)."""
     out = []
     for path in sorted(state_dir().glob("*.json")) if state_dir().is_dir() else ():
         try:
             data = json.loads(path.read_text())
             pid = int(data.pop("pid"))
-            os.kill(pid, 0)
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:  # a serve that was killed before it could remove its file
+                path.unlink(missing_ok=True)
+                continue
             out.append(Served(pid=pid, repository=str(data.pop("repository")), name=data.pop("name", None),
                               started=float(data.pop("started", 0)), urls={k: str(v) for k, v in data.items()}))
         except (OSError, ValueError, KeyError, TypeError, AttributeError):

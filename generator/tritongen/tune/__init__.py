@@ -17,6 +17,8 @@ from tritongen.errors import CheckFailed, SpecError, problem
 from tritongen.spec import Spec, current_names, parse_spec
 from tritongen.spec.source import read_yaml
 from tritongen.tune import report
+from tritongen.loadtests.interrupt import EXIT, on_interrupt
+from tritongen.tune.confirm import decide
 from tritongen.tune.served import ServedEvaluator
 from tritongen.tune.space import search_space
 from tritongen.tune.study import STORE, Search, knob_values, parse_duration, rows, winner
@@ -34,6 +36,9 @@ class TuneOptions:
     rounds: int = 2
     top: int = 5
     seed: int = 0
+    confirm: int = 2
+    """Times the winner and the input are measured again, alternately, before anything is written (0: none)."""
+    early_stop: bool = True
 
 
 def check_slo(spec: Spec) -> None:
@@ -57,7 +62,8 @@ def output_dir(opts: TuneOptions, spec_path: Path, spec: Spec) -> Path:
 
 
 def tune(opts: TuneOptions, evaluator: Any = None, say=print) -> int:
-    """Run (or resume) a tune; the exit code: 0 with a winner, 1 when no trial met the SLO."""
+    """Run (or resume) a tune; the exit code: 0 with a result (a winner, or the input stays), 1 when no trial met
+    the SLO, 130 on Ctrl-C (the table of the finished trials written)."""
     spec_path = Path(opts.spec)
     if not spec_path.is_file():
         raise SpecError(problem(str(spec_path), "spec file not found", "pass the path of a YAML spec"))
@@ -69,6 +75,8 @@ def tune(opts: TuneOptions, evaluator: Any = None, say=print) -> int:
                                 "tune over grpc (or http / http_stream)"))
     if opts.budget is not None and opts.budget < 1:
         raise SpecError(problem("--budget", f"must be >= 1 trial (got {opts.budget})", "pass e.g. --budget 16"))
+    if opts.confirm < 0:
+        raise SpecError(problem("--confirm", f"must be >= 0 (got {opts.confirm})", "pass e.g. --confirm 2"))
     if opts.rounds < 1:
         raise SpecError(problem("--rounds", f"must be >= 1 (got {opts.rounds})", "pass e.g. --rounds 2"))
     time_s = parse_duration(opts.time) if opts.time else None
@@ -78,23 +86,42 @@ def tune(opts: TuneOptions, evaluator: Any = None, say=print) -> int:
     if evaluator is None:
         evaluator = ServedEvaluator(spec_dir=spec_path.resolve().parent, out=out.resolve(), inventory=opts.inventory,
                                     rounds=opts.rounds)
-    say(f"tune {spec_path} ({spec.name}, runtime {spec.runtime}): knobs "
-        + ", ".join(f"{k.path} {k.low:g}..{k.high:g}" for k in knobs)
-        + (f"; {budget} trials" if budget else "") + (f"; at most {opts.time}" if time_s else "")
-        + f"; store {out / STORE}")
     search = Search(spec=spec, data=data, knobs=knobs, out=out, evaluator=evaluator, budget=budget, time_s=time_s,
-                    seed=opts.seed, say=say)
+                    seed=opts.seed, say=say, early_stop=opts.early_stop)
     try:
-        study = search.run()
+        with on_interrupt("stopping the trial in flight; the table holds the trials that finished", say):
+            say(f"tune {spec_path} ({spec.name}, runtime {spec.runtime}): knobs "
+                + ", ".join(f"{k.path} {k.low:g}..{k.high:g}" for k in knobs)
+                + (f"; {budget} trials" if budget else "") + (f"; at most {opts.time}" if time_s else "")
+                + f"; store {out / STORE}")
+            study = search.run()
+            return finish(study, spec_path, data, spec, knobs, out, opts.top, say, stopped=search.stopped,
+                          evaluator=evaluator, confirm=opts.confirm)
+    except KeyboardInterrupt:
+        return interrupted(search, spec, knobs, out, say)
     finally:
         stop = getattr(evaluator, "stop", None)
         if stop is not None:
             stop()
-    return finish(study, spec_path, data, spec, knobs, out, opts.top, say, stopped=search.stopped)
+
+
+def interrupted(search: Search, spec: Spec, knobs, out: Path, say=print) -> int:
+    """Ctrl-C: the table of the trials that finished (or a line saying none did); nothing next to the input."""
+    table = rows(search.study(), knobs) if (out / STORE).is_file() else []
+    if not table:
+        say("interrupted before the first trial finished: no trial to report"
+            + (f"; resume with --resume {out}" if (out / STORE).is_file() else ""))
+        return EXIT
+    say("")
+    say(report.console_table(table, knobs, None))
+    say(f"trials: {report.write_table(table, knobs, out)}; store: {out / STORE}")
+    say(f"interrupted: {len(table)} trial(s) finished (above); nothing was written next to the input; continue "
+        f"with --resume {out} (the trial in flight runs again first)")
+    return EXIT
 
 
 def finish(study, spec_path: Path, data: dict, spec: Spec, knobs, out: Path, n_top: int, say=print, *,
-           stopped: str = "") -> int:
+           stopped: str = "", evaluator: Any = None, confirm: int = 0) -> int:
     table = rows(study, knobs)
     best = winner(table)
     say("")
@@ -114,11 +141,20 @@ def finish(study, spec_path: Path, data: dict, spec: Spec, knobs, out: Path, n_t
                                                             ("e2e_p99_ms", slo.e2e_p99_ms)) if v is not None)
         raise CheckFailed(problem("validation.slo", f"no trial met it ({limits}) in {len(table)} trial(s)",
                                   "loosen it, lower the load, or widen the knob ranges (--knob)"))
-    baseline = next((r for r in table if r["trial"] == 0), None)
-    spec_file, changes = report.write_winner(spec_path, data, spec, knobs, best, baseline,
-                                             knob_values(best, knobs), out)
     for i, r in enumerate(tops, 1):
-        say(f"top {i}: trial {r['trial']} goodput {r['goodput']:.4g} req/s per GPU: "
+        sure = "" if r["goodput_low"] is None else f" [{r['goodput_low']:.3g}, {r['goodput_high']:.3g}]"
+        say(f"top {i}: trial {r['trial']} goodput {r['goodput']:.4g}{sure} req/s per GPU (n {r['completed']}): "
             + ", ".join(f"{k.path}={r[k.path]}" for k in knobs))
+    baseline = next((r for r in table if r["trial"] == 0), None)
+    base_values = None if baseline is None else {k.path: baseline.get(k.path) for k in knobs}
+    decision = decide(best, baseline, evaluator, data, {k.path: best.get(k.path) for k in knobs}, base_values,
+                      confirm if evaluator is not None else 0, out, say)
+    say(decision.line)
+    if not decision.beats:
+        changes = report.write_stays(spec_path, decision.line, out)
+        say(f"no tuned spec written: {spec_path} stays (why: {changes})")
+        return 0
+    spec_file, changes = report.write_winner(spec_path, data, spec, knobs, best, decision.line,
+                                             knob_values(best, knobs), out)
     say(f"winner: trial {best['trial']} -> {spec_file} (what changed and why: {changes})")
     return 0

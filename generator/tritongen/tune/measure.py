@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from tritongen.loadtests.confidence import MIN_COMPLETED, interval, mean, whole_bins
 from tritongen.served.engine_model import EngineParams, SimRequest, simulate
 from tritongen.spec import Spec
 
@@ -35,11 +36,22 @@ class TrialResult:
     feasible: bool = False
     """The SLO verdict passed in every round."""
     rounds: int = 0
+    host_limited: bool = False
+    """A round's host was marked as the possible limit (tritongen.loadtests.host): other processes, steal."""
+    completed: int = 0
+    """Requests completed inside the measured windows: the n the goodput rests on."""
+    good_bins: list = field(default_factory=list)
+    """Goodput (per GPU) of each whole 1 s bin of the windows: the sample its interval is resampled from."""
+    goodput_low: float | None = None
+    """The goodput's 95% interval (tritongen.loadtests.confidence); None with fewer than 2 bins."""
+    goodput_high: float | None = None
     note: str = ""
 
     def to_attrs(self) -> dict[str, Any]:
         return asdict(self)
 
+
+TOO_FEW = "too few requests:"  # how the note of a trial with too few completed requests begins
 
 # A round's verdict: `report(round_index, result_so_far)` returns True when the trial should stop (pruned).
 Report = Callable[[int, TrialResult], bool]
@@ -53,13 +65,24 @@ def merge(rounds: list[TrialResult]) -> TrialResult:
 
     checks = [r.tokens_equal for r in rounds if r.tokens_equal is not None]
     n = len(rounds)
-    return TrialResult(
+    return with_interval(TrialResult(
         goodput=sum(r.goodput for r in rounds) / n, good_tokens_per_s=sum(r.good_tokens_per_s for r in rounds) / n,
         output_tokens_per_s=sum(r.output_tokens_per_s for r in rounds) / n,
         ttft_p95_ms=worst(r.ttft_p95_ms for r in rounds), itl_p95_ms=worst(r.itl_p95_ms for r in rounds),
         errors=sum(r.errors for r in rounds), refused=sum(r.refused for r in rounds),
         tokens_equal=all(checks) if checks else None, feasible=all(r.feasible for r in rounds), rounds=n,
-        note="; ".join(dict.fromkeys(r.note for r in rounds if r.note)))
+        completed=sum(r.completed for r in rounds), host_limited=any(r.host_limited for r in rounds), good_bins=[b for r in rounds for b in r.good_bins],
+        note="; ".join(dict.fromkeys(x for r in rounds for x in r.note.split("; ") if x and not x.startswith(TOO_FEW)))))
+
+
+def with_interval(r: TrialResult) -> TrialResult:
+    """`r` with its goodput's interval from its bins, and the mark of too few completed requests in its note."""
+    ci = interval(r.good_bins, mean, r.goodput, n=r.completed)
+    r.goodput_low, r.goodput_high = ci["low"], ci["high"]
+    if r.completed < MIN_COMPLETED and TOO_FEW not in r.note:
+        r.note = "; ".join(x for x in (r.note, f"{TOO_FEW} {r.completed} completed inside the window(s) "
+                                       f"(< {MIN_COMPLETED}), not enough to be sure") if x)
+    return r
 
 
 def from_report(report: dict, devices: int) -> TrialResult:
@@ -70,13 +93,17 @@ def from_report(report: dict, devices: int) -> TrialResult:
     good = m.get("goodput") or 0.0
     mean_out = (m.get("output_tokens") or {}).get("avg") or 0.0
     failed = [r["name"] for r in level["slo"]["results"] if not r["passed"]]
-    return TrialResult(
+    host = (level.get("host") or {}).get("warning")
+    notes = [("missed " + ", ".join(failed)) if failed else "",
+             host.removeprefix("WARNING: ").split(". ")[0] if host else ""]
+    return with_interval(TrialResult(
         goodput=good / devices, good_tokens_per_s=good * mean_out / devices,
         output_tokens_per_s=(m.get("output_token_throughput") or 0.0) / devices,
         ttft_p95_ms=(m.get("ttft_ms") or {}).get("p95"), itl_p95_ms=(m.get("itl_ms") or {}).get("p95"),
         errors=m.get("error_count", 0), refused=m.get("refused_count", 0), tokens_equal=level["tokens"]["equal"],
-        feasible=bool(level["slo"]["passed"]) and window > 0, rounds=1,
-        note=("missed " + ", ".join(failed)) if failed else "")
+        feasible=bool(level["slo"]["passed"]) and window > 0, rounds=1, completed=m.get("completed_count", 0),
+        good_bins=[b / devices for b in whole_bins(m, "good_requests_per_s")],
+        host_limited=bool(host), note="; ".join(x for x in notes if x)))
 
 
 @dataclass
@@ -113,12 +140,18 @@ def window_metrics(requests: list, start_ms: float, end_ms: float, limits: Limit
     good = [r for r in done if met(r)]
     tokens = sum(1 for r in requests for t in r.times_ms if start_ms <= t <= end_ms)
     p95 = (lambda a: float(np.percentile(a, 95)) if a.size else None)
+    bins = [0.0] * max(1, int(length_s))  # the window's whole seconds, as the load report's timeline has them
+    for r in good:
+        i = int((r.times_ms[-1] - start_ms) // 1e3)
+        if i < len(bins):
+            bins[i] += 1.0
     result = TrialResult(goodput=len(good) / length_s, good_tokens_per_s=sum(r.n_out for r in good) / length_s,
-                         output_tokens_per_s=tokens / length_s, ttft_p95_ms=p95(ttft), itl_p95_ms=p95(itl), rounds=1)
+                         output_tokens_per_s=tokens / length_s, ttft_p95_ms=p95(ttft), itl_p95_ms=p95(itl), rounds=1,
+                         completed=len(done), good_bins=bins)
     gates = ((result.ttft_p95_ms, limits.ttft_ms), (result.itl_p95_ms, limits.itl_ms),
              (float(np.percentile(e2e, 99)) if e2e.size else None, limits.e2e_ms))
     result.feasible = bool(sent) and all(lim is None or v is None or v <= lim for v, lim in gates)
-    return result
+    return with_interval(result)
 
 
 @dataclass

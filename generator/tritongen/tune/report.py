@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import difflib
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -14,11 +15,12 @@ import yaml
 from tritongen.runtimes.base import Knob
 from tritongen.spec import Spec
 from tritongen.tune.space import apply, current
+from tritongen.tune.study import sure
 
 # matplotlib (about 1.4 s of CPU to import) is imported where the plot is drawn.
 
-COLUMNS = ("goodput", "good_tokens_per_s", "ttft_p95_ms", "itl_p95_ms", "errors", "refused", "tokens_equal",
-           "feasible", "state", "note")
+COLUMNS = ("goodput", "goodput_low", "goodput_high", "completed", "good_tokens_per_s", "ttft_p95_ms", "itl_p95_ms", "errors", "refused", "tokens_equal",
+           "feasible", "host_limited", "state", "note")
 
 
 def _short(path: str) -> str:
@@ -46,12 +48,14 @@ def console_table(table: list[dict[str, Any]], knobs: list[Knob], best: int | No
             return f"{v:.3g}" if abs(v) < 1000 else f"{v:.0f}"
         return str(v)
 
-    heads = ["trial", *[_short(k.path) for k in knobs], "goodput", "tok/s", "TTFT p95", "ITL p95", "err", "refused",
-             "tokens", "SLO", "state"]
+    heads = ["trial", *[_short(k.path) for k in knobs], "goodput", "95% interval", "n", "tok/s", "TTFT p95", "ITL p95", "err", "refused",
+             "tokens", "SLO", "host", "state"]
     lines = [[("*" if r["trial"] == best else "") + str(r["trial"]), *[fmt(r.get(k.path)) for k in knobs],
-              fmt(r["goodput"]), fmt(r["good_tokens_per_s"]), fmt(r["ttft_p95_ms"]), fmt(r["itl_p95_ms"]),
+              fmt(r["goodput"]), "-" if r["goodput_low"] is None else f"{r['goodput_low']:.3g}..{r['goodput_high']:.3g}",
+              fmt(r["completed"]), fmt(r["good_tokens_per_s"]), fmt(r["ttft_p95_ms"]), fmt(r["itl_p95_ms"]),
               fmt(r["errors"]), fmt(r["refused"]), {True: "equal", False: "DIFFER", None: "-"}[r["tokens_equal"]],
-              "met" if r["feasible"] else "missed", r["state"]] for r in table]
+              "met" if r["feasible"] else "missed", "LOADED" if r.get("host_limited") else "ok", r["state"]]
+             for r in table]
     widths = [max(len(h), *(len(x[i]) for x in lines)) if lines else len(h) for i, h in enumerate(heads)]
     render = lambda cells: "  ".join(c.rjust(w) for c, w in zip(cells, widths))  # noqa: E731
     return "\n".join([render(heads), *(render(x) for x in lines)])
@@ -94,9 +98,9 @@ def pareto_plot(table: list[dict[str, Any]], spec: Spec, out: Path) -> Path:
 
 
 def top(table: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
-    ok = sorted((r for r in table if r["feasible"] and r["state"] == "complete"),
-                key=lambda r: (-r["goodput"], r["trial"]))
-    return ok[:n]
+    """The n best trials that met the SLO, by the goodput they are sure of (study.sure)."""
+    ok = sorted((r for r in table if r["feasible"] and r["state"] == "complete"), key=sure, reverse=True)
+    return [{k: v for k, v in r.items() if k != "good_bins"} for r in ok[:n]]
 
 
 def _free_name(spec_path: Path) -> Path:
@@ -109,43 +113,67 @@ def _free_name(spec_path: Path) -> Path:
     return candidate
 
 
-def write_winner(spec_path: Path, data: dict, spec: Spec, knobs: list[Knob], best: dict[str, Any],
-                 baseline: dict[str, Any] | None, values: dict[str, Any], out: Path) -> tuple[Path, Path]:
+def tuned_text(spec_path: Path, data: dict, values: dict[str, Any], before: dict[str, Any]) -> str:
+    """The input file with the changed knobs edited in place (ruamel.yaml round trip: its comments, key order, quoting
+    and flow-style maps kept where nothing changed); the whole mapping dumped anew only when the file spells a knob
+    by an older name the edit cannot reach."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.comments import CommentedMap
+
+    from tritongen.spec import current_names
+
+    rt = YAML()
+    rt.preserve_quotes = True
+    rt.width = 4096  # never re-wrap a line the tune did not touch
+    doc = rt.load(spec_path.read_text())
+    changed = {p: v for p, v in values.items() if v is not None and before.get(p) != v}
+    for path, value in changed.items():
+        node = doc
+        *parents, leaf = path.split(".")
+        for part in parents:
+            if part not in node or not isinstance(node[part], dict):
+                node[part] = CommentedMap()
+            node = node[part]
+        node[leaf] = value
+    buf = io.StringIO()
+    rt.dump(doc, buf)
+    text = buf.getvalue()
+    if current_names(yaml.safe_load(text), str(spec_path)) == apply(data, changed):
+        return text
+    return yaml.safe_dump(apply(data, changed), sort_keys=False)
+
+
+def write_winner(spec_path: Path, data: dict, spec: Spec, knobs: list[Knob], best: dict[str, Any], why: str,
+                 values: dict[str, Any], out: Path) -> tuple[Path, Path]:
     """The winning spec next to the input and `changes.md` in OUT: each changed field, what it trades, and the
-    measured effect against the input spec's own trial; then the YAML diff."""
+    measured effect against the input spec's own settings (`why`); then the diff."""
     before = current(spec, knobs)
-    tuned = apply(data, values)
     target = _free_name(spec_path)
     header = (f"# Written by `tritongen tune` from {spec_path.name}: trial {best['trial']}, goodput "
               f"{best['goodput']:.4g} req/s per GPU under validation.slo (see {out}/changes.md).\n")
-    text = header + yaml.safe_dump(tuned, sort_keys=False)
+    body = tuned_text(spec_path, data, values, before)
     with open(target, "x") as f:  # "x": a file that appeared meanwhile is not overwritten either
-        f.write(text)
+        f.write(header + body)
     lines = [f"# {target.name}: what `tritongen tune` changed in {spec_path.name}", ""]
     for k in knobs:
         old, new = before.get(k.path), values.get(k.path)
         if old != new:
             lines.append(f"- `{k.path}`: {old if old is not None else 'unset (runtime default)'} -> {new} "
                          f"({k.why})")
-    if len(lines) == 2:
-        lines.append("- nothing: the input spec's own settings had the most goodput")
-    lines.append("")
-    if baseline is not None:
-        gain = (best["goodput"] / baseline["goodput"]) if baseline["goodput"] else float("inf")
-        lines.append(f"Why: trial {best['trial']} met the SLO with goodput {best['goodput']:.4g} req/s per GPU "
-                     f"(p95 TTFT {best['ttft_p95_ms'] or 0:.0f} ms, ITL {best['itl_p95_ms'] or 0:.0f} ms); the input "
-                     f"spec's settings (trial {baseline['trial']}) gave {baseline['goodput']:.4g} req/s "
-                     f"({'met' if baseline['feasible'] else 'missed'} the SLO): x{gain:.2f}.")
-    else:
-        lines.append(f"Why: trial {best['trial']} met the SLO with the most goodput ({best['goodput']:.4g} req/s "
-                     "per GPU); the input spec's own settings were not among the trials.")
-    old_text = yaml.safe_dump(data, sort_keys=False).splitlines(keepends=True)
-    diff = difflib.unified_diff(old_text, yaml.safe_dump(tuned, sort_keys=False).splitlines(keepends=True),
+    lines += ["", f"Why: {why}."]
+    diff = difflib.unified_diff(spec_path.read_text().splitlines(keepends=True), body.splitlines(keepends=True),
                                 fromfile=spec_path.name, tofile=target.name)
     lines += ["", "```diff", "".join(diff).rstrip("\n"), "```", ""]
     changes = out / "changes.md"
     changes.write_text("\n".join(lines))
     return target, changes
+
+
+def write_stays(spec_path: Path, why: str, out: Path) -> Path:
+    """`changes.md` when no trial beat the input with confidence: nothing is written next to the input."""
+    changes = out / "changes.md"
+    changes.write_text(f"# `tritongen tune` left {spec_path.name} as it is\n\nWhy: {why}.\n")
+    return changes
 
 
 def write_top(rows: list[dict[str, Any]], out: Path) -> Path:

@@ -4,7 +4,12 @@ included) once per round.
 One server serves every trial. It runs with Triton's explicit model control, so a trial whose repository has the
 same models as the last one (only their configs or parameters changed: batch, KV budget, instances, stream
 interval) is applied by writing the repository and reloading the changed models (POST
-/v2/repository/models/<name>/load); a different set of models restarts the server.
+/v2/repository/models/<name>/load); a different set of models restarts the server. A trial reloads only the models
+its change touches: the tokenizer models (preprocessing, postprocessing: the slowest to load) stay loaded when all
+that changed in them is their batch cap, the loaded cap is at least the new one and their dynamic batcher does not
+wait (max_queue_delay_microseconds 0, Triton's default): they then run every batch the new cap would, the same way. Every other
+changed model (the LLM, the BLS, whose in-flight limit is the batch, and the ensemble, which Triton requires to cap
+no more than its step) is reloaded.
 
 A trial whose server does not serve it (a model that fails to load or reload, or stays unavailable; a server that
 exits during the load test, e.g. an LLM model that stops it when its generation loop dies) raises CheckFailed after
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import shutil
 import subprocess
 import urllib.error
@@ -25,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from tritongen.errors import CheckFailed, EnvironmentMissing, TritongenError, problem
-from tritongen.loadtests.runner import Endpoint, LoadTest, run_loadtest
+from tritongen.loadtests.runner import INTERRUPTED_EXIT, Endpoint, LoadTest, run_loadtest
 from tritongen.plan import Plan
 from tritongen.plan.make import make_plan
 from tritongen.readiness import model_states, server_ready, wait_until_ready
@@ -68,6 +74,28 @@ def _models(files: dict[str, bytes]) -> dict[str, dict[str, bytes]]:
     return out
 
 
+KEEPABLE = ("preprocessing", "postprocessing")
+_CAP = re.compile(rb"^(max_batch_size: |  preferred_batch_size: \[ )(\d+)", re.M)
+
+
+def _cap(config: bytes) -> int | None:
+    m = re.search(rb"^max_batch_size: (\d+)", config, re.M)
+    return int(m.group(1)) if m else None
+
+
+def keeps(name: str, loaded: dict[str, bytes], new: dict[str, bytes]) -> bool:
+    """Whether model `name` may stay loaded as it is for a trial whose files for it are `new` (see the module)."""
+    if name not in KEEPABLE or set(loaded) != set(new):
+        return False
+    if any(loaded[f] != new[f] for f in new if f != "config.pbtxt"):
+        return False
+    old_cfg, new_cfg = loaded["config.pbtxt"], new["config.pbtxt"]
+    old_cap, new_cap = _cap(old_cfg), _cap(new_cfg)
+    return (old_cap is not None and new_cap is not None and old_cap >= new_cap
+            and (b"max_queue_delay_microseconds: 0\n" in new_cfg or b"dynamic_batching {}" in new_cfg)
+            and _CAP.sub(rb"\g<1>N", old_cfg) == _CAP.sub(rb"\g<1>N", new_cfg))
+
+
 def _not_ready(http_url: str, names: set[str]) -> dict[str, tuple[str, str]]:
     """{model: (state, reason)} of those of `names` that the server's repository index does not show READY."""
     try:
@@ -89,6 +117,8 @@ class ServedEvaluator:
     files: dict[str, bytes] | None = None
     restarts: int = 0
     reloads: int = 0
+    loaded: list = field(default_factory=list)
+    """The models each evaluation loaded through the API, in order (tests count reloads)."""
     calls: list = field(default_factory=list)
 
     @property
@@ -122,10 +152,12 @@ class ServedEvaluator:
         for i in range(self.rounds):
             run_dir = where / f"round-{i + 1}"
             try:
-                run_loadtest(plan, endpoint, load, run_dir)
+                code = run_loadtest(plan, endpoint, load, run_dir)
             except TritongenError:
                 self._check_alive("during the load test")  # a load test that failed because its server died
                 raise
+            if code == INTERRUPTED_EXIT:  # Ctrl-C, taken by the load test: the tune stops too
+                raise KeyboardInterrupt
             self._check_alive("during the load test")
             done.append(from_report(json.loads((run_dir / "loadtest.json").read_text()), n))
             if i < self.rounds - 1 and report(i, merge(done)):
@@ -168,19 +200,26 @@ class ServedEvaluator:
         if alive and self.files is not None and set(_models(files)) == set(_models(self.files)):
             old, new = _models(self.files), _models(files)
             changed = [m for m in new if new[m] != old[m]]
-            write_repository(files, self.repo, overwrite=True, flag="--out")
-            self.files = files
+            kept = [m for m in changed if keeps(m, old[m], new[m])]
+            changed = [m for m in changed if m not in kept]
+            # A kept model's files stay as loaded, so the repository on disk is what the server serves.
+            served = {p: (self.files[p] if p.split("/", 1)[0] in kept else data) for p, data in files.items()}
+            write_repository(served, self.repo, overwrite=True, flag="--out")
+            self.files = served
             # Composing models first, then what calls them (the BLS, the ensemble).
             for name in sorted(changed, key=lambda m: (m in ("tensorrt_llm_bls", "ensemble"), m == "ensemble")):
                 self._load(name)
+            self.loaded.append(list(changed))
             self.reloads += bool(changed)
-            return f"reloaded {', '.join(changed)}" if changed else "reused"
+            how = f"reloaded {', '.join(changed)}" if changed else "reused"
+            return how + (f"; kept {', '.join(kept)} (batch cap already loaded covers it)" if kept else "")
         self.stop()
         write_repository(files, self.repo, overwrite=True, flag="--out")
         self.files = files
         self.server = TritonServer(self.repo, log_path=self.out / "tritonserver.log", extra_args=list(EXPLICIT),
                                    supervise=False)
         self.server.start(timeout=self.server_timeout)
+        self.loaded.append(sorted(_models(files)))
         self.restarts += 1
         return "started" if self.restarts == 1 else "restarted"
 

@@ -17,6 +17,14 @@ A trial its server does not serve (a model that fails to load, a server that die
 trial, not the end of the tune: its reason goes in the table, its server's log in its folder, and the next trial
 starts a fresh server; three such trials in a row stop the tune (something no knob fixes).
 
+Sure before deciding. Every trial's goodput carries its n (requests completed in its windows) and a 95% interval
+(tritongen.loadtests.confidence); trials rank by the interval's lower end, what the tune can be sure of, not by a
+lucky point estimate. A trial whose knobs equal a measured trial's is answered from the store (its result copied,
+marked `same_as`) and not run again; it does not count against the budget. With one free knob, once the bisection
+has closed the cliff (no untried value between the best trial that met the SLO and the nearest that missed it
+with more throughput) no untried value can win under the usual shape (more admitted work: more throughput and
+later tokens), so the search stops (`early_stop`); with several free knobs it says so and goes on.
+
 Resuming: finished trials (complete or pruned) stay in the store and are never run again; a trial that was running
 when the tune was killed is marked failed and its values are queued to run first.
 """
@@ -44,6 +52,9 @@ BASELINE = "input_spec"  # the user attribute of trial 0 (the input spec): the k
 FAILED = "failed"  # the user attribute of a trial its server did not serve: the reason
 FAILURES_IN_A_ROW = 3
 """Trials in a row not served (the server would not load or stay up) after which the tune stops."""
+SAME_AS = "same_as"  # the user attribute of a trial answered from the store: the trial whose result it copies
+DUPLICATES_IN_A_ROW = 10
+"""Proposals in a row that were all measured already, after which the search stops (nothing new to try)."""
 ADMITS = ("serving.max_batch_size", "serving.kv_cache.max_tokens", "llmapi.max_num_tokens")
 """Knobs whose highest value admits the most work at once (informed first trial)."""
 
@@ -77,6 +88,12 @@ class Search:
     """Trials in a row that were not served (see _failed)."""
     stopped: str = ""
     """Why the search stopped before its budget, when it did (FAILURES_IN_A_ROW trials not served)."""
+    early_stop: bool = True
+    """Stop once no untried value can win (one free knob, its cliff closed); else only say it could."""
+    finished: str = ""
+    """Why the search ended before its budget with nothing wrong (the cliff closed, nothing new to try)."""
+    duplicates: int = 0
+    said_closed: bool = False
 
     def study(self):
         import optuna
@@ -122,7 +139,7 @@ class Search:
         start = time.monotonic()
         while True:
             done = len([t for t in study.get_trials(deepcopy=False)
-                        if t.state in (TrialState.COMPLETE, TrialState.PRUNED)])
+                        if t.state in (TrialState.COMPLETE, TrialState.PRUNED) and SAME_AS not in t.user_attrs])
             if self.budget is not None and done >= self.budget:
                 break
             if self.time_s is not None and time.monotonic() - start >= self.time_s:
@@ -137,7 +154,34 @@ class Search:
             if self.stopped:
                 self.say(f"stopping: {self.stopped}")
                 break
+            if self.duplicates >= DUPLICATES_IN_A_ROW:
+                self.finished = (f"the last {self.duplicates} proposals were all settings already measured: "
+                                 "nothing new is left near the best")
+                self.say(f"stopping early: {self.finished}")
+                break
+            if self._cliff_closed(study):
+                break
         return study
+
+    def _cliff_closed(self, study) -> bool:
+        """Say (once) when the bisection's cliff is closed; True (stop) when that leaves nothing that can win."""
+        closed = closed_cliff(study, self.knobs)
+        if closed is None or self.said_closed:
+            return False
+        self.said_closed = True
+        met, missed = closed
+        free = [k for k in self.knobs if k.low < k.high]
+        head = (f"no untried value lies between trial {met} (met the SLO, the best) and trial {missed} (missed it "
+                "with more throughput)")
+        if len(free) == 1 and self.early_stop:
+            self.finished = (f"{head}: with {free[0].path} the only free knob, less admits less work and more "
+                             "misses the SLO, so no untried value can win")
+            self.say(f"stopping early: {self.finished} (--no-early-stop spends the whole budget)")
+            return True
+        self.say(f"note: {head}; " + ("no untried value can win (the search could stop; --no-early-stop keeps "
+                                      "it going)" if len(free) == 1 else
+                                      "the remaining trials search the other knobs"))
+        return False
 
     def _one(self, study, trial, done: int) -> None:
         from optuna.trial import TrialState
@@ -148,10 +192,24 @@ class Search:
         else:
             values = suggest(trial, self.knobs)
         trial.set_user_attr("knobs", values)  # every knob's value, fixed ones too (the table shows them)
-        spec = trial_spec(self.data, values)
         began = time.monotonic()
         shown = " ".join(f"{k.path.rsplit('.', 1)[-1]}={'default' if values[k.path] is None else f'{values[k.path]:g}'}"
                          for k in self.knobs)
+        same = measured(study, values)
+        if same is not None:  # never run twice: the store answers
+            self.duplicates += 1
+            result = TrialResult(**same.user_attrs["result"])
+            trial.set_user_attr(SAME_AS, same.number)
+            self._record(trial, result)
+            if same.state == TrialState.PRUNED:
+                study.tell(trial, state=TrialState.PRUNED)
+            else:
+                study.tell(trial, objective_value(result))
+            self.say(f"(trial {trial.number} not run) {shown}: the same settings as trial {same.number}: answered "
+                     "from the store, not run")
+            return
+        self.duplicates = 0
+        spec = trial_spec(self.data, values)
         if isinstance(spec, str):
             result = TrialResult(note=f"invalid: {spec}")
             self._record(trial, result)
@@ -205,10 +263,22 @@ class Search:
         total = f"/{self.budget}" if self.budget is not None else ""
         lat = lambda v: "-" if v is None else f"{v:.0f}"  # noqa: E731
         verdict = "SLO met" if r.feasible else "SLO missed"
-        self.say(f"[trial {number} {done + 1}{total}] {shown}: goodput {r.goodput:.3g} req/s "
+        sure = "" if r.goodput_low is None else f" [{r.goodput_low:.3g}, {r.goodput_high:.3g}]"
+        self.say(f"[trial {number} {done + 1}{total}] {shown}: goodput {r.goodput:.3g}{sure} req/s (n {r.completed}) "
                  f"({r.good_tokens_per_s:.4g} tok/s), p95 TTFT {lat(r.ttft_p95_ms)} ms, ITL {lat(r.itl_p95_ms)} ms, "
                  f"errors {r.errors}, refused {r.refused}, {verdict}, {state} in {time.monotonic() - began:.0f} s"
                  + (f" ({r.note})" if r.note else ""))
+
+
+def measured(study, values: dict[str, Any]):
+    """A finished trial (served, not itself a copy) that measured exactly these knob values, or None."""
+    from optuna.trial import TrialState
+
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
+        if t.user_attrs.get("knobs") == values and FAILED not in t.user_attrs and SAME_AS not in t.user_attrs \
+                and t.user_attrs.get("result"):
+            return t
+    return None
 
 
 def _coord(k: Knob, v: float) -> float:
@@ -223,13 +293,14 @@ def _value(k: Knob, c: float) -> int | float:
     return cast(k, v) if k.kind == "int" else round(v, 3)
 
 
-def bracket(study, knobs: list[Knob], closed: float = 0.01) -> dict[str, Any] | None:
-    """The next trial of the bisection towards the SLO cliff, or None (no bracket, or it is closed)."""
+def _pair(study, knobs: list[Knob]):
+    """(the best trial that met the SLO, the nearest that missed it with more throughput, the feasible trial nearest
+    to that one, the measured points, the position function), or None when there is no such bracket."""
     from optuna.trial import TrialState
 
     free = [k for k in knobs if k.low < k.high]
     done = [t for t in study.get_trials(deepcopy=False) if t.state in (TrialState.COMPLETE, TrialState.PRUNED)
-            and all(k.path in t.params for k in free) and t.user_attrs.get("result")]
+            and all(k.path in t.params for k in free) and t.user_attrs.get("result") and SAME_AS not in t.user_attrs]
     res = lambda t: t.user_attrs["result"]  # noqa: E731
     ok = [t for t in done if res(t)["feasible"]]
     best = [t for t in ok if t.state == TrialState.COMPLETE]
@@ -244,11 +315,49 @@ def bracket(study, knobs: list[Knob], closed: float = 0.01) -> dict[str, Any] | 
     dist = lambda a, b: math.dist(pos(a), pos(b))  # noqa: E731
     u = min(bad, key=lambda t: dist(t, w))
     f = min(ok, key=lambda t: dist(t, u))
+    return w, u, f, free, pos, dist
+
+
+def _midpoint(free: list[Knob], pos, f, u) -> dict[str, Any]:
+    return {k.path: _value(k, (a + b) / 2) for k, a, b in zip(free, pos(f), pos(u))}
+
+
+def bracket(study, knobs: list[Knob], closed: float = 0.01) -> dict[str, Any] | None:
+    """The next trial of the bisection towards the SLO cliff, or None (no bracket, or it is closed)."""
+    pair = _pair(study, knobs)
+    if pair is None:
+        return None
+    _, u, f, free, pos, dist = pair
     if dist(f, u) <= closed:
         return None
-    point = {k.path: _value(k, (a + b) / 2) for k, a, b in zip(free, pos(f), pos(u))}
-    seen = {tuple(t.params[k.path] for k in free) for t in done}
-    return None if tuple(point[k.path] for k in free) in seen else point
+    point = _midpoint(free, pos, f, u)
+    if measured_point(study, free, point):
+        return None
+    return point
+
+
+def measured_point(study, free: list[Knob], point: dict[str, Any]) -> bool:
+    from optuna.trial import TrialState
+
+    key = tuple(point[k.path] for k in free)
+    return any(all(k.path in t.params for k in free) and tuple(t.params[k.path] for k in free) == key
+               for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)))
+
+
+def closed_cliff(study, knobs: list[Knob], closed: float = 0.01) -> tuple[int, int] | None:
+    """(best trial that met the SLO, nearest that missed it with more throughput) when nothing untried lies between
+    them (their midpoint is one of them, or they are within `closed` in the knobs' coordinates); else None."""
+    pair = _pair(study, knobs)
+    if pair is None:
+        return None
+    w, u, f, free, pos, dist = pair
+    if f.number != w.number:
+        return None  # the nearest feasible trial is not the best: the bracket still has room
+    mid = _midpoint(free, pos, f, u)
+    ends = ({k.path: f.params[k.path] for k in free}, {k.path: u.params[k.path] for k in free})
+    if dist(f, u) <= closed or mid in ends:
+        return w.number, u.number
+    return None
 
 
 def rows(study, knobs: list[Knob]) -> list[dict[str, Any]]:
@@ -257,7 +366,7 @@ def rows(study, knobs: list[Knob]) -> list[dict[str, Any]]:
 
     out = []
     for t in study.get_trials(deepcopy=False):
-        if t.state not in (TrialState.COMPLETE, TrialState.PRUNED):
+        if t.state not in (TrialState.COMPLETE, TrialState.PRUNED) or SAME_AS in t.user_attrs:
             continue
         values, result = t.user_attrs.get("knobs", {}), t.user_attrs.get("result", {})
         state = "failed" if FAILED in t.user_attrs else "pruned" if t.state == TrialState.PRUNED else "complete"
@@ -268,10 +377,17 @@ def rows(study, knobs: list[Knob]) -> list[dict[str, Any]]:
     return out
 
 
+def sure(row: dict[str, Any]) -> tuple[float, float, int]:
+    """A trial's rank: the goodput it is sure of (its interval's lower end; its point value without one), then its
+    point value, then the earlier trial."""
+    low = row.get("goodput_low")
+    return (row["goodput"] if low is None else low, row["goodput"], -row["trial"])
+
+
 def winner(table: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The trial with the most goodput among those that met the SLO in every round they ran."""
+    """The trial with the most goodput it is sure of among those that met the SLO in every round they ran."""
     ok = [r for r in table if r["feasible"] and r["state"] == "complete"]
-    return max(ok, key=lambda r: (r["goodput"], -r["trial"])) if ok else None
+    return max(ok, key=sure) if ok else None
 
 
 def knob_values(row: dict[str, Any], knobs: list[Knob]) -> dict[str, Any]:

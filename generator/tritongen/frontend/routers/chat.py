@@ -6,7 +6,6 @@ tool_choice required/named constrain decoding (tritongen.frontend.structured).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 
@@ -18,7 +17,7 @@ from tritongen.frontend.errors import APIError
 from tritongen.frontend.routers.auth import require_key
 from tritongen.frontend.schemas import (ChatChoice, ChatChunkChoice, ChatCompletion, ChatCompletionChunk,
                                         ChatCompletionRequest, ChatDelta, ChatMessage, ChatResponseMessage,
-                                        FunctionCall, FunctionCallDelta, ToolCall, ToolCallDelta, Usage)
+                                        FunctionCall, FunctionCallDelta, ToolCall, ToolCallDelta, Usage, chunk_json)
 from tritongen.frontend.toolcalls import Event, parse
 
 router = APIRouter(dependencies=[Depends(require_key)])
@@ -96,9 +95,7 @@ async def create_chat_completion(req: ChatCompletionRequest, request: Request):
     state = request.app.state.frontend
     route = service.route_for(state, req.model)
     guide, tools = _guided(state, route, req)
-    gen = service.generation(route, req, _prompt(state, route, req))
-    if guide is not None:
-        gen = dataclasses.replace(gen, guide_type=guide.type, guide=guide.text)
+    gen = structured.guided(service.generation(route, req, _prompt(state, route, req)), guide, req)
     cid, created = service.new_id("chatcmpl"), int(time.time())
     if not req.stream:
         out = await structured.named_by(guide, service.complete(state, route, gen, request, started))
@@ -115,23 +112,27 @@ async def create_chat_completion(req: ChatCompletionRequest, request: Request):
     run = await structured.named_by(guide, service.start_stream(state, route, gen, request, started))
     parser = tools.parser() if tools is not None else None
 
-    def payload(delta: ChatDelta, finish: str | None = None) -> str:
-        return ChatCompletionChunk(id=cid, created=created, model=req.model, choices=[
-            ChatChunkChoice(delta=delta, finish_reason=finish)]).model_dump_json(exclude_none=True)
+    usage = req.include_usage()
 
-    def chunk(text: str | None, finish: str | None) -> str | list[str]:
+    def payload(delta: ChatDelta, finish: str | None, so_far: Usage | None) -> str:
+        return chunk_json(ChatCompletionChunk(id=cid, created=created, model=req.model, usage=so_far, choices=[
+            ChatChunkChoice(delta=delta, finish_reason=finish)]), usage)
+
+    def chunk(text: str | None, finish: str | None, so_far: Usage | None = None) -> str | list[str]:
         if parser is None:
-            return payload(ChatDelta(content=text) if text is not None else ChatDelta(), finish)
+            return payload(ChatDelta(content=text) if text is not None else ChatDelta(), finish, so_far)
         events = parser.feed(text) if text is not None else parser.finish()
-        out = [payload(_delta(e)) for e in events]
+        out = [payload(_delta(e), None, so_far) for e in events]
         if finish is not None:
-            out.append(payload(ChatDelta(), _reason(finish, parser.called)))
+            out.append(payload(ChatDelta(), _reason(finish, parser.called), so_far))
         return out
 
-    def usage_chunk(usage: Usage) -> str:
-        return ChatCompletionChunk(id=cid, created=created, model=req.model, choices=[],
-                                   usage=usage).model_dump_json(exclude_none=True)
+    def usage_chunk(total: Usage) -> str:
+        return chunk_json(ChatCompletionChunk(id=cid, created=created, model=req.model, choices=[], usage=total),
+                          usage)
 
-    first = payload(ChatDelta(role="assistant", content=""))
-    return EventSourceResponse(service.sse_events(run, chunk, usage_chunk, req.include_usage(), first),
+    role = ChatChunkChoice(delta=ChatDelta(role="assistant", content=""))
+    first = chunk_json(ChatCompletionChunk(id=cid, created=created, model=req.model, choices=[role],
+                                           usage=run.usage() if req.continuous_usage() else None), usage)
+    return EventSourceResponse(service.sse_events(run, chunk, usage_chunk, usage, first, req.continuous_usage()),
                                ping=None, sep="\n")

@@ -6,7 +6,6 @@ extension), constraining the completion as on chat, and so is vLLM's `structured
 
 from __future__ import annotations
 
-import dataclasses
 import time
 
 from fastapi import APIRouter, Depends, Request
@@ -14,7 +13,7 @@ from sse_starlette import EventSourceResponse
 
 from tritongen.frontend import service, structured
 from tritongen.frontend.routers.auth import require_key
-from tritongen.frontend.schemas import Completion, CompletionChoice, CompletionRequest, Usage
+from tritongen.frontend.schemas import Completion, CompletionChoice, CompletionRequest, Usage, chunk_json
 
 router = APIRouter(dependencies=[Depends(require_key)])
 
@@ -24,10 +23,8 @@ async def create_completion(req: CompletionRequest, request: Request):
     started = time.perf_counter()
     state = request.app.state.frontend
     route = service.route_for(state, req.model)
-    gen = service.generation(route, req, req.prompt)
     guide = structured.output_guide(route, req)
-    if guide is not None:
-        gen = dataclasses.replace(gen, guide_type=guide.type, guide=guide.text)
+    gen = structured.guided(service.generation(route, req, req.prompt), guide, req)
     echo = req.prompt if req.echo else None
     cid, created = service.new_id("cmpl"), int(time.time())
     if not req.stream:
@@ -37,14 +34,15 @@ async def create_completion(req: CompletionRequest, request: Request):
 
     run = await structured.named_by(guide, service.start_stream(state, route, gen, request, started))
 
-    def chunk(text: str | None, finish: str | None) -> str:
-        return Completion(id=cid, created=created, model=req.model, choices=[
-            CompletionChoice(text=text or "", finish_reason=finish)]).model_dump_json(exclude_none=True)
+    usage = req.include_usage()
 
-    def usage_chunk(usage: Usage) -> str:
-        return Completion(id=cid, created=created, model=req.model, choices=[],
-                          usage=usage).model_dump_json(exclude_none=True)
+    def chunk(text: str | None, finish: str | None, so_far: Usage | None = None) -> str:
+        return chunk_json(Completion(id=cid, created=created, model=req.model, usage=so_far, choices=[
+            CompletionChoice(text=text or "", finish_reason=finish)]), usage)
 
-    first = chunk(echo, None) if echo else None
-    return EventSourceResponse(service.sse_events(run, chunk, usage_chunk, req.include_usage(), first),
+    def usage_chunk(total: Usage) -> str:
+        return chunk_json(Completion(id=cid, created=created, model=req.model, choices=[], usage=total), usage)
+
+    first = chunk(echo, None, run.usage() if req.continuous_usage() else None) if echo else None
+    return EventSourceResponse(service.sse_events(run, chunk, usage_chunk, usage, first, req.continuous_usage()),
                                ping=None, sep="\n")
