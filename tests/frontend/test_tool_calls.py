@@ -409,3 +409,22 @@ def test_a_guide_the_server_refuses_is_named_by_the_field_it_came_from(scripted)
                 assert info.value.param == param, info.value.body
     finally:
         engine.script = []
+
+
+def test_streamed_tool_call_chunks_have_openais_chunk_shape(scripted):
+    """Raw chunks: finish_reason and logprobs null until set, usage null but on the last (include_usage), a call's
+    first delta with index, id, type and name and empty arguments, the next ones index and argument text only."""
+    client, engine, _ = scripted
+    engine.script = ['<tool_call>{"name": "ping", ', '"arguments": {"a": 1}}</tool_call>']
+    with client.chat.completions.with_streaming_response.create(
+            model="m", messages=MESSAGES, tools=TOOLS, stream=True, stream_options={"include_usage": True}) as raw:
+        data = [json.loads(line[6:]) for line in raw.iter_lines() if line.startswith("data: {")]
+    *chunks, last = data
+    assert last["choices"] == [] and last["usage"]["completion_tokens"] == 2
+    assert all(c["usage"] is None and c["choices"][0]["logprobs"] is None for c in chunks)
+    assert [c["choices"][0]["finish_reason"] for c in chunks] == [None] * (len(chunks) - 1) + ["tool_calls"]
+    calls = [d for c in chunks for d in c["choices"][0]["delta"].get("tool_calls", [])]
+    assert calls[0] == {"index": 0, "id": calls[0]["id"], "type": "function",
+                        "function": {"name": "ping", "arguments": ""}}
+    assert all(set(d) == {"index", "function"} and set(d["function"]) == {"arguments"} for d in calls[1:])
+    assert "".join(d["function"]["arguments"] for d in calls) == '{"a": 1}'
