@@ -37,8 +37,8 @@ def _chat(**kw):
     ({"stream_options": {"include_usage": True}}, "stream_options: only allowed with stream=true"),
     ({"stop": ["a", "b", "c", "d", "e"]}, "stop: at most 4 sequences (got 5)"),
     ({"logprobs": True}, "logprobs: not available from this deployment (the runtime returns no log probs)"),
-    ({"tools": [{"type": "function", "function": {"name": "f"}}]},
-     "tools: tool calling is not supported by this deployment"),
+    ({"tool_choice": "required"}, "tool_choice: only allowed with tools"),
+    ({"parallel_tool_calls": True}, "parallel_tool_calls: only allowed with tools"),
 ])
 def test_unsupported_fields_are_rejected_by_name(kw, message):
     with pytest.raises(ValidationError) as info:
@@ -120,6 +120,26 @@ def test_request_tensors_are_inputs_of_the_rendered_ensemble_and_bls(rendered_co
         assert {n: outputs.get(n) for n in TRITON_FRONTEND_OUTPUTS} == TRITON_FRONTEND_OUTPUTS, model
 
 
+def test_guide_tensors_are_inputs_of_every_entry_model(rendered_configs):
+    """The guide reaches the ensemble and the BLS (text path) and tensorrt_llm (ids path) in NVIDIA's tensors."""
+    gen = Generation(prompt="p", max_tokens=4, stream=True, guide_type="json_schema", guide='{"type":"object"}')
+    for request, models in ((build_request("ensemble", gen, "id"), ("ensemble", "tensorrt_llm_bls")),
+                            (_ids_request(gen), ("tensorrt_llm",))):
+        sent = {t.name: _DTYPE[t.datatype] for t in request.inputs if t.name.startswith("guided")}
+        assert sent == {"guided_decoding_guide_type": "TYPE_STRING", "guided_decoding_guide": "TYPE_STRING"}
+        for model in models:
+            assert {n: rendered_configs[model][0].get(n) for n in sent} == sent, model
+
+
+def _ids_request(gen):
+    from types import SimpleNamespace
+
+    from tritongen.frontend.ids import build_ids_request
+
+    codec = SimpleNamespace(inputs=lambda *a, **k: {"input_ids": np.array([[1, 2]], dtype=np.int32)})
+    return build_ids_request(codec, gen, "id")
+
+
 def test_temperature_alone_brings_top_p_one():
     def top_p(**kwargs):
         request = build_request("ensemble", Generation(prompt="p", max_tokens=4, stream=False, **kwargs), "id")
@@ -135,10 +155,11 @@ def test_temperature_alone_brings_top_p_one():
 
 @pytest.mark.parametrize("kw, param", [
     ({"n": 2}, "n"), ({"logprobs": True}, "logprobs"), ({"top_logprobs": 2}, "logprobs"),
-    ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}, "strict": 1}]}, "tools"),
     ({"tool_choice": "auto"}, "tool_choice"), ({"tool_choice": "none"}, "tool_choice"),
-    ({"response_format": {"type": "json_object"}}, "response_format"),
-    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}}, "response_format"),
+    ({"tool_choice": "sometimes"}, "tool_choice"),
+    ({"response_format": {"type": "json_object", "json_schema": {"name": "x"}}}, "response_format"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"schema": {}}}}, "response_format"),
     ({"frequency_penalty": 3}, "frequency_penalty"), ({"seed": -1}, "seed"),
     ({"guided_json": {}}, "guided_json"), ({"max_complettion_tokens": 4}, "max_complettion_tokens"),
 ])
@@ -169,7 +190,7 @@ def test_a_body_level_error_names_no_param_for_the_official_client(body):
 
 
 def test_text_response_format_is_accepted():
-    assert _chat(response_format={"type": "text"}).response_format == {"type": "text"}
+    assert _chat(response_format={"type": "text"}).response_format.type == "text"
 
 
 def _validation_app():
@@ -236,7 +257,7 @@ def rendered_configs(tiny_repo):
     from tritonclient.grpc import model_config_pb2
 
     out = {}
-    for model in ("ensemble", "tensorrt_llm_bls"):
+    for model in ("ensemble", "tensorrt_llm_bls", "tensorrt_llm"):
         config = text_format.Parse((tiny_repo / model / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
         dtype = model_config_pb2.DataType.Name
         out[model] = ({i.name: dtype(i.data_type) for i in config.input},

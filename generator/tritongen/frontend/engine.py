@@ -57,7 +57,8 @@ class EngineError(Exception):
 _PARAMS = {"seed": "seed", "random_seed": "seed", "temperature": "temperature", "top_p": "top_p",
            "runtime_top_p": "top_p", "presence_penalty": "presence_penalty", "frequency_penalty": "frequency_penalty",
            "min_tokens": "min_tokens", "max_tokens": "max_tokens", "request_output_len": "max_tokens",
-           "stop_words": "stop", "stop": "stop", "input_ids": "prompt", "text_input": "prompt"}
+           "stop_words": "stop", "stop": "stop", "input_ids": "prompt", "text_input": "prompt",
+           "guided_decoding_guide_type": "response_format", "guided_decoding_guide": "response_format"}
 
 
 def _of_kind(kind: str, input_name: str | None, message: str) -> EngineError:
@@ -148,6 +149,10 @@ class Generation:
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
     min_tokens: int | None = None
+    guide_type: str | None = None
+    """Constrained decoding: NVIDIA's guided_decoding_guide_type (tritongen.frontend.structured); None: none."""
+    guide: str = ""
+    """guided_decoding_guide: the schema or grammar (none sent when empty: type `json` takes none)."""
 
 
 @dataclass
@@ -197,9 +202,14 @@ def build_dialect_request(model: str, gen: Generation, request_id: str, dialect:
     """The ModelInferRequest for a runtime's own model: its inputs and outputs from the runtime's dialect."""
     # service.generation refused the parameters the dialect cannot take; what is left goes under OpenAI's names.
     params = {k: v for k, v in sampling(gen).items() if k not in dialect.unsupported}
+    if gen.guide_type is not None:
+        params["guide"] = (gen.guide_type, gen.guide)
     # A model that cannot take stop sequences gets none: the frontend's StopMatcher finds them and cancels.
     stop = () if dialect.stop_on_client else gen.stop
-    inputs = dialect.request_inputs(gen.prompt, gen.max_tokens, stream=gen.stream, stop=stop, **params)
+    try:
+        inputs = dialect.request_inputs(gen.prompt, gen.max_tokens, stream=gen.stream, stop=stop, **params)
+    except ValueError as err:  # a guide its model cannot take (the plan's guide types keep such requests out)
+        raise EngineError(400, f"response_format: {err}", "invalid_request_error", "response_format") from None
     request = pb2.ModelInferRequest(model_name=model, id=request_id)
     for name, datatype, value in inputs:
         request.inputs.append(pb2.ModelInferRequest().InferInputTensor(name=name, datatype=datatype,
@@ -224,11 +234,22 @@ def build_request(model: str, gen: Generation, request_id: str):
     ]
     if gen.stop:
         tensors.append(_bytes_tensor("stop_words", list(gen.stop), pb2))
+    tensors += guide_tensors(gen)
     dtypes = {"min_tokens": ("INT32", np.int32), "seed": ("UINT64", np.uint64)}
     for name, value in sampling(gen).items():
         datatype, dtype = dtypes.get(name, ("FP32", np.float32))
         tensors.append(_scalar_tensor(name, value, datatype, dtype, pb2))
     return _infer_request(model, request_id, tensors, OUTPUTS)
+
+
+def guide_tensors(gen: Generation) -> list:
+    """NVIDIA's guided-decoding inputs of a generation (none without a guide; no guide text for type `json`)."""
+    if gen.guide_type is None:
+        return []
+    tensors = [_bytes_tensor("guided_decoding_guide_type", [gen.guide_type], pb2)]
+    if gen.guide:
+        tensors.append(_bytes_tensor("guided_decoding_guide", [gen.guide], pb2))
+    return tensors
 
 
 def sampling(gen: Generation) -> dict[str, object]:

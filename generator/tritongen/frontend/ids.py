@@ -5,7 +5,8 @@ prompt is tokenized in this worker with the deployment's tokenizer, `tensorrt_ll
 response's ids are detokenized incrementally in this worker (tritongen.token_ids, the detokenizer tensorrt_llm_bls
 ships), so the text is byte for byte the text path's while no Python model of tritonserver runs per response.
 Stop sequences go to the LLM as stop_words_list (it stops at them); the text is cut by `service.Run`'s matcher as
-on the text path. Token counts are tensorrt_llm's own num_input_tokens / num_output_tokens.
+on the text path. A guide goes to `tensorrt_llm` in the same two tensors as to the ensemble (NVIDIA's model
+declares them). Token counts are tensorrt_llm's own num_input_tokens / num_output_tokens.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import numpy as np
 from tritonclient.grpc import InferResult, service_pb2 as pb2
 from tritonclient.utils import np_to_triton_dtype
 
-from tritongen.frontend.engine import Delta, EngineError, Generation, TritonEngine, _infer_request, count, sampling
+from tritongen.frontend.engine import (Delta, EngineError, Generation, TritonEngine, _infer_request, count,
+                                       guide_tensors, sampling)
 from tritongen.token_ids import LLM_MODEL, OUTPUTS, Codec, response_ids
 
 if TYPE_CHECKING:
@@ -34,7 +36,8 @@ def _tensor(name: str, value: np.ndarray, pb2) -> tuple[object, bytes]:
 def build_ids_request(codec: Codec, gen: Generation, request_id: str):
     """The tensorrt_llm ModelInferRequest of one generation (batch 1, the server's counts asked for)."""
     inputs = codec.inputs(gen.prompt, gen.max_tokens, stream=gen.stream, stop=gen.stop, **sampling(gen))
-    return _infer_request(LLM_MODEL, request_id, [_tensor(k, v, pb2) for k, v in inputs.items()], OUTPUTS)
+    return _infer_request(LLM_MODEL, request_id, [_tensor(k, v, pb2) for k, v in inputs.items()] + guide_tensors(gen),
+                          OUTPUTS)
 
 
 class TritonIdsEngine(TritonEngine):

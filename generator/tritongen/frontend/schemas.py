@@ -1,8 +1,9 @@
 """The OpenAI protocol as pydantic models: the subset tritongen serves, and what it rejects by name.
 
 Requests accept the fields the official `openai` client sends. Fields that tritongen cannot honour are accepted
-only at their neutral value (`n: 1`, no `logit_bias`, no `logprobs`, `response_format` text); anything else is a
-400 whose `error.param` names the field, never a silently ignored parameter. A field this frontend does not know
+only at their neutral value (`n: 1`, no `logit_bias`, no `logprobs`); anything else is a 400 whose `error.param`
+names the field, never a silently ignored parameter. `response_format` and `tools` are checked against what the
+deployment's runtime can constrain in tritongen.frontend.structured. A field this frontend does not know
 is refused the same way (as Triton's own OpenAI frontend does), so a newer API feature never passes unnoticed.
 """
 
@@ -99,6 +100,68 @@ class ChatMessage(BaseModel):
         return "".join(parts)
 
 
+class JSONSchemaFormat(_Request):
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    description: str | None = None
+    schema_: Any = Field(None, alias="schema")
+    """The JSON Schema (checked in frontend.structured, so its errors read as such)."""
+    strict: bool | None = None
+    """Accepted either way: decoding is constrained to the schema whenever the runtime can (OpenAI's strict)."""
+
+
+class ResponseFormat(_Request):
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JSONSchemaFormat | None = None
+
+    @model_validator(mode="after")
+    def _schema_given(self) -> ResponseFormat:
+        if (self.type == "json_schema") != (self.json_schema is not None):
+            raise ValueError("response_format: json_schema (name, schema) goes with type json_schema, and only there")
+        return self
+
+
+class StructuredOutputs(_Request):
+    """Extension (vLLM's `structured_outputs`, its StructuredOutputsParams): exactly one of these constraints."""
+
+    json_: Any = Field(None, alias="json")
+    """A JSON schema (object or JSON text): guide type json_schema."""
+    regex: str | None = None
+    """guide type regex."""
+    grammar: str | None = None
+    """An EBNF grammar (GBNF, as XGrammar reads it): guide type ebnf_grammar."""
+    json_object: bool | None = None
+    """Any JSON object: guide type json."""
+
+    @model_validator(mode="after")
+    def _one(self) -> StructuredOutputs:
+        given = [k for k in ("json_", "regex", "grammar", "json_object") if getattr(self, k) not in (None, False)]
+        if len(given) != 1:
+            raise ValueError("structured_outputs: set exactly one of json, regex, grammar, json_object")
+        return self
+
+
+class FunctionDefinition(_Request):
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    description: str | None = None
+    parameters: Any = None
+    """A JSON schema of the arguments object (None: the function takes none); checked in frontend.structured."""
+    strict: bool | None = None
+
+
+class Tool(_Request):
+    type: Literal["function"]
+    function: FunctionDefinition
+
+
+class NamedFunction(_Request):
+    name: str
+
+
+class NamedToolChoice(_Request):
+    type: Literal["function"]
+    function: NamedFunction
+
+
 class ChatCompletionRequest(SamplingFields):
     messages: list[ChatMessage] = Field(min_length=1)
     max_tokens: int | None = Field(None, ge=1)
@@ -106,26 +169,28 @@ class ChatCompletionRequest(SamplingFields):
     max_completion_tokens: int | None = Field(None, ge=1)
     logprobs: bool | None = None
     top_logprobs: int | None = None
-    tools: list[dict[str, Any]] | None = None
-    tool_choice: Any = None
+    tools: list[Tool] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    """Default: `auto` with tools, `none` without (OpenAI's)."""
     parallel_tool_calls: bool | None = None
-    response_format: dict[str, Any] | None = None
-    """Only `{"type": "text"}` (plain text, the default); structured output is not supported."""
+    """False: at most one call per answer. Default true (OpenAI's)."""
+    response_format: ResponseFormat | None = None
+    structured_outputs: StructuredOutputs | None = None
+    """Extension (as in vLLM's server): regex, EBNF grammar or JSON schema constraints."""
 
     @model_validator(mode="after")
     def _chat_supported(self) -> ChatCompletionRequest:
         if self.logprobs or self.top_logprobs:
             raise ValueError("logprobs: not available from this deployment (the runtime returns no log probs)")
-        if self.tools:
-            raise ValueError("tools: tool calling is not supported by this deployment")
-        if self.tool_choice is not None:
-            raise ValueError("tool_choice: only allowed with tools, and tool calling is not supported")
-        if self.parallel_tool_calls is not None:
-            raise ValueError("parallel_tool_calls: only allowed with tools, and tool calling is not supported")
-        if self.response_format is not None and self.response_format.get("type") != "text":
-            raise ValueError(f"response_format: type {self.response_format.get('type')!r} is not supported "
-                             "(only 'text': this deployment has no structured output)")
+        if not self.tools and self.tool_choice is not None:  # OpenAI's rule, `none` included
+            raise ValueError("tool_choice: only allowed with tools")
+        if not self.tools and self.parallel_tool_calls is not None:
+            raise ValueError("parallel_tool_calls: only allowed with tools")
         return self
+
+    def choice(self) -> str | NamedToolChoice:
+        """tool_choice with OpenAI's default filled in."""
+        return self.tool_choice or ("auto" if self.tools else "none")
 
     def token_limit(self) -> int | None:
         return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
@@ -138,6 +203,10 @@ class CompletionRequest(SamplingFields):
     logprobs: int | None = None
     best_of: int | None = None
     suffix: str | None = None
+    response_format: ResponseFormat | None = None
+    """Extension (as in vLLM's server): the completion's format, as for chat."""
+    structured_outputs: StructuredOutputs | None = None
+    """Extension (as in vLLM's server): regex, EBNF grammar or JSON schema constraints."""
 
     @model_validator(mode="after")
     def _completion_supported(self) -> CompletionRequest:
@@ -165,12 +234,26 @@ class Usage(BaseModel):
     total_tokens: int
 
 
-FinishReason = Literal["stop", "length"]
+FinishReason = Literal["stop", "length", "tool_calls"]
+
+
+class FunctionCall(BaseModel):
+    name: str
+    arguments: str
+    """The arguments object as JSON text (the model's own text of it)."""
+
+
+class ToolCall(BaseModel):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
 
 
 class ChatResponseMessage(BaseModel):
     role: Literal["assistant"] = "assistant"
-    content: str
+    content: str | None
+    """None when the answer is only tool calls (OpenAI's)."""
+    tool_calls: list[ToolCall] | None = None
 
 
 class ChatChoice(BaseModel):
@@ -190,9 +273,24 @@ class ChatCompletion(BaseModel):
     system_fingerprint: str | None = None
 
 
+class FunctionCallDelta(BaseModel):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class ToolCallDelta(BaseModel):
+    index: int
+    """Which call of the answer (0, 1, ...): a call's first delta has its id, type and name, the next ones
+    argument text."""
+    id: str | None = None
+    type: Literal["function"] | None = None
+    function: FunctionCallDelta
+
+
 class ChatDelta(BaseModel):
     role: Literal["assistant"] | None = None
     content: str | None = None
+    tool_calls: list[ToolCallDelta] | None = None
 
 
 class ChatChunkChoice(BaseModel):

@@ -236,10 +236,11 @@ async def start_stream(state: FrontendState, route: ModelRoute, gen: Generation,
     return run
 
 
-async def sse_events(run: Run, chunk: Callable[[str | None, str | None, Usage | None], str],
+async def sse_events(run: Run, chunk: Callable[[str | None, str | None, Usage | None], str | list[str]],
                      usage_chunk: Callable[[Usage], str], include_usage: bool, first: str | None = None,
                      continuous_usage: bool = False) -> AsyncIterator[str]:
-    """The `data:` payloads of one streamed answer: content chunks, the finish chunk, usage, [DONE].
+    """The `data:` payloads of one streamed answer: content chunks, the finish chunk, usage, [DONE]. `chunk` may
+    make several payloads of one text (or none: a tool-call parser holding text back).
 
     With `continuous_usage` each chunk carries the server's counts so far (vLLM's continuous_usage_stats).
     When the client disconnects, the server cancels this generator; `Run.texts` then closes the Triton call,
@@ -253,8 +254,10 @@ async def sse_events(run: Run, chunk: Callable[[str | None, str | None, Usage | 
             yield first
         async with contextlib.aclosing(run.texts()) as texts:
             async for text in texts:
-                yield chunk(text, None, so_far())
-        yield chunk(None, run.outcome("").finish_reason, so_far())
+                for payload in _payloads(chunk(text, None, so_far())):
+                    yield payload
+        for payload in _payloads(chunk(None, run.outcome("").finish_reason, so_far())):
+            yield payload
         usage = run.outcome("").usage
         if include_usage and usage is not None:
             yield usage_chunk(usage)
@@ -262,6 +265,10 @@ async def sse_events(run: Run, chunk: Callable[[str | None, str | None, Usage | 
     except EngineError as err:
         # The 200 status has gone out: errors after the first token travel inside the stream.
         yield error_body(err.status, err.message, err.kind, err.param, err.code).model_dump_json()
+
+
+def _payloads(made: str | list[str]) -> list[str]:
+    return [made] if isinstance(made, str) else made
 
 
 def generation(route: ModelRoute, req, prompt: str) -> Generation:

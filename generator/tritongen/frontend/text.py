@@ -21,9 +21,16 @@ class ChatTemplate:
         self.template = Path(template_file).read_text() if template_file else None
         self.available = self.template is not None or bool(getattr(self.tokenizer, "chat_template", None))
 
-    def render(self, messages: list[dict[str, str]]) -> str:
+    @property
+    def source(self) -> str | None:
+        """The template's text (all of a tokenizer's named templates), for what it says about tool calls."""
+        template = self.template or getattr(self.tokenizer, "chat_template", None)
+        return "\n".join(template.values()) if isinstance(template, dict) else template
+
+    def render(self, messages: list[dict], tools: list[dict] | None = None) -> str:
+        """The prompt; `tools` (OpenAI's tool objects) go to the template as transformers passes them (`tools=`)."""
         return self.tokenizer.apply_chat_template(messages, chat_template=self.template, tokenize=False,
-                                                  add_generation_prompt=True)
+                                                  add_generation_prompt=True, tools=tools or None)
 
 
 class StopMatcher:

@@ -32,6 +32,22 @@ def planned_workers(streams: int) -> int:
     return max(1, min(MAX_PLANNED_WORKERS, math.ceil(streams / STREAMS_PER_WORKER)))
 
 
+class StructuredRoute(BaseModel):
+    """What the frontend may ask of the runtime's constrained decoding (from the Plan's structured_output)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    runtime: str
+    """The runtime in words, for refusals ("the hf runtime")."""
+    guide_types: tuple[str, ...] = ()
+    """guided_decoding_guide_type values the deployment accepts (json, json_schema, regex, ebnf_grammar); empty:
+    decoding cannot be constrained, so response_format json_* and tool_choice required/named are refused."""
+    tool_call_format: Literal["auto", "llama3_json", "hermes", "mistral"] = "auto"
+    """How the model writes tool calls (auto: read from the chat template)."""
+    max_schema_bytes: int = Field(65536, ge=1)
+    """The largest JSON schema (as sent, compact JSON) a request may carry."""
+
+
 class ModelRoute(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -49,6 +65,8 @@ class ModelRoute(BaseModel):
     """A Jinja chat template file used instead of the tokenizer's own."""
     default_max_tokens: int = Field(64, ge=1)
     """Completion length when a request sets none."""
+    structured_output: StructuredRoute | None = None
+    """None: no constrained decoding (a repository rendered before it); tool_choice auto still parses calls."""
 
 
 class FrontendPlan(BaseModel):
@@ -97,7 +115,11 @@ class FrontendPlan(BaseModel):
 
     def to_json(self) -> str:
         # The default dialect is left out, so repositories of the C++ contract keep the bytes they had.
-        plain = {i: {"dialect"} for i, r in enumerate(self.models) if r.dialect == ENSEMBLE}
+        plain = {i: {"dialect"} if r.dialect == ENSEMBLE else set() for i, r in enumerate(self.models)}
+        for i, r in enumerate(self.models):
+            if r.structured_output is None:
+                plain[i].add("structured_output")
+        plain = {i: keys for i, keys in plain.items() if keys}
         return self.model_dump_json(indent=2, exclude={"models": plain} if plain else None) + "\n"
 
     def repository_files(self, tokenizer_dir: str) -> dict[str, bytes]:
@@ -127,11 +149,13 @@ class FrontendPlan(BaseModel):
 
 
 def make_frontend_plan(spec, resolve: Callable[[str], Path], tokenizer_dir: Path,
-                       dialect: Dialect | None = None, *, streams: int, streams_why: str = "") -> FrontendPlan:
+                       dialect: Dialect | None = None, *, streams: int, streams_why: str = "",
+                       structured: StructuredRoute | None = None) -> FrontendPlan:
     """The frontend section of a spec, resolved: public name, template file (absolute: `resolve` is the planner's
     tritongen.plan.make.resolve_path from the spec's folder), defaults filled in. `dialect`: the runtime's own
     model and tensors (None: the ensemble's). `streams`: how many streams the servers carry at once (the
-    frontend's planned concurrency), `streams_why` how that count was made."""
+    frontend's planned concurrency), `streams_why` how that count was made. `structured`: what the route may ask
+    of constrained decoding (the Plan's structured_output)."""
     f, o = spec.frontend, spec.frontend.openai
     template = None
     if f.chat_template:
@@ -152,7 +176,8 @@ def make_frontend_plan(spec, resolve: Callable[[str], Path], tokenizer_dir: Path
                 "use implementation: tritongen, or disable frontend.openai"))
     route = ModelRoute(name=o.served_model_name or spec.name, triton_model=triton_model, dialect=key,
                        tokenizer_dir=str(tokenizer_dir), chat_template=template,
-                       default_max_tokens=o.default_max_tokens or spec.serving.max_tokens_default)
+                       default_max_tokens=o.default_max_tokens or spec.serving.max_tokens_default,
+                       structured_output=structured)
     if o.workers is not None:
         workers, planned, why = o.workers, False, "frontend.openai.workers"
     else:

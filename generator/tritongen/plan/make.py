@@ -12,7 +12,7 @@ from pathlib import Path
 from tritongen.errors import SpecError, clip, problem
 from tritongen.plan.checks import missing_tokenizer_files, read_config, require_round_trip
 from tritongen.plan.deploy import DeployPlan
-from tritongen.plan.frontend import make_frontend_plan
+from tritongen.plan.frontend import StructuredRoute, make_frontend_plan
 from tritongen.plan.kv import size_kv
 from tritongen.plan.load import LoadProfile, load_profile
 from tritongen.core.sections import InstanceGroup, PathsPlan, ServerGroupPlan, StructuredOutputPlan, TokenizerPlan
@@ -251,12 +251,16 @@ def _frontend(rt: Runtime, spec: Spec, spec_dir: Path, tokenizer_dir: Path, max_
     def resolve(value: str) -> Path:
         return resolve_path(spec_dir, value)
 
-    streams = {"streams": max_batch_size * servers,
-               "streams_why": f"max_batch_size {max_batch_size} x {servers} server group{'s' if servers > 1 else ''}"}
+    structured = _structured_output(rt, spec)
+    planned = {"streams": max_batch_size * servers,
+               "streams_why": f"max_batch_size {max_batch_size} x {servers} server group{'s' if servers > 1 else ''}",
+               "structured": StructuredRoute(runtime=f"the {rt.name} runtime", guide_types=structured.guide_types,
+                                             tool_call_format=structured.tool_call_format,
+                                             max_schema_bytes=structured.max_schema_bytes)}
     if rt.ensemble:
-        return make_frontend_plan(spec, resolve, tokenizer_dir, **streams)
+        return make_frontend_plan(spec, resolve, tokenizer_dir, **planned)
     dialect = rt.dialect()
-    return None if dialect is None else make_frontend_plan(spec, resolve, tokenizer_dir, dialect, **streams)
+    return None if dialect is None else make_frontend_plan(spec, resolve, tokenizer_dir, dialect, **planned)
 
 
 def _bls_backend(spec: Spec, tokenizer: TokenizerPlan) -> dict[str, str]:

@@ -1,4 +1,8 @@
-"""/v1/completions: one prompt string -> one Triton request; streamed or whole."""
+"""/v1/completions: one prompt string -> one Triton request; streamed or whole.
+
+`response_format` is not in OpenAI's completions API; it is accepted here as vLLM's server accepts it (an
+extension), constraining the completion as on chat, and so is vLLM's `structured_outputs` (regex, grammar, json).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ import time
 from fastapi import APIRouter, Depends, Request
 from sse_starlette import EventSourceResponse
 
-from tritongen.frontend import service
+from tritongen.frontend import service, structured
 from tritongen.frontend.routers.auth import require_key
 from tritongen.frontend.schemas import Completion, CompletionChoice, CompletionRequest, Usage, chunk_json
 
@@ -19,15 +23,16 @@ async def create_completion(req: CompletionRequest, request: Request):
     started = time.perf_counter()
     state = request.app.state.frontend
     route = service.route_for(state, req.model)
-    gen = service.generation(route, req, req.prompt)
+    guide = structured.output_guide(route, req)
+    gen = structured.guided(service.generation(route, req, req.prompt), guide, req)
     echo = req.prompt if req.echo else None
     cid, created = service.new_id("cmpl"), int(time.time())
     if not req.stream:
-        out = await service.complete(state, route, gen, request, started)
+        out = await structured.named_by(guide, service.complete(state, route, gen, request, started))
         return Completion(id=cid, created=created, model=req.model, usage=out.usage, choices=[
             CompletionChoice(text=(echo or "") + out.text, finish_reason=out.finish_reason)])
 
-    run = await service.start_stream(state, route, gen, request, started)
+    run = await structured.named_by(guide, service.start_stream(state, route, gen, request, started))
 
     usage = req.include_usage()
 
