@@ -143,8 +143,10 @@ def test_runtime_switch_changes_only_the_llm_model(tmp_path, tiny_spec_path):
 
     a, b = files(tmp_path / "a"), files(tmp_path / "b")
     differing = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
-    # The render manifest names the runtime and the LLM's backend, so it differs too.
-    assert differing and all(k.startswith("tensorrt_llm/") or k == "tritongen-repository.json" for k in differing)
+    # The render manifest names the runtime and the LLM's backend, and the frontend's route what the runtime does
+    # with a guide (plan.structured_output), so those differ too.
+    assert differing and all(k.startswith("tensorrt_llm/") or k in ("tritongen-repository.json", "frontend.json")
+                             for k in differing)
 
 
 def test_plan_with_inventory_places_8b_on_fitting_mig_slices(tmp_path, tiny_model, capsys):
