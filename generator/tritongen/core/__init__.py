@@ -12,8 +12,8 @@ them (plan, render, spec), so at the type level as at run time the runtimes sit 
 """
 
 from tritongen.core.repository import Locations, Ports, Renderer
-from tritongen.core.sections import InstanceGroup, PathsPlan, ServerGroupPlan, TokenizerPlan
+from tritongen.core.sections import AdapterPlan, InstanceGroup, PathsPlan, ServerGroupPlan, TokenizerPlan
 from tritongen.core.views import PlanView, SpecView
 
-__all__ = ["InstanceGroup", "Locations", "PathsPlan", "PlanView", "Ports", "Renderer", "ServerGroupPlan", "SpecView",
+__all__ = ["AdapterPlan", "InstanceGroup", "Locations", "PathsPlan", "PlanView", "Ports", "Renderer", "ServerGroupPlan", "SpecView",
            "TokenizerPlan"]

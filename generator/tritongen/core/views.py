@@ -11,7 +11,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
-from tritongen.core.sections import InstanceGroup, PathsPlan, ServerGroupPlan, TokenizerPlan
+from tritongen.core.sections import AdapterPlan, InstanceGroup, PathsPlan, ServerGroupPlan, TokenizerPlan
 
 
 class _Lengths(Protocol):
@@ -80,6 +80,10 @@ class PlanView(Protocol):
     def load(self) -> LoadView: ...
     @property
     def deploy(self) -> DeployView: ...
+    @property
+    def adapters(self) -> Sequence[AdapterPlan]: ...
+    @property
+    def max_adapter_rank(self) -> int | None: ...
 
 
 class ModelView(Protocol):

@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tritongen.core.sections import AdapterPlan
 from tritongen.errors import EnvironmentMissing, SpecError, problem
 from tritongen.runtimes import ENSEMBLE, Dialect, DialectKey
 
@@ -49,6 +50,15 @@ class ModelRoute(BaseModel):
     """A Jinja chat template file used instead of the tokenizer's own."""
     default_max_tokens: int = Field(64, ge=1)
     """Completion length when a request sets none."""
+    lora_task_id: int | None = None
+    """A LoRA adapter's route (spec model.adapters): the task id every request sends (`lora_task_id`); None: the
+    base model."""
+    lora_name: str | None = None
+    """The adapter's name as the runtime's own model knows it (vLLM's `lora_name`)."""
+    parent: str | None = None
+    """An adapter's base model (the public name of the base route): /v1/models shows it as vLLM does."""
+    root: str | None = None
+    """An adapter's folder: /v1/models shows it as `root`, as vLLM does."""
 
 
 class FrontendPlan(BaseModel):
@@ -97,7 +107,11 @@ class FrontendPlan(BaseModel):
 
     def to_json(self) -> str:
         # The default dialect is left out, so repositories of the C++ contract keep the bytes they had.
-        plain = {i: {"dialect"} for i, r in enumerate(self.models) if r.dialect == ENSEMBLE}
+        # The adapter fields of a base route are left out too.
+        plain = {i: ({"dialect"} if r.dialect == ENSEMBLE else set())
+                 | ({"lora_task_id", "lora_name", "parent", "root"} if r.lora_task_id is None else set())
+                 for i, r in enumerate(self.models)}
+        plain = {i: keys for i, keys in plain.items() if keys}
         return self.model_dump_json(indent=2, exclude={"models": plain} if plain else None) + "\n"
 
     def repository_files(self, tokenizer_dir: str) -> dict[str, bytes]:
@@ -127,11 +141,13 @@ class FrontendPlan(BaseModel):
 
 
 def make_frontend_plan(spec, resolve: Callable[[str], Path], tokenizer_dir: Path,
-                       dialect: Dialect | None = None, *, streams: int, streams_why: str = "") -> FrontendPlan:
+                       dialect: Dialect | None = None, *, streams: int, streams_why: str = "",
+                       adapters: Sequence[AdapterPlan] = ()) -> FrontendPlan:
     """The frontend section of a spec, resolved: public name, template file (absolute: `resolve` is the planner's
     tritongen.plan.make.resolve_path from the spec's folder), defaults filled in. `dialect`: the runtime's own
     model and tensors (None: the ensemble's). `streams`: how many streams the servers carry at once (the
-    frontend's planned concurrency), `streams_why` how that count was made."""
+    frontend's planned concurrency), `streams_why` how that count was made. `adapters`: the LoRA adapters, each a
+    route of its own (same Triton model, its task id) listed after the base."""
     f, o = spec.frontend, spec.frontend.openai
     template = None
     if f.chat_template:
@@ -153,6 +169,8 @@ def make_frontend_plan(spec, resolve: Callable[[str], Path], tokenizer_dir: Path
     route = ModelRoute(name=o.served_model_name or spec.name, triton_model=triton_model, dialect=key,
                        tokenizer_dir=str(tokenizer_dir), chat_template=template,
                        default_max_tokens=o.default_max_tokens or spec.serving.max_tokens_default)
+    routes = (route, *(route.model_copy(update={"name": a.name, "lora_task_id": a.task_id, "lora_name": a.name,
+                                                "parent": route.name, "root": a.path}) for a in adapters))
     if o.workers is not None:
         workers, planned, why = o.workers, False, "frontend.openai.workers"
     else:
@@ -161,4 +179,4 @@ def make_frontend_plan(spec, resolve: Callable[[str], Path], tokenizer_dir: Path
                f"{MAX_PLANNED_WORKERS}" if streams_why else
                f"planned: {streams} streams / {STREAMS_PER_WORKER} per worker, at most {MAX_PLANNED_WORKERS}")
     return FrontendPlan(enabled=o.enabled, implementation=o.implementation, port=o.port, api_key_env=f.api_key_env,
-                        workers=workers, workers_planned=planned, workers_why=why, models=(route,))
+                        workers=workers, workers_planned=planned, workers_why=why, models=routes)
