@@ -88,7 +88,8 @@ def _tokens(server, task_id: int | None) -> list[int]:
 
 def _text(server, model: str, task_id: int) -> str:
     inputs = {"text_input": np.array([["x"]], object), "max_tokens": np.array([[NEW]], np.int32),
-              "lora_task_id": np.array([[task_id]], np.uint64), "stream": np.array([[True]])}
+              "min_tokens": np.array([[NEW]], np.int32), "lora_task_id": np.array([[task_id]], np.uint64),
+              "stream": np.array([[True]])}
     responses = grpc_responses(server.grpc_url, model, inputs)
     return "".join(r.as_numpy("text_output").reshape(-1)[0].decode() for r in responses)
 
@@ -134,3 +135,32 @@ def test_an_unknown_task_id_is_refused_and_the_server_serves_on(server, referenc
     with pytest.raises(RuntimeError, match="lora_task_id: 7 is not a LoRA adapter"):
         _text(server, "ensemble", 7)
     assert _tokens(server, 2) == references[2]
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    openai = pytest.importorskip("openai")
+    from tritongen.frontend.server import FrontendServer
+    from tritongen.plan.frontend import FrontendPlan
+
+    config = FrontendPlan.read(server.repository).model_copy(update={"port": 0})
+    with FrontendServer(config, server.grpc_url) as frontend:
+        yield openai.OpenAI(base_url=frontend.base_url, api_key="unused", max_retries=0, timeout=120)
+
+
+def test_openai_model_names_an_adapter(server, client, lora_model):
+    import openai
+
+    _, paths = lora_model
+    models = client.models.list().data
+    assert [m.id for m in models] == ["tiny-cpu", *ADAPTERS]
+    assert (models[0].root, getattr(models[0], "parent", None)) == ("tiny-cpu", None)
+    assert [(m.parent, m.root) for m in models[1:]] == [("tiny-cpu", str(p)) for p in paths]
+    assert client.models.retrieve("beta").parent == "tiny-cpu"
+    texts = [client.completions.create(model=name, prompt="x", max_tokens=NEW, temperature=0,
+                                       extra_body={"min_tokens": NEW}).choices[0].text
+             for name in ("tiny-cpu", *ADAPTERS)]
+    assert texts == [_text(server, "ensemble", task_id) for task_id in range(len(ADAPTERS) + 1)]
+    with pytest.raises(openai.NotFoundError) as err:
+        client.completions.create(model="delta", prompt="x", max_tokens=4)
+    assert err.value.code == "model_not_found" and "delta" in err.value.message

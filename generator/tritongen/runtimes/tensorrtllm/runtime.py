@@ -53,6 +53,10 @@ def _gpu_device_ids(spec: SpecView) -> list[int] | None:
 
 class TensorrtllmRuntime(Runtime[TensorrtllmPlan]):
     name = "tensorrtllm"
+
+    def adapters_refused(self, spec: SpecView) -> str | None:
+        return ("tritongen does not build LoRA engines yet (trtllm-build --lora_plugin, --lora_target_modules, "
+                "--max_lora_rank) nor convert adapters to TensorRT-LLM's lora_weights/lora_config tensors")
     settings = TensorrtllmPlan
     spec_section = EngineSection
     summary = f"C++ tensorrtllm backend, engine from trtllm-build (TensorRT-LLM {TRTLLM.version}, {TRTLLM.container})"

@@ -43,8 +43,12 @@ class VllmDialect(Dialect):
 
     def request_inputs(self, prompt: str, max_tokens: int, *, stream: bool, stop: Iterable[str] = (),
                        **sampling: Any) -> list[tuple[str, str, np.ndarray]]:
-        """`sampling` keys are SAMPLING_FIELDS' (None values are left out: vLLM's defaults apply)."""
+        """`sampling` keys are SAMPLING_FIELDS' (None values are left out: vLLM's defaults apply), and `lora_name`:
+        an adapter of multi_lora.json, which the backend reads from sampling_parameters."""
         params: dict[str, Any] = {"max_tokens": max_tokens}
+        lora_name = sampling.pop("lora_name", None)
+        if lora_name is not None:
+            params["lora_name"] = lora_name
         stop = [s for s in stop if s]  # vLLM refuses an empty stop string
         if stop:
             params["stop"] = stop
