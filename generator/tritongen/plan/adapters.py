@@ -89,9 +89,9 @@ def _targets(config: dict[str, Any], path: Path, where: str) -> tuple[tuple[str,
 def _check_modules(targets: tuple[str, ...], regex: bool, modules: set[str], where: str) -> None:
     for target in targets:
         if not any(_module_matches(target, m, regex) for m in modules):
-            names = sorted({m.rsplit(".", 1)[-1] for m in modules if ".layers." in m or "." in m})
+            names = sorted({m.rsplit(".", 1)[-1] for m in modules if ".layers." in m})
             raise SpecError(problem(f"{where}.path", f"target module {target!r} is not in the base checkpoint "
-                                    f"(its linear modules: {clip(', '.join(names), 300)})",
+                                    f"(its layers' linear modules: {clip(', '.join(names), 300)})",
                                     "use an adapter trained for this base model"))
 
 
