@@ -1,0 +1,61 @@
+"""The synthetic runtime's python token source with LoRA adapters: an adapter shifts the token stream
+deterministically (served.synthetic.ADAPTER_SHIFT), so the adapter path through the ensemble is checked at engine
+speed; an unknown task id is an error naming lora_task_id and the known ids."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import yaml
+
+from streaming_text import ROOT, grpc_responses, start_server
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    from specs import render_spec
+    from tritongen.demo.adapters import make_demo_adapters
+    from tritongen.demo.model import make_demo_model
+
+    tmp = tmp_path_factory.mktemp("synthetic-lora")
+    model = make_demo_model(tmp / "tiny-llama")
+    data = yaml.safe_load((ROOT / "examples" / "synthetic-cpu.yaml").read_text())
+    data["model"].update(checkpoint=str(model), adapters=[{"name": f"lora-{k}", "path": str(p)}
+                                                          for k, p in enumerate(make_demo_adapters(model, 2), 1)])
+    data["synthetic"].update(source="python", ttft_ms=1, itl_ms=1)
+    (tmp / "spec.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    render_spec(tmp / "spec.yaml", tmp / "repo")
+    server = start_server(tmp / "repo", tmp / "tritonserver.log")
+    yield server
+    server.stop()
+
+
+def _tokens(server, task_id: int) -> list[int]:
+    inputs = {"input_ids": np.array([[20, 21, 22]], np.int32), "input_lengths": np.array([[3]], np.int32),
+              "request_output_len": np.array([[8]], np.int32), "lora_task_id": np.array([[task_id]], np.uint64)}
+    return [int(t) for r in grpc_responses(server.grpc_url, "tensorrt_llm", inputs)
+            for t in r.as_numpy("output_ids").reshape(-1)]
+
+
+def _text(server, task_id: int) -> str:
+    inputs = {"text_input": np.array([["hello"]], object), "max_tokens": np.array([[8]], np.int32),
+              "lora_task_id": np.array([[task_id]], np.uint64)}
+    return "".join(r.as_numpy("text_output").reshape(-1)[0].decode()
+                   for r in grpc_responses(server.grpc_url, "ensemble", inputs))
+
+
+def test_each_adapter_has_its_own_deterministic_stream(server):
+    streams = [_tokens(server, task_id) for task_id in (0, 1, 2)]
+    assert len({tuple(s) for s in streams}) == 3 and all(len(s) == 8 for s in streams)
+    assert _tokens(server, 1) == streams[1]
+    texts = [_text(server, task_id) for task_id in (0, 1, 2)]
+    assert len(set(texts)) == 3 and texts[2] == _text(server, 2)
+
+
+def test_an_unknown_task_id_is_refused_and_the_server_serves_on(server):
+    with pytest.raises(RuntimeError, match=r"lora_task_id: 3 is not a LoRA adapter of this deployment; known ids: "
+                                           r"0 \(the base\) to 2"):
+        _tokens(server, 3)
+    assert len(_tokens(server, 2)) == 8
