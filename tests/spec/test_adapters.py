@@ -129,3 +129,14 @@ def test_a_bad_adapter_exits_2_and_writes_nothing(models, tmp_path, capsys):
     assert "model.adapters.0.path: adapter_model.safetensors:" in err and "Traceback" not in err
     assert not out.exists()
     assert main(["validate", str(spec)]) == 2
+
+
+def test_deploy_targets_refuse_adapters_until_they_carry_them(models, tmp_path):
+    from tritongen.deploy.common import prepare
+
+    base, paths, _ = models
+    with pytest.raises(SpecError) as err:
+        prepare(_spec(tmp_path, base, [{"name": "x", "path": str(paths[0])}]))
+    assert err.value.problems == [
+        "model.adapters: deploy targets do not carry LoRA adapters into their containers yet; serve the adapters on "
+        "this machine (`tritongen serve` / `tritongen up`), or deploy without model.adapters"]
