@@ -22,7 +22,7 @@ import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -30,6 +30,7 @@ from typing import Any, Literal
 import docker
 from docker.types import DeviceRequest, Mount, Ulimit
 
+from tritongen.core import AdapterPlan
 from tritongen.errors import CheckFailed, EnvironmentMissing, SpecError, problem
 from tritongen.runtimes.tensorrtllm import (CONTAINER_EXAMPLES, LLAMA_FAMILY, TRTLLM, BuildSettings, TensorrtllmPlan,
                                             build_commands)
@@ -141,7 +142,9 @@ def cache_key(build: BuildSettings, checkpoint_digest: str, trtllm_version: str,
 
     `calibration` is the local calibration dataset's digest, None when quantize.py uses its hub default.
     """
-    factors: dict[str, Any] = {"schema": 1, "build": build.model_dump(mode="json"), "checkpoint": checkpoint_digest,
+    # exclude_none: an engine without the LoRA plugin keeps the key it had before the plugin was a setting.
+    factors: dict[str, Any] = {"schema": 1, "build": build.model_dump(mode="json", exclude_none=True),
+                               "checkpoint": checkpoint_digest,
                                "tensorrt_llm": trtllm_version, "gpu_arch": gpu_arch}
     if build.needs_calibration:
         factors["calibration"] = calibration or "hub:default"
@@ -288,12 +291,25 @@ def _architecture(checkpoint_dir: Path) -> str:
     return archs[0]
 
 
+def _convert_adapters(trt: TensorrtllmPlan, adapters: Sequence[AdapterPlan], log: Callable[[str], None]) -> None:
+    """The plan's adapters as the tensorrt_llm model prefetches them (lora_prefetch_dir), converted here: it is
+    numpy work, no TensorRT-LLM needed; a folder of the same content key is kept."""
+    from tritongen.runtimes.tensorrtllm.lora import write_prefetch
+
+    assert trt.lora is not None
+    if write_prefetch(adapters, trt.lora.prefetch_dir):
+        log(f"LoRA adapters converted: {trt.lora.prefetch_dir}")
+    else:
+        log(f"LoRA adapters cache hit: {trt.lora.prefetch_dir}")
+
+
 def build_engine(trt: TensorrtllmPlan, checkpoint_dir: str | os.PathLike[str], *,
                  examples_dir: str | os.PathLike[str] | None = None, dry_run: bool = False,
-                 log: Callable[[str], None] = print) -> EngineBuild:
+                 log: Callable[[str], None] = print, adapters: Sequence[AdapterPlan] = ()) -> EngineBuild:
     """Return the cached engine of a Plan's tensorrtllm section for `checkpoint_dir` (the Plan's
     paths.checkpoint), building it first on a miss.
 
+    `adapters` (the Plan's) are converted into the section's LoRA prefetch folder first, cache hit or not.
     `examples_dir` is the `examples/` folder of a NVIDIA/TensorRT-LLM checkout at the pinned tag (the conversion
     scripts are not part of the pip package). The build runs here when this interpreter imports the pinned
     TensorRT-LLM, else in the pinned container through the docker engine; with neither, EnvironmentMissing.
@@ -311,6 +327,8 @@ def build_engine(trt: TensorrtllmPlan, checkpoint_dir: str | os.PathLike[str], *
                                 "re-plan (`tritongen plan SPEC --json`) or build from the spec"))
     root = Path(trt.cache_dir)
     target = root / key
+    if trt.lora is not None and not dry_run:
+        _convert_adapters(trt, adapters, log)
     if _cache_hit(target, key):
         log(f"engine cache hit: {target}")
         return EngineBuild(key, target, [], "cache")
