@@ -1,6 +1,7 @@
-"""The synthetic runtime's python token source with LoRA adapters: an adapter shifts the token stream
-deterministically (served.synthetic.ADAPTER_SHIFT), so the adapter path through the ensemble is checked at engine
-speed; an unknown task id is an error naming lora_task_id and the known ids."""
+"""The synthetic runtime's token sources (native and python) with LoRA adapters: an adapter shifts the token
+stream deterministically (served.synthetic.ADAPTER_SHIFT, the native source's kAdapterShift), so the adapter path
+through the ensemble is checked at engine speed; an unknown task id is an error naming lora_task_id and the known
+ids. Both sources give the same tokens."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from streaming_text import ROOT, grpc_responses, start_server
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
+@pytest.fixture(scope="module", params=["native", "python"])
+def server(request, tmp_path_factory):
     from specs import render_spec
     from tritongen.demo.adapters import make_demo_adapters
     from tritongen.demo.model import make_demo_model
@@ -24,7 +25,7 @@ def server(tmp_path_factory):
     data = yaml.safe_load((ROOT / "examples" / "synthetic-cpu.yaml").read_text())
     data["model"].update(checkpoint=str(model), adapters=[{"name": f"lora-{k}", "path": str(p)}
                                                           for k, p in enumerate(make_demo_adapters(model, 2), 1)])
-    data["synthetic"].update(source="python", ttft_ms=1, itl_ms=1)
+    data["synthetic"].update(source=request.param, ttft_ms=1, itl_ms=1)
     (tmp / "spec.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     render_spec(tmp / "spec.yaml", tmp / "repo")
     server = start_server(tmp / "repo", tmp / "tritonserver.log")
@@ -52,6 +53,8 @@ def test_each_adapter_has_its_own_deterministic_stream(server):
     assert _tokens(server, 1) == streams[1]
     texts = [_text(server, task_id) for task_id in (0, 1, 2)]
     assert len(set(texts)) == 3 and texts[2] == _text(server, 2)
+    # The python source's rule, which the native one shares: adapter k starts ADAPTER_SHIFT x k ids further on.
+    assert streams[0][0] + 97 == streams[1][0] and streams[1][0] + 97 == streams[2][0]
 
 
 def test_an_unknown_task_id_is_refused_and_the_server_serves_on(server):

@@ -66,10 +66,6 @@ def test_a_valid_spec_plans_task_ids_ranks_and_modules_in_order(models, tmp_path
      "set frontend.openai.served_model_name)"),
     ([{"name": "x", "path": "P0"}], {"runtime": "trtllm", "placement": {"device": "gpu"}},
      None),  # the llmapi model of the pinned release: refused with its reason (checked below)
-    ([{"name": "x", "path": "P0"}], {"runtime": "synthetic"},
-     "model.adapters: the synthetic runtime cannot serve them: its native token source (synthetic.source: native, "
-     "the default) does not vary its tokens by adapter yet; set synthetic.source: python; use runtime hf, tensorrtllm, "
-     "synthetic and vllm, or remove model.adapters"),
 ])
 def test_spec_problems(models, tmp_path, adapters, top, expected):
     base, paths, _ = models

@@ -79,12 +79,6 @@ class SyntheticRuntime(Runtime[SyntheticPlan]):
 
     serves_adapters = True
 
-    def adapters_refused(self, spec: SpecView) -> str | None:
-        if spec.synthetic.source == "native":
-            return ("its native token source (synthetic.source: native, the default) does not vary its tokens by "
-                    "adapter yet; set synthetic.source: python")
-        return None
-
     def kv_sequences(self, spec: SpecView, max_batch_size: int) -> int | None:
         return None  # a token source keeps no KV cache
 
