@@ -26,9 +26,13 @@ def server(request, tmp_path_factory):
     data["model"].update(checkpoint=str(model), adapters=[{"name": f"lora-{k}", "path": str(p)}
                                                           for k, p in enumerate(make_demo_adapters(model, 2), 1)])
     data["synthetic"].update(source=request.param, ttft_ms=1, itl_ms=1)
+    data["validation"]["load"].update(users=4, duration_s=3, warmup_s=0, input_tokens={"mean": 8, "stddev": 0},
+                                      output_tokens={"mean": 8, "stddev": 0},
+                                      adapters={"base": 1, "lora-1": 1, "lora-2": 2})
     (tmp / "spec.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     render_spec(tmp / "spec.yaml", tmp / "repo")
     server = start_server(tmp / "repo", tmp / "tritonserver.log")
+    server.spec = tmp / "spec.yaml"
     yield server
     server.stop()
 
@@ -62,3 +66,31 @@ def test_an_unknown_task_id_is_refused_and_the_server_serves_on(server):
                                            r"0 \(the base\) to 2"):
         _tokens(server, 3)
     assert len(_tokens(server, 2)) == 8
+
+
+def test_the_load_test_spreads_requests_over_adapters_and_reports_each(server, tmp_path):
+    """validation.load.adapters: each request goes to an adapter drawn by weight; the report has every adapter's
+    figures, summing to the level's; each adapter's text is its own (the task id reached the model)."""
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "report"
+    proc = subprocess.run([sys.executable, "-m", "tritongen.cli", "loadtest", str(server.spec), "--url",
+                           server.grpc_url, "--metrics-url", server.metrics_url, "--out", str(out)],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    report = json.loads((out / "loadtest.json").read_text())
+    level = report["levels"][0]
+    adapters = level["adapters"]
+    assert set(adapters) == {"base", "lora-1", "lora-2"}
+    assert sum(a["request_count"] for a in adapters.values()) == level["metrics"]["request_count"] > 0
+    assert all(a["error_count"] == 0 and a["output_tokens_total"] > 0 for a in adapters.values())
+    texts: dict[str, set[str]] = {}
+    for path in report["files"]["samples"]:
+        for line in open(path).read().splitlines():
+            sample = json.loads(line)
+            texts.setdefault(sample["adapter"], set()).add(sample["output_text"])
+    # The stream follows the prompt's length (which may differ by a token) and the adapter: no text of one adapter
+    # is another's.
+    assert set(texts) == set(adapters) and sum(len(t) for t in texts.values()) == len(set().union(*texts.values()))

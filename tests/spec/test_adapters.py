@@ -64,6 +64,12 @@ def test_a_valid_spec_plans_task_ids_ranks_and_modules_in_order(models, tmp_path
     ([{"name": "tiny-cpu", "path": "P0"}], {},
      "model.adapters.0.name: 'tiny-cpu' is the base model's served name (OpenAI `model`); rename the adapter (or "
      "set frontend.openai.served_model_name)"),
+    ([{"name": "base", "path": "P0"}], {},
+     "model.adapters.0.name: 'base' names the base model (validation.load.adapters); give the adapter another name"),
+    ([{"name": "x", "path": "P0"}], {"validation": {"load": {"adapters": {"base": 1, "y": 2, "x": 0}}}},
+     "validation.load.adapters.y: names no adapter of model.adapters (known: base, x); use an adapter's name, or "
+     "`base` for the base model\nvalidation.load.adapters.x: weight 0 is not positive; give it a weight > 0, or "
+     "leave it out"),
     ([{"name": "x", "path": "P0"}], {"runtime": "trtllm", "placement": {"device": "gpu"}},
      None),  # the llmapi model of the pinned release: refused with its reason (checked below)
 ])
@@ -76,7 +82,7 @@ def test_spec_problems(models, tmp_path, adapters, top, expected):
             "model.adapters: the trtllm runtime cannot serve them: the LLM-API Triton model of TensorRT-LLM 1.2.1 "
             "passes no LoRA request to the LLM"), problems
     else:
-        assert problems == [expected]
+        assert problems == expected.split("\n")
 
 
 def test_plan_problems(models, tmp_path):

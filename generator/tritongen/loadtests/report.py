@@ -155,6 +155,9 @@ documented under `levels[].server`.
 - `levels[].load_generator.processes[].cpu_fraction` (float|null): cpu_s / wall_s (1.0 = one core).
 - `levels[].load_generator.max_cpu_fraction` (float|null): the busiest process.
 - `levels[].load_generator.warning` (str|null): set when a process passed 80% of a core.
+- `levels[].adapters` (object|null): with validation.load.adapters, per adapter name (`base`: the base model) its
+  request_count, error_count, completed_count, request_throughput, output_token_throughput, output_tokens_total,
+  ttft_ms, itl_ms and e2e_ms, as `metrics` defines them (client-side; the window is the adapter's requests').
 - `capacity` (object): the capacity line.
 - `capacity.level` (float|null): highest level at which every SLO holds, every lower level passing too.
 - `capacity.unit` (str): users or requests/s.
@@ -184,7 +187,7 @@ from typing import TYPE_CHECKING
 
 from tritongen import metric_registry as registry
 from tritongen.loadtests.html_report import render_html
-from tritongen.loadtests.metrics import compute_sweep
+from tritongen.loadtests.metrics import GoodputLimits, compute_metrics, compute_sweep
 from tritongen.loadtests.prom import ServerView
 from tritongen.loadtests.samples import Sample
 from tritongen.loadtests.slo import LevelVerdict, capacity, evaluate, goodput_limits, token_check
@@ -277,6 +280,7 @@ def build_summary(samples: Sequence[Sample], slo: SLOPlan, run: RunInputs | None
                 *server.edges, None if metrics.e2e_ms is None else metrics.e2e_ms.avg, called=server.called_model,
                 frontend=server.frontend_edges),
             "load_generator": run.load_generator.get(level),
+            "adapters": _per_adapter(level_samples, limits, run),
         })
     cap = capacity(verdicts, run.load.level_unit, slo.min_capacity)
     return _json_safe({
@@ -295,6 +299,25 @@ def build_summary(samples: Sequence[Sample], slo: SLOPlan, run: RunInputs | None
         "slo": {"passed": cap.passed, "exit_code": 0 if cap.passed else 1,
                 "goodput_limits": asdict(limits)},
     })  # type: ignore[return-value]
+
+
+ADAPTER_FIGURES = ("request_count", "error_count", "completed_count", "request_throughput",
+                   "output_token_throughput", "output_tokens_total", "ttft_ms", "itl_ms", "e2e_ms")
+"""The figures a level reports per LoRA adapter (validation.load.adapters), each as its `metrics` entry means."""
+
+
+def _per_adapter(samples: Sequence[Sample], limits: GoodputLimits, run: RunInputs) -> dict | None:
+    """{adapter name: figures} of a level whose requests went to LoRA adapters; None for one that named none.
+    Client-side figures: the runtimes count their output tokens for the whole model, not per adapter."""
+    names = sorted({s.adapter for s in samples if s.adapter is not None})
+    if not names:
+        return None
+    figures = {}
+    for name in names:
+        metrics = compute_metrics([s for s in samples if s.adapter == name], limits, warmup_s=run.load.warmup_s,
+                                  duration_s=run.load.duration_s).to_dict()
+        figures[name] = {key: metrics[key] for key in ADAPTER_FIGURES}
+    return figures
 
 
 def _json_safe(value: object) -> object:

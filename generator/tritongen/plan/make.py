@@ -173,7 +173,8 @@ def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None, *, engin
     checkpoint = _resolve_dir(spec_dir, spec.model.checkpoint, "model.checkpoint")
     tokenizer_dir = _resolve_dir(spec_dir, spec.model.tokenizer, "model.tokenizer") if spec.model.tokenizer \
         else checkpoint
-    load = load_profile(spec.validation.load, lambda value: resolve_path(spec_dir, value))
+    load = load_profile(spec.validation.load, lambda value: resolve_path(spec_dir, value),
+                        {a.name: i for i, a in enumerate(spec.model.adapters, 1)})
     config = read_config(checkpoint)
     seq_len = max_sequence_length(spec, config)
     sizing = size_kv(spec, checkpoint, max_batch_size(spec), seq_len, placed=inventory is not None)

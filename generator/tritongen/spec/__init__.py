@@ -165,16 +165,23 @@ class SpecCore(Section):
 
 
     def _adapter_problems(self) -> list[str]:
+        shares = self.validation.load.adapters
+        known = {"base", *(a.name for a in self.model.adapters)}
+        problems = [problem(f"validation.load.adapters.{name}", f"names no adapter of model.adapters (known: "
+                            f"{', '.join(sorted(known))})", "use an adapter's name, or `base` for the base model")
+                    for name in shares if name not in known]
+        problems += [problem(f"validation.load.adapters.{name}", f"weight {weight:g} is not positive",
+                             "give it a weight > 0, or leave it out") for name, weight in shares.items() if weight <= 0]
         if not self.model.adapters:
-            return []
+            return problems
         refused = runtime(self.runtime).adapters_refused(self)
         if refused is not None:
-            return [problem("model.adapters", f"the {self.runtime} runtime cannot serve them: {refused}",
+            return problems + [problem("model.adapters", f"the {self.runtime} runtime cannot serve them: {refused}",
                             f"use runtime {names(lambda r: r.serves_adapters)}, or remove model.adapters")]
         served = self.frontend.openai.served_model_name or self.name
-        return [problem(f"model.adapters.{i}.name", f"{a.name!r} is the base model's served name (OpenAI `model`)",
-                        "rename the adapter (or set frontend.openai.served_model_name)")
-                for i, a in enumerate(self.model.adapters) if a.name == served]
+        return problems + [problem(f"model.adapters.{i}.name", f"{a.name!r} is the base model's served name (OpenAI "
+                                   "`model`)", "rename the adapter (or set frontend.openai.served_model_name)")
+                           for i, a in enumerate(self.model.adapters) if a.name == served]
 
 
 def _runtime_fields() -> dict[str, Any]:

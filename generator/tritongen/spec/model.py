@@ -60,6 +60,9 @@ class ModelSection(Section):
             if not ADAPTER_NAME.fullmatch(adapter.name):
                 problems.append(problem(where, f"{adapter.name!r} is not usable as an OpenAI model id",
                                         "use a letter or digit, then at most 63 letters, digits, '.', '_', '-'"))
+            elif adapter.name == "base":
+                problems.append(problem(where, "'base' names the base model (validation.load.adapters)",
+                                        "give the adapter another name"))
             elif adapter.name in seen:
                 problems.append(problem(where, f"{adapter.name!r} is also the name of model.adapters.{seen[adapter.name]}",
                                         "give every adapter its own name"))
