@@ -3,31 +3,39 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-BACKENDS := $(VENV)/lib/tritongen/backends
-NATIVE_BUILD := generator/tritongen/native/build.sh
-NATIVE_STAMP := $(BACKENDS)/.built
+NATIVE_STAMP := $(VENV)/.native-built
 NATIVE_SOURCES := $(wildcard generator/tritongen/native/*.h generator/tritongen/native/*.cc generator/tritongen/native/bls/* \
-	generator/tritongen/native/CMakeLists.txt generator/tritongen/native/build.sh)
+	generator/tritongen/native/CMakeLists.txt)
+# The editable install, with this environment's scikit-build-core (so both calls use the same CMake generator) and a
+# kept CMake build folder, so that `make native` recompiles only what changed.
+EDITABLE := $(BIN)/python -m pip install -q --no-build-isolation --config-settings=build-dir=build/editable
+BUILD_BACKEND := $(BIN)/python -m pip install -q "scikit-build-core>=1.1"
 
 .PHONY: install native demo test test-fast goldens clean
 
+# The package build (scikit-build-core, pyproject.toml) compiles the native Triton backends (C++: the BLS and the
+# synthetic runtime's token source) and installs them into .venv/lib/tritongen/backends, where `serve` finds them
+# (tritongen.native.installed_dir): the same build and place as `pip install` of a wheel. Never on `serve`.
 $(STAMP): pyproject.toml
 	# docker-compose v1 validates generated compose files offline (PyPI's 1.29 conflicts with our pins).
 	command -v docker-compose >/dev/null || (apt-get update -qq && apt-get install -y -qq --no-install-recommends docker-compose) \
 		|| echo "docker-compose not installed: compose validation tests will be skipped"
+	# What the native backends' build needs (the build's error names the same packages when one is missing).
+	test -f /usr/include/nlohmann/json.hpp && command -v cmake >/dev/null && command -v g++ >/dev/null \
+		|| (apt-get update -qq && apt-get install -y -qq --no-install-recommends cmake g++ nlohmann-json3-dev)
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	# The CPU build of torch; on a GPU machine install torch as usual before `make`.
 	$(BIN)/python -m pip install -q "torch==2.13.0" || $(BIN)/python -m pip install -q torch
-	$(BIN)/python -m pip install -q -e ".[dev]"
-	touch $(STAMP)
+	$(BUILD_BACKEND)
+	$(EDITABLE) -e ".[dev]"
+	touch $(STAMP) $(NATIVE_STAMP)
 
-# Native backends (C++: the BLS and the synthetic runtime's token source), built with CMake into the virtual
-# environment's own folder, where `serve` finds them (tritongen.native.installed_dir); never on `serve`.
-$(NATIVE_STAMP): $(STAMP) $(NATIVE_SOURCES)
-	test -f /usr/include/nlohmann/json.hpp && command -v cmake >/dev/null || (apt-get update -qq && apt-get install -y -qq \
-		--no-install-recommends cmake g++ nlohmann-json3-dev)
-	$(NATIVE_BUILD) --prefix $(BACKENDS) --build-dir build/native
+# After a change to the backends' sources (or in a .venv made before the package build compiled them): the same
+# editable install, without dependencies, recompiling.
+$(NATIVE_STAMP): $(NATIVE_SOURCES) | $(STAMP)
+	$(BUILD_BACKEND)
+	$(EDITABLE) --no-deps -e .
 	touch $@
 
 install: $(STAMP) $(NATIVE_STAMP)

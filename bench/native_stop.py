@@ -129,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--streams", type=int, default=256)
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--target", choices=("tritonserver", "serve", "both"), default="both")
-    p.add_argument("--grace", type=float, default=30.0, help="grace period (s); the BLS drains for grace - 10")
+    p.add_argument("--grace", type=float, default=30.0, help="grace period (s), spent as StopBudget.of(grace, 'serve') says (30: "
+                   "drain 15 s, --exit-timeout-secs=27, as the generated compose file)")
     p.add_argument("--itl-ms", type=float, default=5.0)
     p.add_argument("--client-processes", type=int, default=8,
                    help="client processes holding the streams (one reads about 4,000 responses/s: fewer than the "

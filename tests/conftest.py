@@ -87,6 +87,7 @@ LONGEST_FIRST = (
     "tests/cli/test_walkthrough.py",
     "tests/serve/test_first_hour.py",
     "tests/native/test_bls_served.py",
+    "tests/test_wheel.py",  # compiles the native backends once, then serves from a fresh venv
     "tests/tune/test_tune_served.py",
     "tests/runtimes/test_llmapi_served.py",
     "tests/runtimes/test_vllm_served.py",

@@ -11,9 +11,12 @@ PACKAGE = ROOT / "generator" / "tritongen"
 
 
 def test_pyproject_maps_no_import_name_onto_another_folder():
-    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    assert "package-dir" not in setuptools, "the import path must be the file path: no package-dir renames"
-    assert setuptools["packages"]["find"]["where"] == ["generator"]
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert pyproject["build-system"]["build-backend"] == "scikit_build_core.build"
+    build = pyproject["tool"]["scikit-build"]
+    # The wheel's package is the folder of the same name (no renames), and CMake builds the native backends with it.
+    assert build["wheel"]["packages"] == ["generator/tritongen"]
+    assert build["cmake"]["source-dir"] == "generator/tritongen/native"
 
 
 def test_every_module_imports_from_the_file_its_name_names():

@@ -6,7 +6,7 @@ from pathlib import Path
 
 DATA = Path(__file__).resolve().parent / "data"
 # In a checkout these are links to the fixed top-level folders model_repository_templates/ and deploy/templates/;
-# in a wheel, copies of them (pyproject.toml's package-data).
+# in a wheel or an sdist, copies of them (scikit-build-core stores the links' content).
 _FOLDERS = ("model_repository_templates", "deploy_templates")
 
 

@@ -111,8 +111,9 @@ def test_dockerfile_build_context_has_every_copy_source_and_a_working_wheel(work
                    check=True, capture_output=True, timeout=300)
     code = ("import sys; sys.path.insert(0, sys.argv[1]); import tritongen; "
             "from tritongen.resources import data_dir; print(tritongen.__file__); print(data_dir('deploy_templates'))")
-    where = subprocess.run([sys.executable, "-c", code, str(target)], capture_output=True, text=True, timeout=120,
-                           check=True).stdout.split()
+    # -S: no site folder, so no editable tritongen's import hook (it precedes sys.path) takes the import.
+    where = subprocess.run([sys.executable, "-S", "-c", code, str(target)], capture_output=True, text=True,
+                           timeout=120, check=True).stdout.split()
     assert all(w.startswith(str(target)) for w in where), where
     # An installed (not editable) tritongen re-packs the same files from its RECORD.
     dist = importlib.metadata.Distribution.at(target / info)

@@ -16,6 +16,7 @@ from dockerfile_parse import DockerfileParser
 from tritongen import cli
 from tritongen.deploy import render_deployment, serving_image
 from tritongen.deploy.common import prepare
+from tritongen.plan.deploy import StopBudget
 from tritongen.plan.frontend import FrontendPlan, planned_workers
 from validators import compose_config, kustomize
 
@@ -191,22 +192,63 @@ def _pods(out: Path) -> dict[str, dict]:
             for d in yaml.safe_load_all(p.read_text()) if d and d["kind"] == "Deployment"}
 
 
+def _seconds(value: str | int) -> int:
+    return int(value) if isinstance(value, int) else sum(int(x) * {"m": 60, "s": 1}[u]
+                                                         for x, u in re.findall(r"(\d+)([ms])", value))
+
+
+def _env(container: dict) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
+
+
 @pytest.mark.parametrize("spec,grace", [("frontend", 30), ("grace", 120)])
 def test_grace_period_reaches_pods_compose_and_tritonserver(workdir, tmp_path, spec, grace):
+    """Every number of the stop budget in the generated files is the budget's: preStop, exit timeout, drain."""
+    k8s, compose = StopBudget.of(grace, "k8s"), StopBudget.of(grace, "compose")
     pods = _pods(_render(workdir, spec, "k8s", tmp_path / "k8s"))
     assert len(pods) == 2  # the server and tritongen's frontend
     for pod in pods.values():
         assert pod["terminationGracePeriodSeconds"] == grace
         (c,) = pod["containers"]
-        assert c["lifecycle"] == {"preStop": {"exec": {"command": ["sleep", "5"]}}}
+        assert c["lifecycle"] == {"preStop": {"exec": {"command": ["sleep", str(k8s.prestop_s)]}}}
     (server,) = [p["containers"][0] for p in pods.values() if p["containers"][0]["name"] == "tritonserver"]
-    assert f"--exit-timeout-secs={grace - 8}" in server["command"]
+    assert f"--exit-timeout-secs={k8s.exit_timeout_s}" in server["command"]
+    assert _env(server)["TRITONGEN_DRAIN_S"] == str(k8s.drain_s)
     services = compose_config(_render(workdir, spec, "compose", tmp_path / "compose"))["services"]
-    seconds = {n: s["stop_grace_period"] for n, s in services.items() if n in ("triton-gpu0", "openai")}
-    as_s = {n: int(v) if isinstance(v, int) else sum(int(x) * {"m": 60, "s": 1}[u] for x, u in
-                                                      re.findall(r"(\d+)([ms])", v)) for n, v in seconds.items()}
-    assert as_s == {"triton-gpu0": grace, "openai": grace}
-    assert f"--exit-timeout-secs={grace - 8}" in services["triton-gpu0"]["command"]
+    seconds = {n: _seconds(s["stop_grace_period"]) for n, s in services.items() if n in ("triton-gpu0", "openai")}
+    assert seconds == {"triton-gpu0": grace, "openai": grace}
+    assert f"--exit-timeout-secs={compose.exit_timeout_s}" in services["triton-gpu0"]["command"]
+    assert services["triton-gpu0"]["environment"]["TRITONGEN_DRAIN_S"] == str(compose.drain_s)
+
+
+@pytest.mark.parametrize("grace", [5, 10, 14, 20, 25, 30, 31, 60, 120, 3600])
+@pytest.mark.parametrize("orchestrator", ["k8s", "compose", "serve"])
+def test_stop_budget_fits_the_grace_period(grace, orchestrator):
+    b = StopBudget.of(grace, orchestrator)
+    assert b.prestop_s + b.exit_timeout_s + b.exit_margin_s == grace
+    assert b.exit_timeout_s == b.drain_s + b.client_lag_s + b.unload_s
+    assert b.drain_s >= 1 and b.exit_timeout_s >= 1
+    assert (b.prestop_s > 0) == (orchestrator == "k8s" and grace >= 5)
+    if grace >= 25:  # the allowances measured clean are kept whole (docs/serving-behaviour.md "Stopping")
+        assert (b.client_lag_s, b.unload_s, b.exit_margin_s) == (7, 5, 3)
+
+
+def test_stop_budget_of_the_default_grace_period():
+    """30 s: the pairs measured clean on the GPU host under load (drain 10 s with a 22 s exit timeout; 15 s with
+    27-30 s), not the 20 s drain with 22 s that crashed tritonserver."""
+    assert (StopBudget.of(30, "k8s").drain_s, StopBudget.of(30, "k8s").exit_timeout_s) == (10, 22)
+    assert (StopBudget.of(30, "compose").drain_s, StopBudget.of(30, "compose").exit_timeout_s) == (15, 27)
+    assert StopBudget.of(30, "serve") == StopBudget.of(30, "compose")
+    assert StopBudget.of(30, "k8s").describe() == ("grace 30 s = preStop 5 + drain 10 + client lag 7 + unload 5 + "
+                                                  "exit margin 3 (--exit-timeout-secs=22)")
+
+
+def test_serve_and_tune_servers_take_the_budget(tmp_path):
+    from tritongen.serve import TritonServer
+
+    server = TritonServer(tmp_path, grace_s=30)
+    assert f"--exit-timeout-secs={StopBudget.of(30, 'serve').exit_timeout_s}" in server.command()
+    server._remove_backends()
 
 
 def test_grace_period_limits_are_spec_errors(workdir, tmp_path, capsys):

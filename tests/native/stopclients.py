@@ -1,4 +1,5 @@
-"""Streams held open through tensorrt_llm_bls while a server stops: each records how it ended.
+"""Streams held open through an entry model (tensorrt_llm_bls, ensemble, or tensorrt_llm directly) while a server
+stops: each records how it ended.
 
 Used by tests/native/test_bls_served.py (CPU scale) and bench/native_stop.py (H200 scale).
 """
@@ -64,8 +65,7 @@ class Streams:
         client = grpcclient.InferenceServerClient(self.url)
         try:
             client.start_stream(callback=lambda result, error: results.put((result, error)))
-            inputs = {"text_input": np.array([[b"hello world"]], np.object_),
-                      "max_tokens": np.array([[self.max_tokens]], np.int32), "stream": np.array([[True]])}
+            inputs = _inputs(self.model, self.max_tokens)
             client.async_stream_infer(self.model, [grpc_tensor(k, v) for k, v in inputs.items()],
                                       enable_empty_final_response=True)
             while True:
@@ -93,6 +93,14 @@ class Streams:
                 client.close()
             except Exception:
                 pass
+
+
+def _inputs(model: str, max_tokens: int) -> dict:
+    if model == "tensorrt_llm":  # the runtime model's token contract
+        return {"input_ids": np.array([[20, 21, 22]], np.int32), "input_lengths": np.array([[3]], np.int32),
+                "request_output_len": np.array([[max_tokens]], np.int32), "streaming": np.array([[True]])}
+    return {"text_input": np.array([[b"hello world"]], np.object_),
+            "max_tokens": np.array([[max_tokens]], np.int32), "stream": np.array([[True]])}
 
 
 def clean(outcome: Outcome) -> bool:

@@ -1,17 +1,21 @@
 """The native backends' build (generator/tritongen/native/build.sh, CMake) and where serve finds them.
 
-What `make install` built (.venv/lib/tritongen/backends) is what these tests look at; none starts a server.
+What `make install` built (the editable install's package build: .venv/lib/tritongen/backends) is what these
+tests look at; none starts a server. tests/test_wheel.py builds and installs a wheel.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from tritongen import contract, native
+from tritongen.errors import EnvironmentMissing
 
 
 def test_the_wiring_header_is_generated_from_the_contract():
@@ -82,7 +86,26 @@ def test_the_backend_folder_is_configurable(tmp_path, monkeypatch):
     monkeypatch.setenv(native.ENV_DIR, str(tmp_path))
     assert native.library("tritongen_bls") == tmp_path / "tritongen_bls" / "libtriton_tritongen_bls.so"
     monkeypatch.delenv(native.ENV_DIR)
-    assert native.installed_dir() == Path(__import__("sys").prefix) / "lib" / "tritongen" / "backends"
+    # A virtual environment's install scheme puts the wheel's data folder at its root.
+    assert native.installed_dir() == Path(sys.prefix) / "lib" / "tritongen" / "backends"
+    assert native.search_dirs()[0] == native.installed_dir()
+
+
+def test_missing_installed_backends_name_where_they_were_looked_for_and_the_remedy(tmp_path, monkeypatch):
+    monkeypatch.setattr(native, "search_dirs", lambda: [tmp_path / "a", tmp_path / "b"])
+    assert native.installed_dir() == tmp_path / "a"
+    with pytest.raises(EnvironmentMissing) as err:
+        native.require(("tritongen_bls",))
+    assert err.value.exit_code == 3
+    assert str(err.value) == (
+        f"native backend tritongen_bls: {tmp_path}/a/tritongen_bls/libtriton_tritongen_bls.so is not built (looked "
+        f"in {tmp_path}/a, {tmp_path}/b); install tritongen from its wheel or sdist, or with `make install` in a "
+        f"checkout, which compiles them (needs cmake, a C++17 compiler and nlohmann-json3-dev), or build them with "
+        f"`{native.BUILD_SCRIPT} --prefix DIR` and set TRITONGEN_BACKEND_DIR=DIR")
+    built = tmp_path / "b" / "tritongen_bls" / "libtriton_tritongen_bls.so"  # the user scheme's, say
+    built.parent.mkdir(parents=True)
+    built.touch()
+    assert native.require(("tritongen_bls",)) == {"tritongen_bls": built}
 
 
 def test_serving_needs_no_cache_folder(tmp_path, monkeypatch):
@@ -93,3 +116,17 @@ def test_serving_needs_no_cache_folder(tmp_path, monkeypatch):
     monkeypatch.setenv("TRITONGEN_CACHE", str(cache / "tritongen"))
     backend_dir(tmp_path / "backends", native.BACKENDS)
     assert not cache.exists()
+
+
+@pytest.mark.parametrize("args, env, says", [
+    (["-DCMAKE_DISABLE_FIND_PACKAGE_nlohmann_json=TRUE"], {}, "nlohmann/json (>= 3.2, its CMake package) not found"),
+    ([], {"CXX": "/nonexistent/c++"}, "no C++ compiler found"),
+], ids=["no-nlohmann-json", "no-compiler"])
+def test_a_build_without_its_tools_names_what_to_install(tmp_path, args, env, says):
+    """pip install / pip wheel run this CMake project; a missing tool fails its configure step with the packages."""
+    done = subprocess.run(["cmake", "-S", str(native.SOURCES), "-B", str(tmp_path), *args], capture_output=True,
+                          text=True, env={**os.environ, **env}, timeout=120)
+    message = " ".join(done.stderr.split())  # CMake wraps its messages
+    assert done.returncode != 0
+    assert f"{says}: tritongen's native backends need cmake (>= 3.17), a C++17 compiler and nlohmann/json " \
+           "(Debian/Ubuntu: apt-get install cmake g++ nlohmann-json3-dev)" in message, done.stderr

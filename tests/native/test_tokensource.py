@@ -260,9 +260,9 @@ def test_serving_a_native_repository_without_built_backends_is_exit_3(tiny_model
     assert err.value.exit_code == 3
     lib = tmp_path / "nothing-built" / "tritongen_tokensource" / "libtriton_tritongen_tokensource.so"
     assert str(err.value) == (
-        f"native backend tritongen_tokensource: {lib} is not built; build the native backends with "
-        f"`{native.BUILD_SCRIPT} --prefix {tmp_path / 'nothing-built'}` (needs cmake, a C++17 compiler and "
-        f"nlohmann-json3-dev; `make install` runs it) or set TRITONGEN_BACKEND_DIR to the folder they were built into")
+        f"native backend tritongen_tokensource: {lib} is not built (TRITONGEN_BACKEND_DIR names "
+        f"{tmp_path / 'nothing-built'}); build them there with `{native.BUILD_SCRIPT} --prefix "
+        f"{tmp_path / 'nothing-built'}`, or unset TRITONGEN_BACKEND_DIR to use the ones installed with tritongen")
     assert not (tmp_path / "backends").exists()
 
 

@@ -190,30 +190,37 @@ def _inventory_with_driver(tmp_path: Path, driver: str | None) -> str:
     return str(path)
 
 
+# Each release's notes state no minimum driver, so the rule is the driver bundled with the container's CUDA, or on
+# data-center GPUs (the inventory's H200) NVIDIA's R580 branch through compatibility (tests/runtimes/test_pins.py).
 @pytest.mark.parametrize("example, old, enough, image, need", [
-    ("llama3-8b-vllm.yaml", "590.48.01", "610.43.02", "tritonserver:26.07-vllm-python-py3", "610.43.02"),
-    ("llama3-8b-llmapi.yaml", "580.95.05", "590.44.01", "tritonserver:26.07-trtllm-python-py3", "590.44.01"),
-    ("llama3-8b-trtllm.yaml", "580.95.05", "595.58.03", "tritonserver:26.07-trtllm-python-py3", "590.44.01"),
+    ("llama3-8b-vllm.yaml", "610.43.02", "615.61", "tritonserver:26.08-vllm-python-py3", "615.61"),
+    ("llama3-8b-llmapi.yaml", "575.57.08", "590.44.01", "tritonserver:26.07-trtllm-python-py3", "590.44.01"),
+    ("llama3-8b-trtllm.yaml", "575.57.08", "595.58.03", "tritonserver:26.07-trtllm-python-py3", "590.44.01"),
 ], ids=["vllm", "trtllm", "tensorrtllm"])
-def test_a_driver_older_than_the_image_needs_is_refused_at_plan(tmp_path, capsys, example, old, enough, image,
-                                                                need):
+def test_a_driver_below_nvidias_rule_is_refused_at_plan(tmp_path, capsys, example, old, enough, image, need):
     spec = str(ROOT / "examples" / example)
     err = _plan_error(capsys, spec, "--inventory", _inventory_with_driver(tmp_path, old))
-    assert err.startswith(f"error: --inventory: NVIDIA driver {old} is older than {need}; ")
-    assert f"{image} (" in err and f"needs NVIDIA driver >= {need}" in err
+    assert err.startswith(f"error: --inventory: NVIDIA driver {old} cannot run ")
+    assert f"{image} (" in err and f": below the {need} bundled with CUDA " in err
+    assert f"R{old.split('.')[0]} is not such a branch" in err
     assert main(["plan", spec, "--inventory", _inventory_with_driver(tmp_path, enough)]) == 0
     assert "driver" not in capsys.readouterr().err
+    # R580 on the data-center H200: planned, with a note naming the compatibility rule.
+    assert main(["plan", spec, "--inventory", _inventory_with_driver(tmp_path, "580.95.05")]) == 0
+    note = [line for line in capsys.readouterr().err.splitlines() if "driver" in line]
+    assert len(note) == 1 and note[0].startswith("note: --inventory: NVIDIA driver 580.95.05 runs ")
+    assert "under data-center compatibility (data-center GPUs): NVIDIA lists R580" in note[0]
     # No driver in the inventory: planned, with a note that names the image and the driver it needs.
     assert main(["plan", spec, "--inventory", _inventory_with_driver(tmp_path, None)]) == 0
     note = [line for line in capsys.readouterr().err.splitlines() if "driver" in line]
     assert len(note) == 1 and note[0].startswith("note: --inventory: the inventory does not say the NVIDIA driver")
-    assert image in note[0] and f">= {need}" in note[0]
+    assert image in note[0] and f"the bundled driver is {need}" in note[0]
 
 
 def test_driver_versions_compare_as_numbers_and_the_hf_image_has_no_recorded_need():
     from tritongen.runtimes import RUNTIMES
 
-    assert RUNTIMES["hf"].upstream.min_driver is None and RUNTIMES["hf"].driver_problem("450.80.02") is None
-    assert RUNTIMES["vllm"].driver_problem("610.43.1")[0] and RUNTIMES["vllm"].driver_problem("9.0")[0]
-    assert RUNTIMES["vllm"].driver_problem("610.43.02") is None
+    assert RUNTIMES["hf"].upstream.pin is None and RUNTIMES["hf"].driver_problem("450.80.02") is None
+    assert RUNTIMES["vllm"].driver_problem("615.60.9")[0] and RUNTIMES["vllm"].driver_problem("9.0")[0]
+    assert RUNTIMES["vllm"].driver_problem("615.61") is None
     assert RUNTIMES["vllm"].driver_problem("1000.1") is None  # compared as numbers, not as text

@@ -64,8 +64,10 @@ def test_engine_args_keys_are_engine_args_fields():
     assert vllm.ENGINE_ARGS_KEYS <= set(FACTS["engine_args"]["fields"])
 
 
-def test_image_is_the_vllm_flavour_of_the_pinned_release():
-    assert vllm.IMAGE == TRTLLM.container.replace("-trtllm-python-py3", "-vllm-python-py3") == FACTS["container"]
+def test_image_is_the_vllm_runtimes_own_pin():
+    # Its own release: the vllm line goes on after the TensorRT-LLM one stopped at 26.07 (vllm/release.py).
+    assert vllm.IMAGE == "nvcr.io/nvidia/tritonserver:26.08-vllm-python-py3" == FACTS["container"]
+    assert vllm.IMAGE != TRTLLM.container.replace("-trtllm-python-py3", "-vllm-python-py3")
     assert runtime("vllm").image() == vllm.IMAGE
 
 

@@ -31,6 +31,7 @@ COMMANDS = {
     "deploy": "tritongen.cli.deploy:cmd_deploy",
     "tune": "tritongen.cli.tune:cmd_tune",
     "completion": "tritongen.cli.completion:cmd_completion",
+    "pins": "tritongen.cli.pins:cmd_pins",
 }
 """Command -> "module:function" that runs it (the parser, tritongen.cli.parser, names the same commands)."""
 

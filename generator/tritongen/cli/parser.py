@@ -110,6 +110,10 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("demo", help="the main job end to end on the embedded default (`make demo`; run it from "
                        "the repository root: examples/tiny-cpu.yaml on a tiny Llama made in build/tiny-llama)")
 
+    s = sub.add_parser("pins", help="each runtime's pinned container: image, release, versions, NVIDIA's driver rule, "
+                       "newer releases known, and where each fact was read")
+    s.add_argument("--json", action="store_true", help="the same as JSON")
+
     s = sub.add_parser("demo-model", help="make a tiny Llama checkpoint and tokenizer locally")
     s.add_argument("dir", help="folder to write the checkpoint and tokenizer to")
     s.add_argument("--seed", type=int, default=0, help="seed of the random weights (default 0)")

@@ -24,13 +24,13 @@ import jinja2
 
 from tritongen.core import Locations, Ports
 from tritongen.deploy import image, serving_image
-from tritongen.deploy.pods import drain_timeout_s
 from tritongen.errors import SpecError, problem
 from tritongen.frontend.ngc import triton_frontend_command
 from tritongen.placement import Placement, ServerGroup
 from tritongen.placement.inventory import Inventory
 from tritongen.placement.memory import MemoryModel, load_memory_model
 from tritongen.plan import Plan, is_plan_file, load_plan, plan_for_deployment
+from tritongen.plan.deploy import Orchestrator
 from tritongen.plan.frontend import FrontendPlan
 from tritongen.render import HEADER, environment, render_for
 from tritongen.resources import data_dir
@@ -95,14 +95,15 @@ class Deployment:
     def gpu_name(self, group: ServerGroup) -> str:
         return next(g.name for g in self.inventory.gpus if g.index == group.gpu_indices[0])
 
-    def command(self, group: ServerGroup) -> list[str]:
+    def command(self, group: ServerGroup, orchestrator: Orchestrator) -> list[str]:
         """tritonserver argv for a server group (mpirun leader mode when it spans several GPUs); with
-        frontend.openai `implementation: triton` (and enabled), Triton's own OpenAI frontend serving the repository."""
+        frontend.openai `implementation: triton` (and enabled), Triton's own OpenAI frontend serving the repository.
+        Its environment: `environment(orchestrator)`."""
         frontend = self.plan.frontend
         if frontend is not None and frontend.enabled and frontend.implementation == "triton":
             return self._triton_openai_command(group)
         # A stopping server drains (no new requests, those in flight finish) within the planned grace period.
-        extra = [f"--exit-timeout-secs={drain_timeout_s(self.plan.deploy.grace_period_s)}"]
+        extra = [f"--exit-timeout-secs={self.plan.deploy.stop_budget(orchestrator).exit_timeout_s}"]
         if not group.gpu_metrics:
             # Triton's DCGM metrics fail to start on MIG; every rank gets the flag (only rank 0 serves).
             extra.append("--allow-gpu-metrics=false")
@@ -110,6 +111,10 @@ class Deployment:
             # This group's own KV budget and instances: tensorrt_llm/configs/<group>.pbtxt.
             extra.append(f"--model-config-name={group.name}")
         return runtime_of(self.plan).server_command(self.plan, group.world_size, REPOSITORY, CONTAINER_PORTS, extra)
+
+    def environment(self, orchestrator: Orchestrator) -> dict[str, str]:
+        """The server container's environment: the drain of its stop budget (plan/deploy.py StopBudget)."""
+        return self.plan.deploy.stop_budget(orchestrator).environment()
 
     def _triton_openai_command(self, group: ServerGroup) -> list[str]:
         if group.world_size > 1 or not runtime_of(self.plan).ensemble:

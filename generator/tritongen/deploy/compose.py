@@ -34,8 +34,9 @@ NGINX_IMAGE = "nginx:1.27-alpine"  # `http2 on;` needs nginx >= 1.25.1
 
 
 def stop_grace(dep: Deployment) -> str:
-    """deploy.grace_period_s: servers drain for up to that less a margin (--exit-timeout-secs), and the frontend
-    for as long; docker's default 10 s would cut requests in flight off."""
+    """deploy.grace_period_s: servers spend it as their StopBudget says (the drain, the clients' lag, the unload
+    within --exit-timeout-secs), the frontend drains for as long; docker's default 10 s would cut requests in flight
+    off."""
     return f"{dep.plan.deploy.grace_period_s}s"
 
 
@@ -93,7 +94,7 @@ def _bind(m: Mount) -> dict:
 def compose_services(dep: Deployment) -> list[ComposeService]:
     volumes = [Mount("./model_repository", REPOSITORY), *dep.mounts]
     triton_openai = clients.frontend_mode(dep) == "triton"
-    return [ComposeService(service=f"triton-{g.name}", group=g, command=dep.command(g),
+    return [ComposeService(service=f"triton-{g.name}", group=g, command=dep.command(g, "compose"),
                            # Triton's OpenAI frontend in the server has no metrics port (its metrics are at
                            # /metrics of the OpenAI port, published next to the group's three).
                            ports=list(zip(CONTAINER_PORTS, g.ports))[:2 if triton_openai else 3] + (
@@ -128,6 +129,7 @@ def server_service(dep: Deployment, s: ComposeService) -> dict[str, Any]:
         out["build"] = {"context": ".", "dockerfile": s.build}
     out.update({
         "image": dep.image, "command": [_escape(a) for a in s.command], "ports": _ports(s.ports),
+        "environment": dep.environment("compose"),
         "volumes": [_bind(m) for m in s.volumes], "shm_size": "2gb",
         "ulimits": {"memlock": -1, "stack": 67108864},
         "labels": {"tritongen.deployment": dep.plan.name, "tritongen.server-group": s.group.name,

@@ -49,13 +49,13 @@ def docker_run_kwargs(dep: Deployment, group: ServerGroup, out_dir: Path) -> dic
                                                    capabilities=[["gpu"]])]
     return {
         "image": dep.image,
-        "command": dep.command(group),
+        "command": dep.command(group, "compose"),
         "name": container_name(dep, group),
         "detach": True,
         "device_requests": devices,
         "ports": _published(dep, group),
         "mounts": mounts,
-        "environment": {},
+        "environment": dep.environment("compose"),
         "shm_size": "2g",
         "ulimits": [Ulimit(name="memlock", soft=-1, hard=-1), Ulimit(name="stack", soft=67108864, hard=67108864)],
         "labels": {"tritongen.deployment": dep.plan.name, "tritongen.server-group": group.name},

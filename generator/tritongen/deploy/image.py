@@ -6,7 +6,10 @@ wrote the deployment. Why a wheel in the build context rather than `pip install 
   image runs exactly the code that rendered the manifests (the plan lock's format and the CLI flags match);
 - a pinned PyPI install would depend on a release being published under that name for every version a team runs.
 The wheel comes from the source checkout when tritongen runs from one (`pip wheel` on a copy, so the checkout gets
-no build/ folder), else it is re-packed from the installed files listed in the distribution's RECORD.
+no build/ folder), else it is re-packed from the installed files listed in the distribution's RECORD. Either way it
+is pure Python (py3-none-any), without the native Triton backends that `pip install` compiles: this image runs the
+load generator and the frontend, never tritonserver (the serving image compiles the backends in its builder stage
+against the pinned container's own Triton), so the build runs no CMake (`wheel.cmake=false`) and needs no compiler.
 """
 
 from __future__ import annotations
@@ -77,12 +80,12 @@ def _wheel_from_checkout(root: Path) -> bytes:
         shutil.copytree(root, src, symlinks=True, ignore=lambda _d, names: [n for n in names if n in _SKIP
                                                             or n.endswith(".egg-info") or n.startswith("up-")])
         env = {**os.environ, "SOURCE_DATE_EPOCH": REPRODUCIBLE_EPOCH}
-        # First with this environment's setuptools (offline); a venv's bundled setuptools may be too old for
-        # pyproject builds (setuptools>=68), so then in pip's isolated build environment (fetches setuptools).
+        # First with this environment's scikit-build-core (offline); without it, in pip's isolated build
+        # environment (fetches scikit-build-core).
         for isolation in (["--no-build-isolation"], []):
             proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", *isolation,
-                                   "-w", str(Path(tmp) / "out"), str(src)], capture_output=True, text=True,
-                                  timeout=600, env=env)
+                                   "--config-settings=wheel.cmake=false", "-w", str(Path(tmp) / "out"), str(src)],
+                                  capture_output=True, text=True, timeout=600, env=env)
             if proc.returncode == 0:
                 break
         wheels = list((Path(tmp) / "out").glob("tritongen-*.whl"))
@@ -90,7 +93,8 @@ def _wheel_from_checkout(root: Path) -> bytes:
             last = ((proc.stderr or proc.stdout).strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
             raise EnvironmentMissing(problem(
                 DOCKERFILE, f"could not build a wheel of tritongen from {root} ({last})",
-                "pip install 'setuptools>=68' into this environment (pip wheel builds the image's wheel with it)"))
+                "pip install 'scikit-build-core>=1.1' into this environment (pip wheel builds the image's wheel with "
+                "it)"))
         return wheels[0].read_bytes()
 
 
@@ -105,9 +109,15 @@ def _wheel_from_installation(dist: importlib.metadata.Distribution) -> bytes:
     entries = []
     for f in dist.files or ():
         rel = f.as_posix()
+        # `..`: outside site-packages, such as the native backends in <environment>/lib/tritongen/backends.
         if rel in skip or rel.startswith("..") or rel.endswith(".pyc") or "__pycache__/" in rel:
             continue
-        entries.append((rel, Path(f.locate()).read_bytes()))
+        data = Path(f.locate()).read_bytes()
+        if rel == f"{info}/WHEEL":  # what is left is pure Python, as the name wheel_name() gives it says
+            data = b"".join(b"Root-Is-Purelib: true\n" if line.startswith(b"Root-Is-Purelib:") else
+                            b"Tag: py3-none-any\n" if line.startswith(b"Tag:") else line
+                            for line in data.splitlines(keepends=True))
+        entries.append((rel, data))
     if not any(rel.startswith("tritongen/") for rel, _ in entries):
         raise EnvironmentMissing(problem(DOCKERFILE, "this tritongen installation lists no package files",
                                          "reinstall tritongen from its wheel, or run deploy from a source checkout"))

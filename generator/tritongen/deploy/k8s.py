@@ -123,7 +123,7 @@ def kinds(dep: Deployment, mig_strategy: str = "mixed") -> list[K8sKind]:
     if dep.on_cpu:
         groups = dep.placement.server_groups
         return [K8sKind(name=k8s_name(dep.name, "cpu"), component="cpu", groups=groups, resource=None, count=0,
-                        node_selector={"kubernetes.io/os": "linux"}, command=dep.command(groups[0]),
+                        node_selector={"kubernetes.io/os": "linux"}, command=dep.command(groups[0], "k8s"),
                         base_labels=base)]
     if mig_strategy == "single":
         _check_single(dep)
@@ -150,7 +150,7 @@ def kinds(dep: Deployment, mig_strategy: str = "mixed") -> list[K8sKind]:
         nodes = dep.plan.deploy.nodes
         out.append(K8sKind(name=k8s_name(dep.name, component, limit=63 if nodes == 1 else 50), component=component,
                            groups=tuple(groups), resource=resource, count=world,
-                           node_selector={"nvidia.com/gpu.product": selector}, command=dep.command(groups[0]),
+                           node_selector={"nvidia.com/gpu.product": selector}, command=dep.command(groups[0], "k8s"),
                            base_labels=base, nodes=nodes))
     return out
 
@@ -246,8 +246,8 @@ def _server_pod(dep: Deployment, kind: K8sKind, store: Storage, containers: list
 
 def deployment_object(dep: Deployment, kind: K8sKind, store: Storage, job) -> dict:
     c = pods.container("tritonserver", dep.image, command=kind.command, res=_server_resources(dep, kind),
-                       mounts=_server_mounts(), ports=_server_ports(dep), lifecycle=pods.drain_lifecycle(),
-                       **_probes())
+                       mounts=_server_mounts(), ports=_server_ports(dep), env=pods.env_list(dep.environment("k8s")),
+                       lifecycle=pods.drain_lifecycle(dep.plan.deploy.stop_budget("k8s")), **_probes())
     labels = store.labels({**kind.labels, SERVES_LABEL: "true"})
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": pods.metadata(kind.name, kind.labels),
             "spec": {"replicas": kind.replicas,
@@ -295,8 +295,9 @@ def leaderworkerset_object(dep: Deployment, kind: K8sKind, store: Storage, job) 
                              mounts=[{"name": "tools", "mountPath": "/tools"}])
     leader = pods.container("tritonserver", dep.image, command=["sh", "-c", leader_script(kind)],
                             res=_server_resources(dep, kind), mounts=_server_mounts([tools]), ports=_server_ports(dep),
-                            env=[{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
-                            lifecycle=pods.drain_lifecycle(), **_probes())
+                            env=[{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                                 *pods.env_list(dep.environment("k8s"))],
+                            lifecycle=pods.drain_lifecycle(dep.plan.deploy.stop_budget("k8s")), **_probes())
     # Ranks arrive through `kubectl exec` from the leader; the worker container only holds the GPUs and the volume.
     worker = pods.container("tritonserver", dep.image, command=["sleep", "infinity"],
                             res=_server_resources(dep, kind), mounts=_server_mounts())

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from tritongen.plan.deploy import StopBudget
 from tritongen.render import HEADER
 
 RUN_AS = 1000
@@ -62,21 +63,13 @@ def container(name: str, image: str, *, command: list[str] | None = None, args: 
     return c
 
 
-PRESTOP_S = 5
-"""How long a stopping pod keeps serving before its process gets SIGTERM: the endpoints controller has already
-taken it out of the Service, and kube-proxy and ingress controllers need a few seconds to stop sending to it."""
-EXIT_MARGIN_S = 3
-"""Left at the end of the grace period for the process to exit (release GPU memory, /dev/shm) before the kill."""
+def drain_lifecycle(budget: StopBudget) -> dict:
+    """preStop: wait while traffic moves away; the process drains on the SIGTERM that follows."""
+    return {"preStop": {"exec": {"command": ["sleep", str(budget.prestop_s)]}}}
 
 
-def drain_lifecycle() -> dict:
-    """preStop: wait PRESTOP_S while traffic moves away; the process drains on the SIGTERM that follows."""
-    return {"preStop": {"exec": {"command": ["sleep", str(PRESTOP_S)]}}}
-
-
-def drain_timeout_s(grace_s: int) -> int:
-    """How long a server may wait for requests in flight after SIGTERM, within the pod's grace period."""
-    return max(1, grace_s - PRESTOP_S - EXIT_MARGIN_S)
+def env_list(env: dict[str, str]) -> list[dict]:
+    return [{"name": k, "value": v} for k, v in env.items()]
 
 
 def scratch_volume(gib: float = SCRATCH_GIB) -> dict:

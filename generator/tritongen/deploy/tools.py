@@ -73,7 +73,7 @@ def openai_files(dep: Deployment, store, labels: dict[str, str]) -> dict[str, by
                        readinessProbe={"httpGet": {"path": "/health", "port": "openai"}, "periodSeconds": 5,
                                        "failureThreshold": 3},
                        livenessProbe={"tcpSocket": {"port": "openai"}, "periodSeconds": 10, "failureThreshold": 6},
-                       lifecycle=pods.drain_lifecycle(),
+                       lifecycle=pods.drain_lifecycle(dep.plan.deploy.stop_budget("k8s")),
                        res=pods.resources(cpu, f"{memory_gib}Gi"), mounts=[MODELS_MOUNT])
     ready = f"http://{dep.name}:{CONTAINER_PORTS.http}/v2/health/ready"
     spec = pods.pod_spec([c], init=[_wait(ready)], volumes=[pods.models_volume(store.pvc)], affinity=store.affinity(),

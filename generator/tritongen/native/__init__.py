@@ -4,10 +4,12 @@ Why native: a python model costs an IPC round trip between tritonserver and its 
 per-token step in Python caps a stream at a few thousand tokens/s per host. The backends here keep the per-token
 work (incremental detokenisation, relaying responses) inside tritonserver.
 
-Built once, before serving (`make install`, CI, the serving image's builder stage), by one script:
-`build.sh --prefix DIR` leaves `DIR/<name>/libtriton_<name>.so`, the layout `tritonserver --backend-directory`
-searches. Nothing compiles on `serve`: `installed_dir()` says where the libraries are looked for, and `require`
-fails with the build command when they are missing.
+Built once, before serving, by the CMake project here, with the layout `tritonserver --backend-directory`
+searches (`<dir>/<name>/libtriton_<name>.so`): installing tritongen builds them (scikit-build-core runs the
+project when a wheel is built, from the checkout or an sdist; `make install` is the same build, editable) into
+the environment's `lib/tritongen/backends`; the serving image's builder stage and sanitizer builds run
+`build.sh --prefix DIR`. Nothing compiles on `serve`: `installed_dir()` says where the libraries are looked for,
+and `require` fails, naming the remedy, when they are missing (nothing falls back to the python BLS).
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import sys
+import site
+import sysconfig
 from pathlib import Path
 
 from .. import repository_manifest
@@ -27,7 +30,11 @@ BACKENDS = ("tritongen_bls", "tritongen_tokensource")
 """Backend names: `tritongen_bls` (the text path's BLS), `tritongen_tokensource` (an engine-speed token source)."""
 
 ENV_DIR = "TRITONGEN_BACKEND_DIR"
-"""Environment variable naming the folder build.sh installed into (its --prefix); overrides the default."""
+"""Environment variable naming a folder build.sh installed into (its --prefix); overrides the installed ones."""
+
+INSTALLED = Path("lib") / "tritongen" / "backends"
+"""Where an installed tritongen's backends are, under its install scheme's data folder (the wheel's
+`tritongen-<v>.data/data/` tree: CMakeLists.txt installs there under scikit-build-core)."""
 
 _BACKEND_LINE = re.compile(r'^backend:\s*"([^"]+)"', re.MULTILINE)
 
@@ -50,11 +57,23 @@ def compiler() -> str | None:
     return os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
 
 
+def search_dirs() -> list[Path]:
+    """Where installed backends are looked for, in order: the data folder of the default install scheme (a virtual
+    environment's root; /usr/local on Debian's system Python), then the user scheme's (`pip install --user`)."""
+    dirs = [Path(sysconfig.get_path("data")) / INSTALLED]
+    if site.ENABLE_USER_SITE:
+        dirs.append(Path(sysconfig.get_path("data", sysconfig.get_preferred_scheme("user"))) / INSTALLED)
+    return list(dict.fromkeys(dirs))
+
+
 def installed_dir() -> Path:
-    """Where build.sh installed the backends: $TRITONGEN_BACKEND_DIR, else <environment>/lib/tritongen/backends
-    (the virtual environment's own folder, outside every installed package: `make install` builds there)."""
+    """The backends' folder: $TRITONGEN_BACKEND_DIR when set (it wins, even if empty of backends), else the first
+    of `search_dirs()` that holds any backend, else the first of them (where an install would have put them)."""
     configured = os.environ.get(ENV_DIR)
-    return Path(configured) if configured else Path(sys.prefix) / "lib" / "tritongen" / "backends"
+    if configured:
+        return Path(configured)
+    dirs = search_dirs()
+    return next((d for d in dirs if any(library(name, d).is_file() for name in BACKENDS)), dirs[0])
 
 
 def library(name: str, root: Path | None = None) -> Path:
@@ -66,14 +85,19 @@ def build_command(prefix: Path | None = None) -> str:
 
 
 def require(names: tuple[str, ...]) -> dict[str, Path]:
-    """{name: library} of built backends; EnvironmentMissing (exit 3) naming the build command if one is missing."""
-    missing = [name for name in names if not library(name).is_file()]
-    if missing:
-        raise EnvironmentMissing(
-            f"native backend {', '.join(missing)}: {library(missing[0])} is not built; build the native backends "
-            f"with `{build_command()}` (needs cmake, a C++17 compiler and nlohmann-json3-dev; `make install` runs "
-            f"it) or set {ENV_DIR} to the folder they were built into")
-    return {name: library(name) for name in names}
+    """{name: library} of built backends; EnvironmentMissing (exit 3) naming the remedy if one is missing."""
+    root = installed_dir()
+    missing = [name for name in names if not library(name, root).is_file()]
+    if not missing:
+        return {name: library(name, root) for name in names}
+    head = f"native backend {', '.join(missing)}: {library(missing[0], root)} is not built"
+    if os.environ.get(ENV_DIR):
+        raise EnvironmentMissing(f"{head} ({ENV_DIR} names {root}); build them there with `{build_command(root)}`, "
+                                 f"or unset {ENV_DIR} to use the ones installed with tritongen")
+    raise EnvironmentMissing(
+        f"{head} (looked in {', '.join(str(d) for d in search_dirs())}); install tritongen from its wheel or sdist, "
+        f"or with `make install` in a checkout, which compiles them (needs cmake, a C++17 compiler and "
+        f"nlohmann-json3-dev), or build them with `{BUILD_SCRIPT} --prefix DIR` and set {ENV_DIR}=DIR")
 
 
 def bls_wiring_header() -> str:

@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -48,6 +49,58 @@ inline uint64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch()).count();
 }
+
+// Seconds streams may run on once the server stops (environment TRITONGEN_DRAIN_S, set by every generated
+// deployment and `tritongen serve` from the Plan's stop budget, plan/deploy.py StopBudget). Unset: 15 s, the budget
+// of Triton's default --exit-timeout-secs of 30.
+inline uint64_t DrainNs() {
+  const char* text = std::getenv("TRITONGEN_DRAIN_S");
+  double seconds = 15;
+  if (text != nullptr && *text != '\0') {
+    char* end = nullptr;
+    double v = std::strtod(text, &end);
+    if (end != text && *end == '\0' && v >= 0) seconds = v;
+  }
+  return static_cast<uint64_t>(seconds * 1e9);
+}
+
+// Whether a stopping server's drain is over. A stopping server answers "not live" (Triton: "Server exiting") from
+// the moment it stops accepting; not live without an error: still starting. Polled at most every 20 ms (Over() may
+// be called per token); thread-safe.
+class Drain {
+ public:
+  explicit Drain(TRITONSERVER_Server* server) : server_(server), drain_ns_(DrainNs()) {}
+  uint64_t drain_ns() const { return drain_ns_; }
+  // True once the server has been stopping for the drain; `name` is logged when the stop is first seen.
+  bool Over(const std::string& name) {
+    const uint64_t now = NowNs();
+    uint64_t since = since_.load();
+    if (since == 0) {
+      uint64_t last = last_poll_.load();
+      if (now - last < 20000000 || !last_poll_.compare_exchange_strong(last, now)) return false;
+      bool live = false;
+      TRITONSERVER_Error* err = TRITONSERVER_ServerIsLive(server_, &live);
+      if (err == nullptr && live) was_live_ = true;
+      const bool stopping = err != nullptr || (was_live_ && !live);
+      if (err != nullptr) TRITONSERVER_ErrorDelete(err);
+      if (!stopping) return false;
+      uint64_t zero = 0;
+      if (since_.compare_exchange_strong(zero, now)) {
+        Log(TRITONSERVER_LOG_INFO, name + ": the server is stopping; streams in flight may finish for " +
+                                       std::to_string(drain_ns_ / 1000000000.0) + " s");
+      }
+      since = since_.load();
+    }
+    return now - since >= drain_ns_;
+  }
+
+ private:
+  TRITONSERVER_Server* server_;
+  const uint64_t drain_ns_;
+  std::atomic<uint64_t> since_{0};
+  std::atomic<uint64_t> last_poll_{0};
+  std::atomic<bool> was_live_{false};
+};
 
 // The model configuration, read with a JSON parser from Triton's own serialisation (TRITONBACKEND_ModelConfig).
 class ModelConfig {

@@ -146,6 +146,10 @@ class ModelState {
   // Increments, not sets: concurrent Execute calls and timer threads would otherwise race to set stale values.
   void Started() { LogIfError(TRITONSERVER_MetricIncrement(m_active_, 1), "active gauge"); }
   void Ended() { LogIfError(TRITONSERVER_MetricIncrement(m_active_, -1), "active gauge"); }
+  // Whether a stopping server's drain is over: its streams then end with UNAVAILABLE, as the BLS's do, instead of
+  // keeping the model (and tritonserver) until the exit timeout.
+  bool DrainOver() { return drain_->Over(name_); }
+  const std::string& name() const { return name_; }
 
  private:
   ModelState() = default;
@@ -166,6 +170,7 @@ class ModelState {
   std::atomic<uint64_t> next_shard_{0};
   std::vector<std::unique_ptr<Shard>> shards_;
   std::unique_ptr<EngineLoop<Stream>> engine_;  // parameter engine_model: steps replace the fixed timing
+  std::unique_ptr<Drain> drain_;
 };
 
 // ---- requests --------------------------------------------------------------------------------------------------
@@ -398,6 +403,11 @@ bool Shard::Step(Stream* s) {
     LogIfError(TRITONBACKEND_ResponseFactorySendFlags(s->factory, kFinal), "stop response");
     return true;
   }
+  if (model_->DrainOver()) {
+    SendError(s->factory, TRITONSERVER_ERROR_UNAVAILABLE,
+              Tag(kUnavailable) + model_->name() + ": the server is stopping; retry the request on another replica");
+    return true;
+  }
   ++s->produced;
   const bool last = s->produced >= s->n_out;
   bool ok = true;
@@ -496,6 +506,9 @@ TRITONSERVER_Error* ModelState::Create(TRITONBACKEND_Model* model, ModelState** 
   TG_RETURN_IF_ERROR(TRITONBACKEND_ModelVersion(model, &version));
   state->name_ = name;
   state->decoupled_ = config.Decoupled();
+  TRITONSERVER_Server* server = nullptr;
+  TG_RETURN_IF_ERROR(TRITONBACKEND_ModelServer(model, &server));
+  state->drain_.reset(new Drain(server));
 
   double ttft_ms = 0, itl_ms = 0, interval = 0, vocab = 0, end_id = 0, pad_id = 0, threads = 0, adapters = 0;
   TG_RETURN_IF_ERROR(NumberParameter(config, "ttft_ms", "50", &ttft_ms));

@@ -8,7 +8,7 @@
   MIG-enabled when MIG lines follow it.
 * An inventory file, YAML or JSON, for planning a node you are not on::
 
-      driver: "610.43.02"              # optional: the nodes' NVIDIA driver (plan checks the image's need)
+      driver: "615.61"                 # optional: the nodes' NVIDIA driver (plan checks the image's need)
       gpus:
         - name: NVIDIA H200              # product name as nvidia-smi prints it; picks the catalogue entry
           index: 0                       # optional, defaults to the position in the list

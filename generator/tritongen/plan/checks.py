@@ -51,8 +51,11 @@ def plan_notes(plan) -> list[str]:
                      "load it from there")
     if plan.placement is not None:
         from tritongen.runtimes import runtime_of
+        from tritongen.runtimes.pins import datacenter_gpus
 
-        driver = runtime_of(plan).driver_problem(plan.placement.inventory.get("driver"))
+        inventory = plan.placement.inventory
+        driver = runtime_of(plan).driver_problem(inventory.get("driver"),
+                                                 datacenter_gpus(g["name"] for g in inventory.get("gpus", ())))
         if driver is not None:
             notes.append(f"note: --inventory: {driver[1]}")
     return notes

@@ -106,13 +106,14 @@ def _place(spec: Spec, plan: Plan, max_seq_len: int, inventory_source: str) -> P
 
     from tritongen.placement import place
     from tritongen.placement.inventory import load_inventory
+    from tritongen.runtimes.pins import datacenter_gpus
 
     if spec.placement.device != "gpu":
         raise SpecError(problem("placement.device", "is cpu, and `deploy` / `plan --inventory` place servers on GPUs",
                                 "set placement.device: gpu for a GPU deployment, or run it on this machine with "
                                 "`tritongen serve` or `tritongen up` (plan without --inventory)"))
     inventory = load_inventory(inventory_source)
-    driver = runtime(spec.runtime).driver_problem(inventory.driver)
+    driver = runtime(spec.runtime).driver_problem(inventory.driver, datacenter_gpus(g.name for g in inventory.gpus))
     if driver is not None and driver[0]:
         raise SpecError(problem("--inventory", f"{driver[1]} ({inventory.source})",
                                 "upgrade the nodes' driver, or plan for nodes that have it"))

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 import math
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +31,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, Typ
 from pydantic import BaseModel, ConfigDict
 
 from tritongen.core import AdapterPlan, Locations, PlanView, Ports, Renderer, ServerGroupPlan, SpecView, TokenizerPlan
+from tritongen.runtimes.pins import ContainerPin, driver_version
 from tritongen.spec_base import RuntimeSection
 
 if TYPE_CHECKING:
@@ -83,16 +83,12 @@ class Upstream:
     """The upstream release a runtime was checked against, and what its serving image needs of a node."""
 
     release: str
-    """What serves the model, with its version ("vLLM 0.24.0 in Triton 26.07")."""
-    min_driver: str | None
-    """The NVIDIA driver the image needs (the server repo's compatibility matrix); None: not established."""
+    """What serves the model, with its version ("vLLM 0.27.1 in Triton 26.08")."""
+    pin: ContainerPin | None
+    """The runtime's pinned container and its facts (driver rule included); None: an image of tritongen's own,
+    whose driver need is not established."""
     checked: str
     """What was read, where and at which commit (docs/runtimes.md has the full list)."""
-
-
-def driver_version(text: str) -> tuple[int, ...]:
-    """`610.43.02` -> (610, 43, 2), for comparing driver versions."""
-    return tuple(int(part) for part in re.findall(r"\d+", text))
 
 
 @dataclass(frozen=True)
@@ -425,19 +421,23 @@ class Launch(_Owns[S], ABC):
         """Why the embedded tritonserver cannot serve it, and what to do (when `embedded` is False)."""
         return f"the {self.name} runtime needs its own container ({self.image()})"
 
-    def driver_problem(self, driver: str | None) -> tuple[bool, str] | None:
-        """(refuse, message) about a node's NVIDIA driver (None: unknown) for this runtime's image; None when it
-        is new enough or the image's need is not established. refuse is True when the driver is known and older."""
-        need = self.upstream.min_driver
-        if need is None:
+    def driver_problem(self, driver: str | None, datacenter: bool | None = None) -> tuple[bool, str] | None:
+        """(refuse, message) about a node's NVIDIA driver (None: unknown) for this runtime's image, by NVIDIA's rule
+        (`pins.DriverRule.decide`; `datacenter`: every GPU of the node is a data-center GPU, None: not known); None
+        when the driver runs the image or the image's need is not established. refuse: below every rule."""
+        pin = self.upstream.pin
+        if pin is None:
             return None
-        what = f"{self.image()} ({self.upstream.release}) needs NVIDIA driver >= {need}"
-        if driver is None:
-            return False, (f"the inventory does not say the NVIDIA driver; {what}: check the nodes (an NVML "
-                           "inventory or an inventory file's `driver` records it)")
-        if driver_version(driver) < driver_version(need):
-            return True, f"NVIDIA driver {driver} is older than {need}; {what}"
-        return None
+        decision = pin.driver.decide(driver, datacenter)
+        what = f"{self.image()} ({self.upstream.release})"
+        if decision.verdict == "ok":
+            return None
+        if decision.verdict == "unknown":
+            return False, (f"{decision.rule}, for {what}: check the nodes (an NVML inventory or an inventory "
+                           "file's `driver` records it)")
+        if decision.verdict == "warn":
+            return False, f"NVIDIA driver {driver} runs {what} under {decision.rule}"
+        return True, f"NVIDIA driver {driver} cannot run {what}: {decision.rule}"
 
 
 class BuiltEngine(Protocol):

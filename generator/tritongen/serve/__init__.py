@@ -25,6 +25,7 @@ import psutil
 
 from tritongen import native as native_backends
 from tritongen.errors import CheckFailed, EnvironmentMissing
+from tritongen.plan.deploy import StopBudget
 from tritongen.readiness import server_ready, wait_until_ready
 from tritongen.runtimes import completes_own_config
 from tritongen.serve.causes import exit_status, oom_kills, signal_name, stub_death, summary
@@ -50,10 +51,8 @@ def _dying_with_parent(command: list[str]) -> list[str]:
     return [sys.executable, "-I", "-S", "-c", _EXEC_DYING_WITH_PARENT, str(os.getpid()), *command]
 
 
-# Seconds a stopping server lets requests in flight finish (drain), as a pod's default terminationGracePeriodSeconds.
+# Seconds a stop may take, as a pod's default terminationGracePeriodSeconds; spent as StopBudget says.
 GRACE_S = 30.0
-# Of the grace period, what the native BLS leaves for ending the streams still running and unloading the models.
-_UNLOAD_S = 10.0
 # How the python backend names a stub's shared-memory region (an argument of the stub's command line).
 SHM_PREFIX = "triton_python_backend_shm_region_"
 
@@ -192,8 +191,9 @@ class TritonServer:
     env: dict[str, str] | None = None
     supervise: bool = True
     grace_s: float = GRACE_S
-    """Seconds a stop lets requests in flight finish (tritonserver's --exit-timeout-secs); the native BLS ends the
-    streams still running _UNLOAD_S before it, each with an UNAVAILABLE "the server is stopping" final response."""
+    """Seconds a stop may take, spent as `budget` says: streams in flight run on for its drain, then end with an
+    UNAVAILABLE "the server is stopping" final response; the clients' lag and the unload fill tritonserver's
+    --exit-timeout-secs."""
     process: subprocess.Popen | None = None
     failure: str | None = None
     stubs: dict[int, str] = field(default_factory=dict)
@@ -211,6 +211,10 @@ class TritonServer:
         self._stopping = threading.Event()
         self._watcher: threading.Thread | None = None
         self._backends: Path | None = None
+
+    @property
+    def budget(self) -> StopBudget:
+        return StopBudget.of(self.grace_s, "serve")
 
     @property
     def http_url(self) -> str:
@@ -237,7 +241,7 @@ class TritonServer:
             f"--backend-directory={backends}",
             f"--http-port={self.http_port}", f"--grpc-port={self.grpc_port}",
             f"--metrics-port={self.metrics_port}", "--allow-metrics=true", "--allow-gpu-metrics=false",
-            *auto, f"--exit-timeout-secs={max(1, round(self.grace_s))}", *self.extra_args,
+            *auto, f"--exit-timeout-secs={self.budget.exit_timeout_s}", *self.extra_args,
         ]
 
     def start(self, timeout: float = 180.0, *, _retried: bool = False) -> TritonServer:
@@ -254,7 +258,8 @@ class TritonServer:
             self.log_path = Path(tempfile.mkstemp(prefix="tritonserver-", suffix=".log")[1])
         log = open(self.log_path, "wb")
         env = server_env(self.env)
-        env.setdefault("TRITONGEN_DRAIN_S", f"{max(0.0, self.grace_s - _UNLOAD_S):g}")
+        # The budget's drain, unless the caller's own `env` sets one (a bench varying the drain alone).
+        env.update({k: v for k, v in self.budget.environment().items() if k not in (self.env or {})})
         self.process = subprocess.Popen(_dying_with_parent(command), stdout=log, stderr=subprocess.STDOUT,
                                         env=env, start_new_session=True)
         log.close()

@@ -50,10 +50,13 @@ class DeploySection(Section):
 
     grace_period_s: int = Field(30, ge=10, le=3600)
     """Seconds a stopping server (and tritongen's OpenAI frontend) may take to drain: it stops taking new requests
-    and finishes those in flight. Kubernetes terminationGracePeriodSeconds and compose stop_grace_period; the pod
-    first waits 5 s in preStop while the Service stops sending it traffic, then tritonserver gets SIGTERM and
-    waits up to grace_period_s - 8 s for requests in flight (--exit-timeout-secs), leaving 3 s to exit before the
-    kill. Raise it above the longest generation a client may wait for (max tokens x ITL)."""
+    and finishes those in flight. Kubernetes terminationGracePeriodSeconds and compose stop_grace_period, spent in
+    this order: the pod's preStop (5 s, Kubernetes only) while the Service stops sending it traffic; then
+    tritonserver gets SIGTERM and streams in flight run on for the drain (TRITONGEN_DRAIN_S), those still running
+    then end with UNAVAILABLE "the server is stopping"; 7 s for clients to read what was sent, 5 s to unload the
+    models (the two with the drain: --exit-timeout-secs) and 3 s to exit before the kill. 30 s drains 10 s on
+    Kubernetes and 15 s under compose; below 25 s every part shrinks in proportion. Raise it above the longest
+    generation a client may wait for (max tokens x ITL) plus those 20 s."""
 
     monitor_labels: dict[str, str] = {"release": "prometheus"}
     """Kubernetes: labels of the PodMonitor, for the Prometheus Operator's podMonitorSelector (kube-prometheus-stack

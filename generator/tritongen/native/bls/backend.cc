@@ -14,11 +14,11 @@
 // Cancellation: a watcher polls each request's cancellation flag and cancels its LLM request, which stops
 // within the LLM's own cancellation period; the client gets Triton's CANCELLED error at once.
 // Server shutdown: when tritonserver begins to stop (SIGTERM), streams in flight may finish for a drain period
-// (TRITONGEN_DRAIN_S, default 20 s, below Triton's default --exit-timeout-secs of 30); those still running then
-// end with UNAVAILABLE "the server is stopping", so the server's own exit timeout never expires with requests
-// inside this backend.
+// (TRITONGEN_DRAIN_S, set by every generated deployment and `tritongen serve` from the Plan's stop budget,
+// plan/deploy.py StopBudget); those still running then end with UNAVAILABLE "the server is stopping", so the
+// server's own exit timeout never expires with requests inside this backend. The exit timeout must leave room
+// after the drain for clients to read what was already sent and for the models to unload.
 
-#include <cstdlib>
 
 #include "api_version.h"
 #include "bls/model.h"
@@ -27,27 +27,13 @@
 
 namespace tritongen {
 namespace bls {
-namespace {
-
-// Seconds streams may run on once the server stops (environment TRITONGEN_DRAIN_S).
-uint64_t DrainNs() {
-  const char* text = std::getenv("TRITONGEN_DRAIN_S");
-  double seconds = 20;
-  if (text != nullptr && *text != '\0') {
-    char* end = nullptr;
-    double v = std::strtod(text, &end);
-    if (end != text && *end == '\0' && v >= 0) seconds = v;
-  }
-  return static_cast<uint64_t>(seconds * 1e9);
-}
-
-}  // namespace
 
 TRITONSERVER_Error* ModelState::Create(TRITONBACKEND_Model* model, std::shared_ptr<ModelState>* out) {
   std::shared_ptr<ModelState> m(new ModelState());
   m->self_ = m;
   TG_RETURN_IF_ERROR(BlsConfig::Read(model, &m->config_));
   TG_RETURN_IF_ERROR(TRITONBACKEND_ModelServer(model, &m->server_));
+  m->drain_.reset(new Drain(m->server_));
   TG_RETURN_IF_ERROR(Allocator::Create(&m->allocator_));
   m->tables_.reset(new TableLoader(m->server_, m->allocator_->get(), m->config_.skip_special_tokens));
   m->watcher_ = std::thread(&ModelState::Watch, m.get());
@@ -86,26 +72,12 @@ void ModelState::Forget(Stream* s) {
 
 void ModelState::Watch() {
   NameThread("tg-bls-watch");
-  const uint64_t drain_ns = DrainNs();
   std::unique_lock<std::mutex> lk(watcher_mu_);
   while (running_) {
     watcher_cv_.wait_for(lk, std::chrono::milliseconds(20));
     if (!running_) break;
     lk.unlock();
-    // A stopping server answers "not live" (Triton: "Server exiting") from the moment it stops accepting.
-    // (Not live without an error: still starting.)
-    bool live = false;
-    TRITONSERVER_Error* err = TRITONSERVER_ServerIsLive(server_, &live);
-    if (err == nullptr && live) was_live_ = true;
-    const bool stopping = err != nullptr || (was_live_ && !live);
-    if (err != nullptr) TRITONSERVER_ErrorDelete(err);
-    const uint64_t now = NowNs();
-    if (stopping && exiting_since_ == 0) {
-      exiting_since_ = now;
-      Log(TRITONSERVER_LOG_INFO, config_.name + ": the server is stopping; streams in flight may finish for " +
-                                     std::to_string(drain_ns / 1000000000.0) + " s");
-    }
-    const bool abort = exiting_since_ != 0 && now - exiting_since_ >= drain_ns;
+    const bool abort = drain_->Over(config_.name);
     std::vector<std::shared_ptr<Stream>> streams;
     {
       std::lock_guard<std::mutex> live_lk(live_mu_);

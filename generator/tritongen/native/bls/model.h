@@ -57,8 +57,7 @@ class ModelState {
   std::mutex watcher_mu_;
   std::condition_variable watcher_cv_;
   bool running_ = true;      // guarded by watcher_mu_
-  bool was_live_ = false;        // watcher thread only
-  uint64_t exiting_since_ = 0;  // when the server began to stop (watcher thread only)
+  std::unique_ptr<Drain> drain_;  // when a stopping server's streams end
   std::thread watcher_;      // last: started once everything above exists
 };
 

@@ -25,7 +25,7 @@ RELEASE = TRTLLM.release
 HF_BASE_IMAGE = f"nvcr.io/nvidia/tritonserver:{RELEASE}-py3"
 HF_IMAGE = f"tritongen-hf:{RELEASE}"
 HF_UPSTREAM = Upstream(
-    release=f"tritongen's own model on {HF_BASE_IMAGE}", min_driver=None,
+    release=f"tritongen's own model on {HF_BASE_IMAGE}", pin=None,
     checked=("the server repo's compatibility matrix (r26.07 at 819ee377) lists only the trtllm and vllm images, "
              "so the -py3 base image's driver is not established and plan does not check it"))
 

@@ -2,8 +2,8 @@
 
 The repository is one model, `tensorrt_llm` (the name every tritongen client and dashboard uses), with
 `config.pbtxt` (backend "vllm") and `1/model.json`, whose keys go to vLLM's AsyncEngineArgs as they are. The
-backend is a Python-based backend inside the `<release>-vllm-python-py3` container of the same Triton release as the
-pinned TensorRT-LLM container; it tokenizes and detokenizes itself, so there is no ensemble, and it speaks its own
+backend is a Python-based backend inside the `<release>-vllm-python-py3` container that vllm/release.py pins (its
+own release, independent of the TensorRT-LLM line); it tokenizes and detokenizes itself, so there is no ensemble, and it speaks its own
 tensors (CONTRACT_INPUTS / CONTRACT_OUTPUTS, read from the backend's src/model.py; tests/fixtures/nvidia names the
 files and commits). config.pbtxt is built as a ModelConfig message and printed in protobuf text format.
 
@@ -29,15 +29,10 @@ from typing import Any, Literal
 from tritongen.core import Locations, PlanView, SpecView
 from tritongen.errors import SpecError, problem
 from tritongen.runtimes.base import Dialect, PlanContext, Renderer, Runtime, RuntimeSettings, Upstream
-from tritongen.runtimes.tensorrtllm.release import TRTLLM
 from tritongen.runtimes.vllm.dialect import DIALECT, MODEL
+from tritongen.runtimes.vllm.release import IMAGE, RELEASE, VLLM_PIN, VLLM_VERSION
 
-IMAGE = f"nvcr.io/nvidia/tritonserver:{TRTLLM.release}-vllm-python-py3"
 TRITONSERVER = "/opt/tritonserver/bin/tritonserver"
-# The server repo's docs/introduction/compatibility.md on branch r26.07 (commit 819ee377): 26.07-vllm-python-py3
-# carries vLLM 0.24.0 (0.24.0+092c4842.nv26.7), CUDA 13.3.0.035 and needs CUDA driver 610.43.02.
-VLLM_VERSION = "0.24.0"
-MIN_DRIVER = "610.43.02"
 
 # (name, data type, dims, optional) as the backend's auto_complete_config declares them. Left out on purpose, as
 # for the llmapi model: `image` (multimodal) and `embedding_request` (not a text-generation request).
@@ -70,7 +65,7 @@ ENGINE_ARGS_KEYS = frozenset({"model", "tokenizer", "dtype", "max_model_len", "m
                               "gpu_memory_utilization", "enable_prefix_caching", "trust_remote_code", "enable_lora",
                               "max_lora_rank", "max_loras"})
 # vLLM's LoRAConfig takes only these max_lora_rank values (vllm/config/lora.py, MaxLoRARanks, vLLM main as stored;
-# the 0.24.0 tag of the pinned container was not readable): the plan's maximum is rounded up to one of them.
+# the pinned container's vLLM tag was not readable): the plan's maximum is rounded up to one of them.
 MAX_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 # Next to model.json (the backend reads it from pb_utils.get_model_dir() when enable_lora is true): {name: folder};
 # the backend numbers the adapters 1, 2, ... in this order (LoRARequest(str(i + 1), i + 1, path)), as the plan does.
@@ -150,8 +145,8 @@ class VllmRuntime(Runtime[VllmPlan]):
                      "load test, OpenAI completions and chat, cancellation); vLLM, the backend's model.py and its "
                      "container never ran here")
     upstream = Upstream(
-        release=f"vLLM {VLLM_VERSION} under Triton {TRTLLM.release}'s vllm_backend", min_driver=MIN_DRIVER,
-        checked=("vllm_backend src/ at r26.01 c70d6547 and main 8de0c148 (no r26.07 branch is published); vLLM "
+        release=f"vLLM {VLLM_VERSION} under Triton {RELEASE}'s vllm_backend", pin=VLLM_PIN,
+        checked=("vllm_backend src/ at r26.01 c70d6547 and main 8de0c148 (the snapshot has no r26.08 branch); vLLM "
                  "EngineArgs fields, SamplingParams names and vllm:* metric names at vllm-project/vllm 99d7eb5d, "
                  f"an older vLLM than {VLLM_VERSION}, whose tag could not be read here (tests/fixtures/nvidia/"
                  "vllm_backend-r26.01.json, docs/runtimes.md)"))

@@ -1,0 +1,75 @@
+"""A stop under streaming load with the stop budget (plan/deploy.py StopBudget): SIGTERM to tritonserver while
+streams run through every entry at once (tensorrt_llm_bls, ensemble, and tensorrt_llm directly). The server must
+exit 0 inside its grace period, and every stream end with one final response: the stopping error once the drain
+is over. The synthetic runtime on CPU (native token source, native BLS); bench/native_stop.py is the same at
+256 streams."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "native"))
+
+from specs import apply_overrides, render_spec  # noqa: E402
+from stopclients import Streams  # noqa: E402
+
+from tritongen.plan.deploy import StopBudget  # noqa: E402
+
+pytestmark = [pytest.mark.integration, pytest.mark.serial]  # the server's exit within its grace period
+
+GRACE_S = 20  # the smallest grace period with the whole allowances (serve): drain 5 s, --exit-timeout-secs=17
+ENTRIES = ("tensorrt_llm_bls", "ensemble", "tensorrt_llm")
+PER_ENTRY = 6
+
+
+def _render(tiny_model: Path, out: Path) -> Path:
+    data = yaml.safe_load((ROOT / "examples" / "synthetic-cpu.yaml").read_text())
+    data["model"]["checkpoint"] = str(tiny_model)
+    apply_overrides(data, {"synthetic.ttft_ms": 5, "synthetic.itl_ms": 10})
+    spec = out.parent / f"{out.name}.yaml"
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
+    render_spec(spec, out)
+    return out
+
+
+def test_sigterm_under_load_drains_every_entry_within_the_grace_period(tiny_model, tmp_path):
+    from tritongen.serve import TritonServer
+
+    budget = StopBudget.of(GRACE_S, "serve")
+    repo = _render(tiny_model, tmp_path / "repo")
+    server = TritonServer(repo, log_path=tmp_path / "tritonserver.log", grace_s=GRACE_S, supervise=False).start(300)
+    try:
+        stubs = list(server._stub_processes())
+        streams = {m: Streams(server.grpc_url, PER_ENTRY, model=m).start() for m in ENTRIES}
+        for s in streams.values():
+            s.wait_streaming()
+        t0 = time.monotonic()
+        os.kill(server.process.pid, signal.SIGTERM)  # as a container runtime stops the pod's main process
+        code = server.process.wait(timeout=GRACE_S + 30)
+        took = time.monotonic() - t0
+        outcomes = {m: s.join(timeout=30) for m, s in streams.items()}
+        regions = set(server.shm_regions)
+    finally:
+        server.stop(grace=5)
+    log = (tmp_path / "tritonserver.log").read_text(errors="replace")
+    assert code == 0, server.log_tail(60)
+    assert "Exit timeout expired" not in log, server.log_tail(60)
+    assert re.findall(r"Signal \((\d+)\)", log) == ["15"], server.log_tail(60)  # SIGTERM, no crash signal
+    # The drain ran (streams kept streaming), and the rest of the budget was enough: no exit timeout.
+    assert budget.drain_s <= took < budget.exit_timeout_s, (took, budget.describe())
+    for model, rows in outcomes.items():
+        ended = [(o.ending, o.message[:120]) for o in rows if not (o.ending == "error" and
+                                                                   "the server is stopping" in o.message)]
+        assert ended == [], (model, ended)
+    alive = [p for p in stubs if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    assert alive == [] and [r for r in regions if (Path("/dev/shm") / r).exists()] == []
