@@ -327,9 +327,9 @@ class TritonPythonModel:
         if accepted is None:
             with self.room:
                 self.active.pop(rid, None)
+                self.room.notify()
             if self.adapters is not None:
                 self.adapters.release(rid)
-                self.room.notify()
             self.m_active.set(len(self.active))
             raise RequestError(f"not accepted by continuous batching: {reason}", INTERNAL)
 
