@@ -11,9 +11,10 @@ Neutral values accepted, anything else rejected with the input's name: beam_widt
 repetition_penalty 1, presence_penalty 0, frequency_penalty 0, runtime_top_p_decay 1, return_context_logits and
 return_generation_logits false, stop false, empty bad_words_list, all-zero embedding_bias, seed only on greedy
 requests. Beam-search-only inputs (len_penalty, early_stopping, beam_search_diversity_rate) have no effect at
-beam_width 1 and are accepted. lora_task_id selects one of the deployment's LoRA adapters (0: the base model; hf_adapters.py); an unknown id is
-rejected with the known ones. Draft, LoRA weights/config (adapters load from the spec, not per request), prompt-table, guided-decoding, lookahead, retention and disaggregation
-inputs are rejected when they carry data.
+beam_width 1 and are accepted. lora_task_id selects one of the deployment's LoRA adapters (0: the base model;
+hf_adapters.py); an unknown id is rejected with the known ones. Draft, LoRA weights/config (adapters load from the
+spec, not per request), prompt-table, guided-decoding, lookahead, retention and disaggregation inputs are rejected
+when they carry data.
 """
 
 import math
