@@ -15,5 +15,5 @@ from tritongen.core.repository import Locations, Ports, Renderer
 from tritongen.core.sections import AdapterPlan, InstanceGroup, PathsPlan, ServerGroupPlan, TokenizerPlan
 from tritongen.core.views import PlanView, SpecView
 
-__all__ = ["AdapterPlan", "InstanceGroup", "Locations", "PathsPlan", "PlanView", "Ports", "Renderer", "ServerGroupPlan", "SpecView",
-           "TokenizerPlan"]
+__all__ = ["AdapterPlan", "InstanceGroup", "Locations", "PathsPlan", "PlanView", "Ports", "Renderer", "ServerGroupPlan",
+           "SpecView", "TokenizerPlan"]

@@ -64,8 +64,8 @@ class ModelSection(Section):
                 problems.append(problem(where, "'base' names the base model (validation.load.adapters)",
                                         "give the adapter another name"))
             elif adapter.name in seen:
-                problems.append(problem(where, f"{adapter.name!r} is also the name of model.adapters.{seen[adapter.name]}",
-                                        "give every adapter its own name"))
+                problems.append(problem(where, f"{adapter.name!r} is also the name of "
+                                        f"model.adapters.{seen[adapter.name]}", "give every adapter its own name"))
             seen.setdefault(adapter.name, i)
         if self.max_adapter_rank is not None and not self.adapters:
             problems.append(problem("model.max_adapter_rank", "is set but model.adapters is empty",
