@@ -46,12 +46,15 @@ CACHE_KEY_FIELDS = (
     "engine.max_num_tokens", "engine.max_beam_width", "engine.use_paged_context_fmha", "engine.gemm_plugin",
     "engine.calibration_dataset",  # enters through its content digest (calibration_digest), never its path
     "engine.gpu_arch",  # enters as the resolved architecture (flag, this field, the inventory or NVML)
+    # The LoRA plugin: the adapters' target modules and the largest rank, never their paths or weights (those are
+    # converted beside the engine, content-addressed on their own: runtimes/tensorrtllm/lora.py).
+    "model.adapters", "model.adapters[].path", "model.max_adapter_rank",
 )
 # Prefixes of fields that do not: runtime parameters, placement, load tests, where things live. The checkpoint
 # enters through its content digest, never through its path.
 CACHE_KEY_IGNORED = (
     "version", "name", "runtime", "model.checkpoint", "model.tokenizer", "model.dtype", "model.add_special_tokens",
-    "model.skip_special_tokens", "engine.engine_dir", "engine.cache_dir", "engine.batching_strategy",
+    "model.skip_special_tokens", "model.adapters[].name", "engine.engine_dir", "engine.cache_dir", "engine.batching_strategy",
     "engine.batch_scheduler_policy", "engine.enable_chunked_context", "serving.", "placement.", "validation.",
     "deploy.", "frontend.",
 )
