@@ -28,7 +28,7 @@ _NUMPY = {"INT32": np.int32, "FP32": np.float32, "UINT64": np.uint64, "BOOL": np
 OPTIONAL_INPUTS = {"min_tokens": "INT32", "temperature": "FP32", "top_k": "INT32", "top_p": "FP32",
                    "end_id": "INT32", "pad_id": "INT32", "exclude_input_in_output": "BOOL",
                    "return_num_output_tokens": "BOOL", "return_num_input_tokens": "BOOL",
-                   "seed": "UINT64", "beam_width": "INT32"}
+                   "seed": "UINT64", "beam_width": "INT32", "lora_task_id": "UINT64"}
 
 
 GUIDE_INPUTS = (GUIDE_TYPE_INPUT, GUIDE_INPUT)

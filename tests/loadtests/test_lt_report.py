@@ -26,8 +26,9 @@ def SLO(**fields):
 
 
 DOC = Path(__file__).parents[2] / "docs" / "loadtest-report.md"
-# Objects documented as a whole: free-form maps, and the second server view (same keys as levels[].server).
-LEAVES = ("labels", "metadata.workload", "levels[].server_run")
+# Objects documented as a whole: free-form maps (adapters by name), and the second server view (same keys as
+# levels[].server).
+LEAVES = ("labels", "metadata.workload", "levels[].server_run", "levels[].adapters")
 
 
 def documented_in_code() -> set[str]:

@@ -44,4 +44,11 @@ def _demo_root() -> Path:
 def cmd_demo_model(args: argparse.Namespace) -> int:
     path = make_demo_model(args.dir, seed=args.seed, force=args.force, tokenizer=args.tokenizer)
     print(f"tiny Llama checkpoint + tokenizer: {path} (random weights: its text is noise by design)")
+    if args.adapters < 0:
+        raise SpecError(problem("--adapters", f"{args.adapters} is negative", "pass a count of adapters, e.g. 3"))
+    if args.adapters:
+        from tritongen.demo.adapters import make_demo_adapters
+
+        for k, adapter in enumerate(make_demo_adapters(path, args.adapters, seed=args.seed, force=args.force), 1):
+            print(f"LoRA adapter {k}: {adapter} (random, non-zero: it changes the text)")
     return 0

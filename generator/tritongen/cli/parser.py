@@ -122,6 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--tokenizer", choices=TOKENIZERS, default="bytelevel",
                    help="bytelevel: byte-level BPE (GPT-2/Llama-3 style); sentencepiece: byte-fallback BPE over "
                         "'▁' words (Llama-2/Mistral style)")
+    s.add_argument("--adapters", type=int, default=0, metavar="N",
+                   help="also make N small LoRA adapters with PEFT (random, non-zero) in DIR/adapters/lora-1..N")
 
     s = sub.add_parser("build", help="build (or find in the cache) the TensorRT-LLM engine")
     s.add_argument("spec", help="a spec, or a plan JSON from `tritongen plan --json` (built as planned)")

@@ -13,10 +13,10 @@ them (plan, render, spec), so at the type level as at run time the runtimes sit 
 
 from tritongen.core.repository import Locations, Ports, Renderer
 from tritongen.core.sections import (
-    GUIDE_INPUT, GUIDE_TYPE_INPUT, GUIDE_TYPES, InstanceGroup, PathsPlan, ServerGroupPlan, StructuredOutputPlan,
-    TokenizerPlan,
+    GUIDE_INPUT, GUIDE_TYPE_INPUT, GUIDE_TYPES, AdapterPlan, InstanceGroup, PathsPlan, ServerGroupPlan,
+    StructuredOutputPlan, TokenizerPlan,
 )
 from tritongen.core.views import PlanView, SpecView
 
-__all__ = ["GUIDE_INPUT", "GUIDE_TYPES", "GUIDE_TYPE_INPUT", "InstanceGroup", "Locations", "PathsPlan", "PlanView",
-           "Ports", "Renderer", "ServerGroupPlan", "SpecView", "StructuredOutputPlan", "TokenizerPlan"]
+__all__ = ["GUIDE_INPUT", "GUIDE_TYPES", "GUIDE_TYPE_INPUT", "AdapterPlan", "InstanceGroup", "Locations", "PathsPlan",
+           "PlanView", "Ports", "Renderer", "ServerGroupPlan", "SpecView", "StructuredOutputPlan", "TokenizerPlan"]

@@ -76,3 +76,21 @@ class StructuredOutputPlan(_Frozen):
     """Largest guide accepted, UTF-8 bytes (structured_output.max_schema_bytes)."""
     how: str = ""
     """What the runtime does with a guide, in a line (`tritongen plan`), or why it refuses one."""
+
+
+class AdapterPlan(_Frozen):
+    """One LoRA adapter served with the base model (spec model.adapters), as checked against the checkpoint."""
+
+    name: str
+    """Its public name (the OpenAI `model` that selects it; its key in vLLM's multi_lora.json)."""
+    task_id: int
+    """Triton's `lora_task_id` that selects it: its 1-based position in model.adapters (0 is the base model), as
+    Triton's OpenAI frontend numbers multi_lora.json entries."""
+    path: str
+    """The PEFT adapter folder (absolute)."""
+    rank: int
+    """The LoRA rank `r` of adapter_config.json (the largest over its modules where rank_pattern sets more)."""
+    alpha: float
+    """lora_alpha of adapter_config.json."""
+    target_modules: tuple[str, ...]
+    """The base modules it adapts (adapter_config.json target_modules; a regular expression stays one entry)."""

@@ -11,7 +11,9 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
-from tritongen.core.sections import InstanceGroup, PathsPlan, ServerGroupPlan, StructuredOutputPlan, TokenizerPlan
+from tritongen.core.sections import (
+    AdapterPlan, InstanceGroup, PathsPlan, ServerGroupPlan, StructuredOutputPlan, TokenizerPlan,
+)
 
 
 class _Lengths(Protocol):
@@ -82,6 +84,10 @@ class PlanView(Protocol):
     def deploy(self) -> DeployView: ...
     @property
     def structured_output(self) -> StructuredOutputPlan: ...
+    @property
+    def adapters(self) -> Sequence[AdapterPlan]: ...
+    @property
+    def max_adapter_rank(self) -> int | None: ...
 
 
 class ModelView(Protocol):

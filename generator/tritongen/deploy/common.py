@@ -162,6 +162,11 @@ def prepare(source: str | Path, *, inventory: str | None = None, engine_config: 
     if plan.placement is None and not planned_on_cpu(plan):
         raise SpecError(problem(str(source), "is a plan made without --inventory, so it places no server groups",
                                 "make it with `tritongen plan SPEC --inventory nvml|FILE --json`"))
+    if plan.adapters:
+        # Their folders would need mounts and a place in the models volume, which no deploy target makes yet.
+        raise SpecError(problem("model.adapters", "deploy targets do not carry LoRA adapters into their containers "
+                                "yet", "serve the adapters on this machine (`tritongen serve` / `tritongen up`), or "
+                                "deploy without model.adapters"))
     # The host folders the servers read; compose names them by variable (see Mount.variable).
     # A tokenizer inside the checkpoint folder is the same host folder, so the same variable.
     same = plan.tokenizer.dir == plan.paths.checkpoint

@@ -153,6 +153,10 @@ class Generation:
     """Constrained decoding: NVIDIA's guided_decoding_guide_type (tritongen.frontend.structured); None: none."""
     guide: str = ""
     """guided_decoding_guide: the schema or grammar (none sent when empty: type `json` takes none)."""
+    lora_task_id: int | None = None
+    """The LoRA adapter the request's `model` names (its task id; the ensemble's `lora_task_id`)."""
+    lora_name: str | None = None
+    """The same adapter by name, for a runtime's own model that selects adapters by name (vLLM's `lora_name`)."""
 
 
 @dataclass
@@ -204,6 +208,8 @@ def build_dialect_request(model: str, gen: Generation, request_id: str, dialect:
     params = {k: v for k, v in sampling(gen).items() if k not in dialect.unsupported}
     if gen.guide_type is not None:
         params["guide"] = (gen.guide_type, gen.guide)
+    if gen.lora_name is not None:
+        params["lora_name"] = gen.lora_name
     # A model that cannot take stop sequences gets none: the frontend's StopMatcher finds them and cancels.
     stop = () if dialect.stop_on_client else gen.stop
     try:
@@ -235,6 +241,8 @@ def build_request(model: str, gen: Generation, request_id: str):
     if gen.stop:
         tensors.append(_bytes_tensor("stop_words", list(gen.stop), pb2))
     tensors += guide_tensors(gen)
+    if gen.lora_task_id is not None:
+        tensors.append(_scalar_tensor("lora_task_id", gen.lora_task_id, "UINT64", np.uint64, pb2))
     dtypes = {"min_tokens": ("INT32", np.int32), "seed": ("UINT64", np.uint64)}
     for name, value in sampling(gen).items():
         datatype, dtype = dtypes.get(name, ("FP32", np.float32))

@@ -334,6 +334,10 @@ class ModelCard(BaseModel):
     object: Literal["model"] = "model"
     created: int = Field(default_factory=lambda: int(time.time()))
     owned_by: str = "tritongen"
+    root: str | None = None
+    """A LoRA adapter's folder (vLLM's /v1/models shape); the base model's own name otherwise."""
+    parent: str | None = None
+    """A LoRA adapter's base model id; None for the base model (as vLLM lists them)."""
 
 
 class ModelList(BaseModel):

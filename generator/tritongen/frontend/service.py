@@ -300,7 +300,8 @@ def generation(route: ModelRoute, req, prompt: str) -> Generation:
     return Generation(prompt=prompt, max_tokens=max_tokens,
                       stream=req.stream, stop=tuple(req.stop_list()), temperature=req.temperature, top_p=req.top_p,
                       seed=req.seed, presence_penalty=req.presence_penalty,
-                      frequency_penalty=req.frequency_penalty, min_tokens=min_tokens)
+                      frequency_penalty=req.frequency_penalty, min_tokens=min_tokens,
+                      lora_task_id=route.lora_task_id, lora_name=route.lora_name)
 
 
 def route_for(state: FrontendState, name: str) -> ModelRoute:

@@ -37,7 +37,9 @@ class OpenAIChatUser(_HttpUserBase):
             self.headers["Authorization"] = f"Bearer {key}"
 
     def send(self, prompt: Prompt, sample: Sample) -> str:
-        body = {"model": self.config.model, "messages": [{"role": "user", "content": prompt.text}],
+        # An adapter is chosen by its name as the model (the frontend lists it in /v1/models).
+        model = prompt.adapter.name if prompt.adapter is not None and prompt.adapter.task_id else self.config.model
+        body = {"model": model, "messages": [{"role": "user", "content": prompt.text}],
                 "max_completion_tokens": prompt.max_tokens, "stream": True,
                 "stream_options": {"include_usage": True}}
         if self.dialect is not None and self.dialect.count_source == "client":

@@ -184,6 +184,9 @@ documented under `levels[].server`.
 - `levels[].host.load_average` (float|null): the 1-minute load average at the level's end.
 - `levels[].host.warning` (str|null): set when the host, not the server, may be the limit (other processes above
   25% of the CPUs, steal above 5%, or a run queue longer than the CPUs with them above 90% busy).
+- `levels[].adapters` (object|null): with validation.load.adapters, per adapter name (`base`: the base model) its
+  request_count, error_count, completed_count, request_throughput, output_token_throughput, output_tokens_total,
+  ttft_ms, itl_ms and e2e_ms, as `metrics` defines them (client-side; the window is the adapter's requests').
 - `capacity` (object): the capacity line.
 - `capacity.level` (float|null): highest level at which every SLO holds, every lower level passing too.
 - `capacity.unit` (str): users or requests/s.
@@ -214,7 +217,7 @@ from typing import TYPE_CHECKING
 from tritongen import metric_registry as registry
 from tritongen.loadtests.html_report import render_html
 from tritongen.loadtests.confidence import figures
-from tritongen.loadtests.metrics import compute_sweep, window_latencies
+from tritongen.loadtests.metrics import GoodputLimits, compute_metrics, compute_sweep, window_latencies
 from tritongen.loadtests.prom import ServerView
 from tritongen.loadtests.samples import Sample
 from tritongen.loadtests.slo import LevelVerdict, capacity, evaluate, goodput_limits, token_check
@@ -313,6 +316,7 @@ def build_summary(samples: Sequence[Sample], slo: SLOPlan, run: RunInputs | None
                 called=server.called_model, frontend=server.frontend_edges),
             "load_generator": run.load_generator.get(level),
             "host": run.host.get(level),
+            "adapters": _per_adapter(level_samples, limits, run),
         })
     cap = capacity(verdicts, run.load.level_unit, slo.min_capacity)
     return _json_safe({
@@ -342,6 +346,23 @@ def _client_e2e_between(samples: Sequence[Sample], edges: tuple, fallback: float
     e2e = [s.response_times[-1] * 1e3 for s in samples
            if s.ok and t0 <= s.start_wall_s + s.end_s <= t1]
     return sum(e2e) / len(e2e) if e2e else None
+ADAPTER_FIGURES = ("request_count", "error_count", "completed_count", "request_throughput",
+                   "output_token_throughput", "output_tokens_total", "ttft_ms", "itl_ms", "e2e_ms")
+"""The figures a level reports per LoRA adapter (validation.load.adapters), each as its `metrics` entry means."""
+
+
+def _per_adapter(samples: Sequence[Sample], limits: GoodputLimits, run: RunInputs) -> dict | None:
+    """{adapter name: figures} of a level whose requests went to LoRA adapters; None for one that named none.
+    Client-side figures: the runtimes count their output tokens for the whole model, not per adapter."""
+    names = sorted({s.adapter for s in samples if s.adapter is not None})
+    if not names:
+        return None
+    figures = {}
+    for name in names:
+        metrics = compute_metrics([s for s in samples if s.adapter == name], limits, warmup_s=run.load.warmup_s,
+                                  duration_s=run.load.duration_s).to_dict()
+        figures[name] = {key: metrics[key] for key in ADAPTER_FIGURES}
+    return figures
 
 
 def _json_safe(value: object) -> object:

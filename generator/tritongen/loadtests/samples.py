@@ -78,6 +78,9 @@ class Sample:
     """None for a successful request, else what went wrong (an error inside a 200 stream counts)."""
     cancelled: bool = False
     """The client cancelled the request on purpose (--cancel-rate); it is neither a success nor an error."""
+    adapter: str | None = None
+    """The LoRA adapter the request went to (validation.load.adapters; `base` for the base model); None: the load
+    named none."""
     scheduled_lag_s: float | None = None
     """Open loop: send time - scheduled arrival time (> 0 when the concurrency cap or the client held it)."""
     counted_by: str = "server"

@@ -19,6 +19,7 @@ raising `Cancelled`, return the text; raise `RequestFailed` on errors.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import queue
@@ -138,12 +139,12 @@ class LLMUser(User):
         if due is None:
             raise StopUser()  # the schedule is over (a trace's last request, or the run's end)
         lag, row = due
-        prompt = self.prompts.next() if row is None else self.prompts.for_trace(row)
+        prompt = self.prompts.with_adapter(self.prompts.next() if row is None else self.prompts.for_trace(row))
         if self.config.profile.cancel_rate > 0:
-            prompt = Prompt(prompt.text, prompt.input_tokens, prompt.max_tokens, prompt.min_tokens,
-                            self.pacer.cancel_after_s())
+            prompt = dataclasses.replace(prompt, cancel_after_s=self.pacer.cancel_after_s())
         sample = Sample.begin(uuid.uuid4().hex, self.protocol, input_tokens=prompt.input_tokens,
                               level=self.config.level)
+        sample.adapter = None if prompt.adapter is None else prompt.adapter.name
         sample.scheduled_lag_s = lag
         text, error = "", None
         try:
@@ -177,14 +178,20 @@ class LLMUser(User):
         return None if self.dialect is None else DialectReader(self.dialect, _ProcessState.tokenizer, sample)
 
     def dialect_params(self, prompt: Prompt) -> dict:
-        """The load's sampling parameters the dialect takes (min_tokens keeps output lengths equal to the load's)."""
+        """The load's sampling parameters the dialect takes (min_tokens keeps output lengths equal to the load's),
+        and the adapter by name (vLLM's lora_name)."""
         take = prompt.min_tokens is not None and "min_tokens" not in self.dialect.unsupported
-        return {"min_tokens": prompt.min_tokens} if take else {}
+        params = {"min_tokens": prompt.min_tokens} if take else {}
+        if prompt.adapter is not None and prompt.adapter.task_id:
+            params["lora_name"] = prompt.adapter.name
+        return params
 
     def params(self, prompt: Prompt) -> dict:
         params = dict(COUNT_PARAMS)
         if prompt.min_tokens is not None:
             params["min_tokens"] = prompt.min_tokens
+        if prompt.adapter is not None and prompt.adapter.task_id:
+            params["lora_task_id"] = prompt.adapter.task_id
         return params
 
 
@@ -347,13 +354,16 @@ class GrpcIdsUser(GrpcStreamUser):
     here with the deployment's tokenizer (exactly the text path's text); counts still come from the server."""
 
     def request(self, prompt: Prompt) -> tuple[list, list | None, _IdsText]:
+        import numpy as np
         import tritonclient.grpc as grpcclient
         from tritonclient.utils import np_to_triton_dtype
 
         codec = _ProcessState.codec
         inputs = []
-        for name, value in codec.inputs(prompt.text, prompt.max_tokens, stream=True,
-                                        min_tokens=prompt.min_tokens).items():
+        ids_inputs = codec.inputs(prompt.text, prompt.max_tokens, stream=True, min_tokens=prompt.min_tokens)
+        if prompt.adapter is not None and prompt.adapter.task_id:
+            ids_inputs["lora_task_id"] = np.array([[prompt.adapter.task_id]], dtype=np.uint64)
+        for name, value in ids_inputs.items():
             tensor = grpcclient.InferInput(name, list(value.shape), np_to_triton_dtype(value.dtype))
             tensor.set_data_from_numpy(value)
             inputs.append(tensor)

@@ -5,6 +5,7 @@ No Locust import here, so the definitions can be tested (and read) without geven
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
@@ -18,7 +19,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from tritongen.loadtests.arrivals import TraceRow, arrival_offsets, cancel_decisions, read_trace
-from tritongen.plan.load import LoadProfile
+from tritongen.plan.load import AdapterShare, LoadProfile
 
 # tokenizers and transformers (about 1.8 s of CPU to import) are imported where a tokenizer is loaded; the runner
 # imports this module for its settings.
@@ -99,6 +100,8 @@ class Prompt:
     min_tokens: int | None
     cancel_after_s: float | None = None
     """Cancel the request this long after sending it (--cancel-rate); None: let it finish."""
+    adapter: AdapterShare | None = None
+    """The LoRA adapter it goes to (validation.load.adapters); None: the base model, unnamed."""
 
 
 @dataclass
@@ -150,6 +153,14 @@ class PromptSource:
             return next(self._file_prompts)
         profile = self.config.profile
         return self.sized(profile.input_tokens.draw(self.rng), profile.output_tokens.draw(self.rng))
+
+    def with_adapter(self, prompt: Prompt) -> Prompt:
+        """`prompt` sent to an adapter drawn by the load's weights (validation.load.adapters); as it is without."""
+        shares = list(self.config.profile.adapters.values())
+        if not shares:
+            return prompt
+        chosen = self.rng.choices(shares, weights=[a.weight for a in shares])[0]
+        return dataclasses.replace(prompt, adapter=chosen)
 
     def for_trace(self, row: TraceRow) -> Prompt:
         if row.text_input is not None:

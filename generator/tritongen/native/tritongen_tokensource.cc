@@ -2,8 +2,8 @@
 // model behind it, built as a C++ backend so that it is not the bottleneck of what it measures.
 //
 // Behaviour is that of the synthetic runtime's python model (generator/tritongen/served/synthetic.py): the
-// same parameters (ttft_ms, itl_ms, stream_interval, vocab_size, end_id, pad_id), inputs, outputs, token ids and
-// timing. A python source pays an IPC round trip into its stub per response, which capped it at a few thousand
+// same parameters (ttft_ms, itl_ms, stream_interval, vocab_size, end_id, pad_id, lora_adapters), inputs, outputs,
+// token ids (lora_task_id shifts them) and timing. A python source pays an IPC round trip into its stub per response, which capped it at a few thousand
 // tokens/s per host; here a response is a few Triton API calls, so the serving path around the source (BLS,
 // ensemble, gRPC, clients) is what a benchmark sees.
 //
@@ -74,10 +74,15 @@ class Families {
 enum Output : unsigned { kOutputIds = 1, kSequenceLength = 2, kNumInputTokens = 4, kNumOutputTokens = 8 };
 
 // One request in flight. Owned by the timer thread it was given to; `stopped` is set from other threads.
+// Adapter k's tokens are the base's shifted by kAdapterShift x k places in the id cycle (as the python source's
+// ADAPTER_SHIFT), so each adapter's stream differs deterministically.
+constexpr int64_t kAdapterShift = 97;
+
 struct Stream {
   TRITONBACKEND_ResponseFactory* factory = nullptr;
   std::string triton_id;
   int64_t prompt_len = 0;
+  int64_t shift = 0;  // kAdapterShift x lora_task_id: an adapter's own token stream
   int64_t n_out = 0;
   bool streaming = false;
   unsigned outputs = 0;
@@ -131,7 +136,7 @@ class ModelState {
   void Execute(TRITONBACKEND_ModelInstance* instance, TRITONBACKEND_Request** requests, uint32_t count);
 
   int32_t TokenAt(const Stream& s, int64_t index) const {
-    return ids_[static_cast<size_t>((s.prompt_len + index) % static_cast<int64_t>(ids_.size()))];
+    return ids_[static_cast<size_t>((s.prompt_len + s.shift + index) % static_cast<int64_t>(ids_.size()))];
   }
   uint64_t itl_ns() const { return itl_ns_; }
   int64_t interval() const { return interval_; }
@@ -155,6 +160,7 @@ class ModelState {
   bool decoupled_ = false;
   uint64_t ttft_ns_ = 0, itl_ns_ = 0;
   int64_t interval_ = 1;
+  int64_t adapters_ = 0;  // LoRA adapters (parameter lora_adapters): lora_task_id 1..adapters_
   std::vector<int32_t> ids_;
   bool have_families_ = false;
   TRITONSERVER_MetricFamily* f_tokens_ = nullptr;
@@ -238,6 +244,13 @@ TRITONSERVER_Error* ModelState::Accept(TRITONBACKEND_Request* request, std::uniq
       return BadRequest(name, std::to_string(value) + " > 1 is not supported by the synthetic runtime");
     }
   }
+  int64_t task_id = 0;
+  TG_RETURN_IF_ERROR(ScalarOr(request, "lora_task_id", 0, &task_id));
+  if (task_id < 0 || task_id > adapters_) {
+    return BadRequest("lora_task_id", std::to_string(task_id) + " is not a LoRA adapter of this deployment; known "
+                      "ids: 0 (the base)" + (adapters_ ? " to " + std::to_string(adapters_) : std::string()));
+  }
+  s->shift = kAdapterShift * task_id;
   int64_t streaming = 0, want_in = 0, want_out = 0;
   TG_RETURN_IF_ERROR(ScalarOr(request, "streaming", 0, &streaming));
   TG_RETURN_IF_ERROR(ScalarOr(request, "return_num_input_tokens", 0, &want_in));
@@ -505,19 +518,21 @@ TRITONSERVER_Error* ModelState::Create(TRITONBACKEND_Model* model, ModelState** 
   TG_RETURN_IF_ERROR(TRITONBACKEND_ModelServer(model, &server));
   state->drain_.reset(new Drain(server));
 
-  double ttft_ms = 0, itl_ms = 0, interval = 0, vocab = 0, end_id = 0, pad_id = 0, threads = 0;
+  double ttft_ms = 0, itl_ms = 0, interval = 0, vocab = 0, end_id = 0, pad_id = 0, threads = 0, adapters = 0;
   TG_RETURN_IF_ERROR(NumberParameter(config, "ttft_ms", "50", &ttft_ms));
   TG_RETURN_IF_ERROR(NumberParameter(config, "itl_ms", "10", &itl_ms));
   TG_RETURN_IF_ERROR(NumberParameter(config, "stream_interval", "1", &interval));
   TG_RETURN_IF_ERROR(NumberParameter(config, "vocab_size", "256", &vocab));
   TG_RETURN_IF_ERROR(NumberParameter(config, "end_id", "0", &end_id));
   TG_RETURN_IF_ERROR(NumberParameter(config, "pad_id", "0", &pad_id));
+  TG_RETURN_IF_ERROR(NumberParameter(config, "lora_adapters", "0", &adapters));
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   TG_RETURN_IF_ERROR(NumberParameter(config, "timer_threads", std::to_string(std::min(4u, hw)).c_str(), &threads));
   if (vocab < 1) return InvalidArg("parameters.vocab_size: must be >= 1");
   state->ttft_ns_ = static_cast<uint64_t>(ttft_ms * 1e6);
   state->itl_ns_ = static_cast<uint64_t>(itl_ms * 1e6);
   state->interval_ = std::max<int64_t>(1, static_cast<int64_t>(interval));
+  state->adapters_ = static_cast<int64_t>(adapters);
   // Skip the lowest ids, where tokenizers keep their special tokens, and the end and pad ids.
   const int64_t v = static_cast<int64_t>(vocab);
   for (int64_t i = std::min<int64_t>(16, v - 1); i < v; ++i) {

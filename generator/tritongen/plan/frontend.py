@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tritongen.core.sections import AdapterPlan
 from tritongen.errors import EnvironmentMissing, SpecError, problem
 from tritongen.runtimes import ENSEMBLE, Dialect, DialectKey
 
@@ -67,6 +68,15 @@ class ModelRoute(BaseModel):
     """Completion length when a request sets none."""
     structured_output: StructuredRoute | None = None
     """None: no constrained decoding (a repository rendered before it); tool_choice auto still parses calls."""
+    lora_task_id: int | None = None
+    """A LoRA adapter's route (spec model.adapters): the task id every request sends (`lora_task_id`); None: the
+    base model."""
+    lora_name: str | None = None
+    """The adapter's name as the runtime's own model knows it (vLLM's `lora_name`)."""
+    parent: str | None = None
+    """An adapter's base model (the public name of the base route): /v1/models shows it as vLLM does."""
+    root: str | None = None
+    """An adapter's folder: /v1/models shows it as `root`, as vLLM does."""
 
 
 class FrontendPlan(BaseModel):
@@ -114,11 +124,12 @@ class FrontendPlan(BaseModel):
         return value
 
     def to_json(self) -> str:
-        # The default dialect is left out, so repositories of the C++ contract keep the bytes they had.
-        plain = {i: {"dialect"} if r.dialect == ENSEMBLE else set() for i, r in enumerate(self.models)}
-        for i, r in enumerate(self.models):
-            if r.structured_output is None:
-                plain[i].add("structured_output")
+        # The default dialect, a route without structured output and the adapter fields of a base route are left
+        # out, so repositories of the C++ contract keep the bytes they had.
+        plain = {i: ({"dialect"} if r.dialect == ENSEMBLE else set())
+                 | ({"structured_output"} if r.structured_output is None else set())
+                 | ({"lora_task_id", "lora_name", "parent", "root"} if r.lora_task_id is None else set())
+                 for i, r in enumerate(self.models)}
         plain = {i: keys for i, keys in plain.items() if keys}
         return self.model_dump_json(indent=2, exclude={"models": plain} if plain else None) + "\n"
 
@@ -150,12 +161,14 @@ class FrontendPlan(BaseModel):
 
 def make_frontend_plan(spec, resolve: Callable[[str], Path], tokenizer_dir: Path,
                        dialect: Dialect | None = None, *, streams: int, streams_why: str = "",
-                       structured: StructuredRoute | None = None) -> FrontendPlan:
+                       structured: StructuredRoute | None = None,
+                       adapters: Sequence[AdapterPlan] = ()) -> FrontendPlan:
     """The frontend section of a spec, resolved: public name, template file (absolute: `resolve` is the planner's
     tritongen.plan.make.resolve_path from the spec's folder), defaults filled in. `dialect`: the runtime's own
     model and tensors (None: the ensemble's). `streams`: how many streams the servers carry at once (the
     frontend's planned concurrency), `streams_why` how that count was made. `structured`: what the route may ask
-    of constrained decoding (the Plan's structured_output)."""
+    of constrained decoding (the Plan's structured_output). `adapters`: the LoRA adapters, each a route of its own
+    (same Triton model, its task id) listed after the base."""
     f, o = spec.frontend, spec.frontend.openai
     template = None
     if f.chat_template:
@@ -178,6 +191,8 @@ def make_frontend_plan(spec, resolve: Callable[[str], Path], tokenizer_dir: Path
                        tokenizer_dir=str(tokenizer_dir), chat_template=template,
                        default_max_tokens=o.default_max_tokens or spec.serving.max_tokens_default,
                        structured_output=structured)
+    routes = (route, *(route.model_copy(update={"name": a.name, "lora_task_id": a.task_id, "lora_name": a.name,
+                                                "parent": route.name, "root": a.path}) for a in adapters))
     if o.workers is not None:
         workers, planned, why = o.workers, False, "frontend.openai.workers"
     else:
@@ -186,4 +201,4 @@ def make_frontend_plan(spec, resolve: Callable[[str], Path], tokenizer_dir: Path
                f"{MAX_PLANNED_WORKERS}" if streams_why else
                f"planned: {streams} streams / {STREAMS_PER_WORKER} per worker, at most {MAX_PLANNED_WORKERS}")
     return FrontendPlan(enabled=o.enabled, implementation=o.implementation, port=o.port, api_key_env=f.api_key_env,
-                        workers=workers, workers_planned=planned, workers_why=why, models=(route,))
+                        workers=workers, workers_planned=planned, workers_why=why, models=routes)

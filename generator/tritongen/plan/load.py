@@ -43,6 +43,16 @@ class TokenDistribution(_Frozen):
         return max(1, round(rng.gauss(self.mean, self.stddev)))
 
 
+class AdapterShare(_Frozen):
+    """One adapter's share of the load (validation.load.adapters), with what selects it."""
+
+    name: str
+    """The adapter's name (`base`: the base model): the OpenAI `model` and vLLM's lora_name that select it."""
+    task_id: int
+    """Its lora_task_id (0: the base model)."""
+    weight: float = Field(gt=0)
+
+
 class LoadProfile(_Frozen):
     """validation.load as planned: each field means what the spec's field of that name documents, and has no
     default here (the spec's are the defaults; the planner writes every field)."""
@@ -81,6 +91,8 @@ class LoadProfile(_Frozen):
     """Fraction of streamed requests the client cancels."""
     cancel_after_ms: float = Field(gt=0)
     """When, after sending, such a request is cancelled."""
+    adapters: dict[str, AdapterShare]
+    """The traffic's split over LoRA adapters, by name; empty: the base model only."""
 
     @property
     def mode(self) -> Literal["closed", "open", "trace"]:
@@ -99,10 +111,14 @@ class LoadProfile(_Frozen):
         return (self.request_rate,) if self.mode == "open" else (self.users,)  # type: ignore[return-value]
 
 
-def load_profile(section: LoadSection, resolve: Callable[[str], Path]) -> LoadProfile:
+def load_profile(section: LoadSection, resolve: Callable[[str], Path],
+                 task_ids: dict[str, int] | None = None) -> LoadProfile:
     """The spec's validation.load as a LoadProfile, its files made absolute with `resolve` (the planner's
-    tritongen.plan.make.resolve_path from the spec's folder)."""
+    tritongen.plan.make.resolve_path from the spec's folder); `task_ids` numbers the adapters (model.adapters)."""
     data = section.model_dump()
+    ids = {"base": 0, **(task_ids or {})}
+    data["adapters"] = {name: {"name": name, "task_id": ids[name], "weight": weight}
+                        for name, weight in section.adapters.items()}
     for key in ("prompts_file", "trace_file"):
         if data[key]:
             data[key] = str(resolve(data[key]))

@@ -10,12 +10,15 @@ import dataclasses
 from pathlib import Path
 
 from tritongen.errors import SpecError, clip, problem
+from tritongen.plan.adapters import plan_adapters
 from tritongen.plan.checks import missing_tokenizer_files, read_config, require_round_trip
 from tritongen.plan.deploy import DeployPlan
 from tritongen.plan.frontend import StructuredRoute, make_frontend_plan
 from tritongen.plan.kv import size_kv
 from tritongen.plan.load import LoadProfile, load_profile
-from tritongen.core.sections import InstanceGroup, PathsPlan, ServerGroupPlan, StructuredOutputPlan, TokenizerPlan
+from tritongen.core.sections import (
+    AdapterPlan, InstanceGroup, PathsPlan, ServerGroupPlan, StructuredOutputPlan, TokenizerPlan,
+)
 from tritongen.plan.model import PlacementPlan, Plan
 from tritongen.plan.slo import resolve_slo
 from tritongen.runtimes import names, runtime
@@ -174,7 +177,8 @@ def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None, *, engin
     checkpoint = _resolve_dir(spec_dir, spec.model.checkpoint, "model.checkpoint")
     tokenizer_dir = _resolve_dir(spec_dir, spec.model.tokenizer, "model.tokenizer") if spec.model.tokenizer \
         else checkpoint
-    load = load_profile(spec.validation.load, lambda value: resolve_path(spec_dir, value))
+    load = load_profile(spec.validation.load, lambda value: resolve_path(spec_dir, value),
+                        {a.name: i for i, a in enumerate(spec.model.adapters, 1)})
     config = read_config(checkpoint)
     seq_len = max_sequence_length(spec, config)
     sizing = size_kv(spec, checkpoint, max_batch_size(spec), seq_len, placed=inventory is not None)
@@ -183,6 +187,8 @@ def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None, *, engin
                       max_batch_size=max_batch_size(spec), kv_tokens=sizing.tokens,
                       max_seq_len=seq_len, inventory=inventory, engine_dir=engine_dir,
                       gpu_arch=gpu_arch)
+    adapters, max_rank = plan_adapters(spec, ctx.resolve, checkpoint)
+    ctx = dataclasses.replace(ctx, adapters=adapters, max_adapter_rank=max_rank)
     prepared = rt.prepare(ctx)
     ctx = dataclasses.replace(ctx, tokenizer=_tokenizer_plan(spec, tokenizer_dir, config))
     plan = _plan(rt, ctx, spec_dir, load, prepared, placed=inventory is not None, kv_sizing=sizing.how)
@@ -223,9 +229,10 @@ def _plan(rt: Runtime, ctx: PlanContext, spec_dir: Path, load: LoadProfile, prep
         logits_datatype=rt.logits_datatype(settings), llm_instance_group=_llm_instance_group(spec, placed),
         runtime_settings=settings, bls_instances=s.bls_instances or _bls_instances(s.streaming, ctx.max_batch_size),
         bls_parameters=bls_parameters(s.bls_accumulate_tokens), load=load, slo=resolve_slo(spec.validation.slo),
-        deploy=_deploy_plan(spec), kv_tokens=ctx.kv_tokens, structured_output=_structured_output(rt, spec), **_bls_backend(spec, tokenizer), **placement,
+        deploy=_deploy_plan(spec), kv_tokens=ctx.kv_tokens, structured_output=_structured_output(rt, spec),
+        adapters=ctx.adapters, max_adapter_rank=ctx.max_adapter_rank, **_bls_backend(spec, tokenizer), **placement,
         frontend=_frontend(rt, spec, spec_dir, Path(tokenizer.dir), ctx.max_batch_size,
-                           len(placement.get("server_groups") or ()) or 1),
+                           len(placement.get("server_groups") or ()) or 1, ctx.adapters),
     )
 
 
@@ -243,7 +250,8 @@ def _deploy_plan(spec: Spec) -> DeployPlan:
     return DeployPlan(**spec.deploy.model_dump())
 
 
-def _frontend(rt: Runtime, spec: Spec, spec_dir: Path, tokenizer_dir: Path, max_batch_size: int, servers: int):
+def _frontend(rt: Runtime, spec: Spec, spec_dir: Path, tokenizer_dir: Path, max_batch_size: int, servers: int,
+              adapters: tuple[AdapterPlan, ...]):
     """The frontend's plan: for an ensemble runtime, or one whose own model speaks a request dialect the frontend
     knows (`Runtime.dialect()`); None for a runtime with neither. Its workers are planned for the streams every
     server group carries at once (max_batch_size each)."""
@@ -252,7 +260,7 @@ def _frontend(rt: Runtime, spec: Spec, spec_dir: Path, tokenizer_dir: Path, max_
         return resolve_path(spec_dir, value)
 
     structured = _structured_output(rt, spec)
-    planned = {"streams": max_batch_size * servers,
+    planned = {"streams": max_batch_size * servers, "adapters": adapters,
                "streams_why": f"max_batch_size {max_batch_size} x {servers} server group{'s' if servers > 1 else ''}",
                "structured": StructuredRoute(runtime=f"the {rt.name} runtime", guide_types=structured.guide_types,
                                              tool_call_format=structured.tool_call_format,

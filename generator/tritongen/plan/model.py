@@ -13,7 +13,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from tritongen.core.sections import InstanceGroup, PathsPlan, ServerGroupPlan, StructuredOutputPlan, TokenizerPlan
+from tritongen.core.sections import (
+    AdapterPlan, InstanceGroup, PathsPlan, ServerGroupPlan, StructuredOutputPlan, TokenizerPlan,
+)
 from tritongen.plan.deploy import DeployPlan
 from tritongen.plan.frontend import FrontendPlan
 from tritongen.plan.load import LoadProfile
@@ -109,6 +111,11 @@ class Plan(_Frozen):
     placement: PlacementPlan | None = None
     server_groups: tuple[ServerGroupPlan, ...] = ()
     """One entry per server group of the placement, in the placement's order."""
+    adapters: tuple[AdapterPlan, ...] = ()
+    """The LoRA adapters served with the base model (spec model.adapters), task ids 1, 2, ... in that order."""
+    max_adapter_rank: int | None = None
+    """The largest LoRA rank the deployment accepts (model.max_adapter_rank, default the adapters' largest); None
+    without adapters."""
     frontend: FrontendPlan | None = None
     """The OpenAI-compatible frontend: public model name, the Triton model behind it, tokenizer and template."""
     structured_output: StructuredOutputPlan = StructuredOutputPlan()

@@ -157,6 +157,14 @@ def _slo_lines(plan: Plan) -> list[str]:
     return [table(rows)] if len(rows) > 1 else ["  (no objectives: every level passes)"]
 
 
+def _adapters(plan: Plan) -> list[str]:
+    if not plan.adapters:
+        return []
+    rows = [("lora_task_id", "adapter (OpenAI model)", "rank", "target modules", "folder")]
+    rows += [(str(a.task_id), a.name, str(a.rank), ", ".join(a.target_modules), a.path) for a in plan.adapters]
+    return ["", f"LoRA adapters (0: the base model; largest rank accepted: {plan.max_adapter_rank})", table(rows)]
+
+
 def _server_groups(plan: Plan) -> list[str]:
     if not plan.server_groups:
         return []
@@ -202,6 +210,7 @@ def plan_text(plan: Plan, verbose: bool = False, hint: bool = True) -> str:
         "",
         f"runtime {plan.runtime}",
         fields_table(plan.runtime_settings, skip=("runtime",)),
+        *_adapters(plan),
         *_server_groups(plan),
         *_placement(plan),
         "",

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, Typ
 
 from pydantic import BaseModel, ConfigDict
 
-from tritongen.core import Locations, PlanView, Ports, Renderer, ServerGroupPlan, SpecView, TokenizerPlan
+from tritongen.core import AdapterPlan, Locations, PlanView, Ports, Renderer, ServerGroupPlan, SpecView, TokenizerPlan
 from tritongen.runtimes.pins import ContainerPin, driver_version
 from tritongen.spec_base import RuntimeSection
 
@@ -73,6 +73,9 @@ class PlanContext:
     engine_dir: str | None
     """--engine-dir given to `plan`/`deploy` (tensorrtllm)."""
     gpu_arch: str | None
+    adapters: tuple[AdapterPlan, ...] = ()
+    """The LoRA adapters (plan.adapters: checked against the checkpoint), for runtimes that build or size for them."""
+    max_adapter_rank: int | None = None
 
 
 @dataclass(frozen=True)
@@ -279,6 +282,13 @@ class Planning(_Owns[S], ABC):
     """Planning refuses a tokenizer folder without tokenizer files (else it plans from config.json)."""
     spans_nodes: ClassVar[bool] = False
     """A server group may span nodes (deploy.nodes > 1)."""
+    serves_adapters: ClassVar[bool] = False
+    """Serves LoRA adapters (model.adapters) with some settings (`adapters_refused` says which)."""
+
+    def adapters_refused(self, spec: SpecView) -> str | None:
+        """Why this runtime cannot serve the spec's model.adapters (validate says it, naming the runtime); None:
+        it serves them."""
+        return None if self.serves_adapters else "it does not serve LoRA adapters"
 
     def max_seq_len(self, spec: SpecView) -> int | None:
         """The longest prompt + completion the runtime is configured for; None: derive it from the load."""

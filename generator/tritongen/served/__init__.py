@@ -19,7 +19,7 @@ SHIPPED: dict[str, tuple[str, ...]] = {
     "preprocessing": ("detok_table", "error_kinds", "stub"),
     "postprocessing": ("stub",),
     "bls": ("detokenizer", "error_kinds", "stub", "wiring"),
-    "hf_model": ("error_kinds", "hf_guided", "hf_requests", "stub"),
+    "hf_model": ("error_kinds", "hf_adapters", "hf_guided", "hf_requests", "stub"),
     "synthetic": ("engine_model", "error_kinds", "stub"),
 }
 """Served model module -> the modules laid out beside it in its version folder."""

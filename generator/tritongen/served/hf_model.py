@@ -28,6 +28,7 @@ import triton_python_backend_utils as pb_utils
 from transformers import AutoModelForCausalLM, GenerationConfig
 from transformers.generation.configuration_utils import ContinuousBatchingConfig
 
+from . import hf_adapters
 from .error_kinds import BAD_REQUEST, INTERNAL, UNAVAILABLE, RequestError, tagged
 from .hf_guided import GUIDE_INPUT, TYPE_INPUT, Guided, GuidedProcessor, Guides, read_guide
 from .hf_requests import (
@@ -86,6 +87,11 @@ class TritonPythonModel:
         self.model = AutoModelForCausalLM.from_pretrained(
             path, dtype=dtype, attn_implementation="eager" if attention == "eager" else "sdpa").to(device)
         vocab = self.model.get_input_embeddings().num_embeddings
+        adapters = hf_adapters.parse(param(config, "lora_adapters"))
+        self.adapters = hf_adapters.Adapters(self.model, adapters) if adapters else None
+        if self.adapters is not None:
+            # The mixed-adapter forward indexes rows per step on the host: not capturable in a CUDA graph.
+            use_graphs = False
         end_id = int(param(config, "end_id", self.model.config.eos_token_id))
         pad_id = int(param(config, "pad_id", end_id))
         num_blocks = param(config, "kv_cache_num_blocks")
@@ -136,12 +142,15 @@ class TritonPythonModel:
             self.manager.stop(block=True, timeout=10, hard_stop=True)
             raise
         processor = self.manager.batch_processor
+        if self.adapters is not None:
+            self.adapters.install(processor)
         block_size, num_blocks, kv_tokens = _cache_size(processor.cache, self.manager.continuous_batching_config)
         max_len = int(getattr(self.model.config, "max_position_embeddings", 0) or 0) or None
         self.limits = Limits(vocab=vocab, end_id=end_id, pad_id=pad_id, block_size=block_size,
                              num_blocks=num_blocks, kv_tokens=kv_tokens, max_position_embeddings=max_len,
                              sampling=self.sampling == "per_request", log_probs=self.log_probs,
-                             decoupled=self.decoupled, exclude_default=self.exclude_default)
+                             decoupled=self.decoupled, exclude_default=self.exclude_default,
+                             adapters=self.adapters)
         self.settings = self._effective_settings(device, path, processor.cache)
         pb_utils.Logger.log_info(f"{self.model_name}: continuous batching started: "
                                  + ", ".join(f"{k}={v}" for k, v in self.settings.items()))
@@ -189,6 +198,7 @@ class TritonPythonModel:
             "max_in_flight": self.max_in_flight, "cancellation_check_period_ms": int(self.cancel_period * 1000),
             "stream_interval": self.stream_interval, "stream_flush_ms": int(self.stream_flush_s * 1000),
             "max_input_plus_output": self.limits.max_total,
+            "lora_adapters": len(self.adapters.names) if self.adapters is not None else 0,
         }
 
     # ------------------------------------------------------------------ metrics
@@ -314,6 +324,8 @@ class TritonPythonModel:
             if gen.guided is not None:
                 self.guided.matchers[rid] = gen.guided  # before add_request: its first step needs the matcher
             self.active[rid] = gen  # before add_request: the first output may arrive before it returns
+            if self.adapters is not None:
+                self.adapters.assign(rid, gen.adapter)  # before add_request: the next step may schedule it
             # The gauge too: a client holding the first token must see this request counted.
             self.m_active.set(len(self.active))
         try:
@@ -329,6 +341,8 @@ class TritonPythonModel:
             with self.room:
                 self.active.pop(rid, None)
                 self.room.notify()
+            if self.adapters is not None:
+                self.adapters.release(rid)
             self.m_active.set(len(self.active))
             raise RequestError(f"not accepted by continuous batching: {reason}", INTERNAL)
 
@@ -456,6 +470,8 @@ class TritonPythonModel:
             self.room.notify()
         self.guided.matchers.pop(gen.rid, None)
         self.m_active.set(len(self.active))
+        if self.adapters is not None:
+            self.adapters.release(gen.rid)
         try:
             self.manager.cancel_request(gen.rid)  # frees the KV blocks at once when we stopped before the manager
         except Exception:

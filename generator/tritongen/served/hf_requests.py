@@ -11,9 +11,11 @@ Neutral values accepted, anything else rejected with the input's name: beam_widt
 repetition_penalty 1, presence_penalty 0, frequency_penalty 0, runtime_top_p_decay 1, return_context_logits and
 return_generation_logits false, stop false, empty bad_words_list, all-zero embedding_bias, seed only on greedy
 requests. Beam-search-only inputs (len_penalty, early_stopping, beam_search_diversity_rate) have no effect at
-beam_width 1 and are accepted. Draft, LoRA, prompt-table, lookahead, retention and disaggregation inputs are
-rejected when they carry data. Guided decoding (guided_decoding_guide_type / guided_decoding_guide) is read and
-compiled by hf_guided.py.
+beam_width 1 and are accepted. lora_task_id selects one of the deployment's LoRA adapters (0: the base model;
+hf_adapters.py); an unknown id is rejected with the known ones. Guided decoding (guided_decoding_guide_type /
+guided_decoding_guide) is read and compiled by hf_guided.py. Draft, LoRA weights/config (adapters load from the
+spec, not per request), prompt-table, lookahead, retention and disaggregation inputs are rejected when they carry
+data.
 """
 
 import math
@@ -27,11 +29,12 @@ import triton_python_backend_utils as pb_utils
 from transformers.generation.continuous_batching.cb_logits_processors import ContinuousBatchingLogitsProcessor
 
 from .error_kinds import BAD_REQUEST, CONTEXT_LENGTH_EXCEEDED, RequestError, wrap
+from .hf_adapters import BASE
 
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 
 # Inputs this runtime cannot honour: rejected as soon as they carry data.
-UNSUPPORTED = ("draft_input_ids", "draft_logits", "decoder_input_ids", "prompt_embedding_table", "lora_task_id",
+UNSUPPORTED = ("draft_input_ids", "draft_logits", "decoder_input_ids", "prompt_embedding_table",
                "lora_weights", "lora_config", "context_phase_params", "retention_token_range_starts",
                "retention_token_range_ends", "retention_token_range_priorities",
                "retention_token_range_durations_ms", "retention_decode_priority", "retention_decode_duration_ms",
@@ -61,6 +64,8 @@ class Limits:
     log_probs: bool
     decoupled: bool
     exclude_default: bool
+    adapters: object = None
+    """hf_adapters.Adapters of this model, or None without adapters."""
 
     @property
     def max_total(self) -> int:
@@ -89,6 +94,8 @@ class Generation:
     want_perf: bool
     want_log_probs: bool
     kwargs: dict
+    adapter: str = BASE
+    """The PEFT adapter name this request runs with (lora_task_id); BASE: the base model."""
     rid: str = ""
     tokens: list = field(default_factory=list)  # accepted completion tokens
     logprobs: list = field(default_factory=list)
@@ -226,6 +233,7 @@ def parse_request(request, sender, limits: Limits) -> Generation:
     if want_log_probs and greedy and limits.sampling:
         raise _refuse("return_log_probs", "with per-request sampling a greedy request is decoded as top_k=1, "
                       "whose log probs are all 0; send runtime_top_k/runtime_top_p, or deploy with sampling: greedy")
+    adapter = _adapter(request, limits)
     min_tokens = min(min_tokens, max_new)
     if min_tokens and end_id != -1:
         kwargs.update(tritongen_min_tokens=int(min_tokens), tritongen_end_id=int(end_id))
@@ -236,7 +244,22 @@ def parse_request(request, sender, limits: Limits) -> Generation:
         want_counts=(_scalar(request, "return_num_input_tokens", bool, False),
                      _scalar(request, "return_num_output_tokens", bool, False)),
         want_perf=_scalar(request, "return_perf_metrics", bool, False), want_log_probs=want_log_probs,
-        kwargs=kwargs)
+        kwargs=kwargs, adapter=adapter)
+
+
+def _adapter(request, limits):
+    """The adapter lora_task_id names (TensorRT-LLM's UINT64 input; 0 or absent: the base model)."""
+    task_id = _scalar(request, "lora_task_id", int, 0)
+    if task_id == 0:
+        return BASE
+    if limits.adapters is None:
+        raise _refuse("lora_task_id", f"{task_id} names a LoRA adapter, and this deployment serves none (only 0, "
+                      "the base model); declare adapters in the spec's model.adapters")
+    try:
+        return limits.adapters.name_of(task_id)
+    except KeyError:
+        raise _refuse("lora_task_id", f"{task_id} is not a LoRA adapter of this deployment; known ids: "
+                      f"{limits.adapters.describe()}") from None
 
 
 def _sampling(request, limits):

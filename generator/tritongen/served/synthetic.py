@@ -9,7 +9,8 @@ ordinary ids (never the end or pad id), so postprocessing detokenises real text.
 
 Decoupled: streamed requests get one response per `stream_interval` tokens (the last one the rest), others one
 response with all tokens. Honoured per
-request: request_output_len, streaming, return_num_input_tokens, return_num_output_tokens, stop (the backend's input: a request carrying stop=true ends the request in flight with
+request: request_output_len, streaming, return_num_input_tokens, return_num_output_tokens, lora_task_id (see
+ADAPTER_SHIFT), stop (the backend's input: a request carrying stop=true ends the request in flight with
 the same request id, as tensorrt_llm_bls sends it when its own client cancels); a cancelled request stops at its
 next token. Outputs carry the generated tokens only: exclude_input_in_output true (or unset) is what it does, and
 false is rejected with an error naming it rather than silently ignored, as is a guided_decoding_guide_type. Emission times are scheduled from the
@@ -42,6 +43,10 @@ from .error_kinds import BAD_REQUEST, RequestError
 from .stub import exit_with_server, param
 
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+ADAPTER_SHIFT = 97
+"""LoRA adapters (parameter lora_adapters: how many; lora_task_id 1..N): adapter k's tokens are the base's shifted
+by ADAPTER_SHIFT x k places in the id cycle, so its stream differs from the base's and the other adapters'
+deterministically and a test can tell which adapter answered."""
 
 
 def _scalar(request, name, default=None, cast=float):
@@ -70,6 +75,7 @@ class TritonPythonModel:
         self.ttft_s = float(param(config, "ttft_ms", "50")) / 1e3
         self.itl_s = float(param(config, "itl_ms", "10")) / 1e3
         self.interval = max(1, int(param(config, "stream_interval", "1")))
+        self.adapters = int(param(config, "lora_adapters", "0"))
         vocab = int(param(config, "vocab_size", "256"))
         reserved = {int(param(config, "end_id", "0")), int(param(config, "pad_id", "0"))}
         # Skip the lowest ids, where tokenizers keep their special tokens.
@@ -145,11 +151,17 @@ class TritonPythonModel:
                     if value != neutral:
                         raise RequestError(f"{name}: {value} > 1 is not supported by the synthetic runtime",
                                            BAD_REQUEST, name)
+                task_id = _scalar(request, "lora_task_id", 0, int)
+                if not 0 <= task_id <= self.adapters:
+                    known = "0 (the base)" + (f" to {self.adapters}" if self.adapters else "")
+                    raise RequestError(f"lora_task_id: {task_id} is not a LoRA adapter of this deployment; known "
+                                       f"ids: {known}", BAD_REQUEST, "lora_task_id")
                 req = _Request(sender, prompt_len, n_out,
                                streaming=self.decoupled and _scalar(request, "streaming", False, bool),
                                counts=(_scalar(request, "return_num_input_tokens", False, bool),
                                        _scalar(request, "return_num_output_tokens", False, bool)),
-                               first_id=prompt_len, triton_id=request.request_id(), arrival=now)
+                               first_id=prompt_len + ADAPTER_SHIFT * task_id, triton_id=request.request_id(),
+                               arrival=now)
             except Exception as err:  # a RequestError is tagged (error_kinds); others keep their raiser's words
                 sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(err))), flags=FINAL)
                 continue

@@ -14,7 +14,7 @@ import inspect
 import re
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, Field, ValidationError, ValidationInfo, create_model, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -159,12 +159,33 @@ class SpecCore(Section):
             problems.append(problem("serving.stream_interval", f"({self.serving.stream_interval}) is honoured by the "
                                     f"{names(lambda r: r.honours_stream_interval)} runtimes only; the {self.runtime} "
                                     "runtime sends a response per generated token", "remove it (or set 1)"))
+        problems.extend(self._adapter_problems())
         for section in RUNTIME_SECTIONS:
             if section is not rt.spec_section:
                 problems.extend(getattr(self, section.key).unused_problems())
         if problems:
             raise ValueError("\n".join(problems))
         return self
+
+
+    def _adapter_problems(self) -> list[str]:
+        shares = self.validation.load.adapters
+        known = {"base", *(a.name for a in self.model.adapters)}
+        problems = [problem(f"validation.load.adapters.{name}", f"names no adapter of model.adapters (known: "
+                            f"{', '.join(sorted(known))})", "use an adapter's name, or `base` for the base model")
+                    for name in shares if name not in known]
+        problems += [problem(f"validation.load.adapters.{name}", f"weight {weight:g} is not positive",
+                             "give it a weight > 0, or leave it out") for name, weight in shares.items() if weight <= 0]
+        if not self.model.adapters:
+            return problems
+        refused = runtime(self.runtime).adapters_refused(self)
+        if refused is not None:
+            return problems + [problem("model.adapters", f"the {self.runtime} runtime cannot serve them: {refused}",
+                            f"use runtime {names(lambda r: r.serves_adapters)}, or remove model.adapters")]
+        served = self.frontend.openai.served_model_name or self.name
+        return problems + [problem(f"model.adapters.{i}.name", f"{a.name!r} is the base model's served name (OpenAI "
+                                   "`model`)", "rename the adapter (or set frontend.openai.served_model_name)")
+                           for i, a in enumerate(self.model.adapters) if a.name == served]
 
 
 def _runtime_fields() -> dict[str, Any]:
@@ -284,6 +305,13 @@ def explain(model: type[BaseModel] = Spec, prefix: str = "") -> list[tuple[str, 
         if isinstance(ann, type) and issubclass(ann, BaseModel):
             rows.append((path, "section", "", field.description or ""))
             rows.extend(explain(ann, path + "."))
+            continue
+        item = get_args(ann)[0] if get_origin(ann) in (tuple, list) and get_args(ann) else None
+        if isinstance(item, type) and issubclass(item, BaseModel):
+            # A list of sections (model.adapters): its entries' fields under `path[].`.
+            doc = (field.description or "").replace("\n", " ")
+            rows.append((path, f"list of {item.__name__}", repr(field.get_default(call_default_factory=True)), doc))
+            rows.extend(explain(item, path + "[]."))
             continue
         default = "required" if field.is_required() else repr(field.get_default(call_default_factory=True))
         type_name = str(ann).replace("typing.", "") if not isinstance(ann, type) else ann.__name__

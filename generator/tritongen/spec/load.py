@@ -76,6 +76,11 @@ class LoadSection(Section):
     cancel_after_ms: float = Field(100, gt=0)
     """How long after sending a request to be cancelled the client cancels it."""
 
+    adapters: dict[str, float] = Field(default_factory=dict)
+    """Traffic share per LoRA adapter (model.adapters names; `base` for the base model), relative weights > 0:
+    each request picks one by weight, and the report gives every adapter's figures. Empty: every request goes to
+    the base model."""
+
     @model_validator(mode="after")
     def _load_rules(self) -> LoadSection:
         problems = []

@@ -44,13 +44,18 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 ENGINE_ARGS = {"model", "tokenizer", "dtype", "max_model_len", "max_num_seqs", "tensor_parallel_size",
-               "gpu_memory_utilization", "enable_prefix_caching", "trust_remote_code"}
+               "gpu_memory_utilization", "enable_prefix_caching", "trust_remote_code", "enable_lora", "max_lora_rank",
+               "max_loras"}
 SAMPLING = {"max_tokens": 16, "min_tokens": 0, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "seed": None,
             "stop": None, "presence_penalty": 0.0, "frequency_penalty": 0.0, "structured_outputs": None}
 # StructuredOutputsParams: exactly one constraint, and the options that shape it.
 CONSTRAINTS = ("json", "regex", "choice", "grammar", "json_object", "structural_tag")
 OPTIONS = ("disable_any_whitespace", "disable_additional_properties", "whitespace_pattern")
 FLAGS = ("return_finish_reason", "return_num_input_tokens", "return_num_output_tokens")
+
+
+class LoraError(Exception):
+    """A lora_name the backend refuses before the request starts (_verify_loras, answered by respond_error)."""
 
 
 class RequestError(Exception):
@@ -75,6 +80,7 @@ def _triton_sampling_params(text: str) -> dict | None:
 def _sampling(text: str) -> dict:  # facts: sampling_limits
     """SamplingParams from the JSON string, with vLLM's defaults and the checks its constructor makes."""
     given = json.loads(text or "{}")
+    given.pop("lora_name", None)  # TritonSamplingParams' own field: _verify_loras checked it
     unknown = sorted(set(given) - set(SAMPLING))
     if unknown:
         raise RequestError(f"this test double takes no SamplingParams field {', '.join(unknown)}")
@@ -148,6 +154,8 @@ class Generation:
     closed: bool = False
     matcher: object = None
     """XGrammar's matcher of a request with structured_outputs (vLLM's default backend)."""
+    adapter: str = "__base__"
+    """The request's lora_name (PEFT's name for "none": __base__)."""
 
 
 class TritonPythonModel:
@@ -173,6 +181,7 @@ class TritonPythonModel:
         dtype = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16,
                  "float16": torch.float16}[engine.get("dtype", "auto")]
         self.model = AutoModelForCausalLM.from_pretrained(engine["model"], dtype=dtype).eval()
+        self._setup_lora(engine, os.path.dirname(path))
         self.max_model_len = int(engine.get("max_model_len") or 2048)
         self.max_num_seqs = int(engine.get("max_num_seqs") or 256)
         params = self.model_config.get("parameters", {})
@@ -199,15 +208,61 @@ class TritonPythonModel:
         self.thread = threading.Thread(target=self._loop, daemon=True)
         self.thread.start()
 
+    def _setup_lora(self, engine: dict, folder: str) -> None:  # facts: lora_setup
+        """enable_lora (a string or a bool) makes multi_lora.json beside model.json required; its adapters load
+        with PEFT here (vLLM loads them on first use), so a request's lora_name changes its tokens."""
+        self.loras: list[str] = []
+        self.enable_lora = str(engine.get("enable_lora", "")).lower() == "true"
+        if not self.enable_lora:
+            return
+        path = os.path.join(folder, "multi_lora.json")
+        try:
+            with open(path) as f:
+                repository = json.load(f)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"Triton backend cannot find {path}.") from None
+        from peft import PeftModel
+
+        self.loras = list(repository)
+        for i, (name, adapter) in enumerate(repository.items()):
+            if i == 0:
+                self.model = PeftModel.from_pretrained(self.model, adapter, adapter_name=name).eval()
+            else:
+                self.model.load_adapter(adapter, adapter_name=name)
+
+    def _verify_lora(self, request) -> str:  # facts: lora_verify
+        """The request's lora_name ("__base__" without one), or the backend's error for it."""
+        tensor = pb_utils.get_input_tensor_by_name(request, "sampling_parameters")
+        text = tensor.as_numpy()[0].decode("utf-8") if tensor is not None else request.parameters()
+        try:
+            name = json.loads(text or "{}").pop("lora_name", None)
+        except (ValueError, AttributeError):
+            return "__base__"  # the sampling parameters' own error follows
+        if name is None:
+            return "__base__"
+        if not self.enable_lora:
+            raise LoraError("LoRA feature is not enabled.")
+        if name not in self.loras:
+            raise LoraError(f"LoRA {name} is not supported, we currently support {self.loras}")
+        return name
+
     # ------------------------------------------------------------------ requests
     def execute(self, requests):
         for request in requests:
             sender = request.get_response_sender()
             try:
+                adapter = self._verify_lora(request)
+            except LoraError as err:  # respond_error: the message as it is, no "Error generating stream"
+                sender.send(pb_utils.InferenceResponse(
+                    output_tensors=[pb_utils.Tensor("text_output", np.asarray([str(err)], dtype=np.object_))],
+                    error=pb_utils.TritonError(str(err))), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                continue
+            try:
                 gen = self._convert(request, sender)
             except Exception as err:  # noqa: BLE001 - every failure becomes the request's one error response
                 self._fail(sender, err)
                 continue
+            gen.adapter = adapter
             with self.lock:
                 self.waiting.append(gen)
                 self._count()
@@ -321,7 +376,8 @@ class TritonPythonModel:
         torch, p = self.torch, gen.params
         with torch.no_grad():
             ids = gen.prompt_ids if gen.cache is None else gen.generated[-1:]
-            out = self.model(input_ids=torch.tensor([ids]), past_key_values=gen.cache, use_cache=True)
+            lora = {"adapter_names": [gen.adapter]} if self.enable_lora else {}
+            out = self.model(input_ids=torch.tensor([ids]), past_key_values=gen.cache, use_cache=True, **lora)
         gen.cache = out.past_key_values
         logits = out.logits[0, -1].float()
         if gen.matcher is not None:

@@ -14,12 +14,18 @@ router = APIRouter(dependencies=[Depends(require_key)])
 @router.get("/v1/models")
 async def list_models(request: Request) -> ModelList:
     state = request.app.state.frontend
-    return ModelList(data=[ModelCard(id=m.name, created=state.created) for m in state.config.models])
+    return ModelList(data=[_card(m, state.created) for m in state.config.models])
+
+
+def _card(route, created: int) -> ModelCard:
+    # vLLM's shape: the base's root is its own id, an adapter's root its folder and its parent the base's id.
+    return ModelCard(id=route.name, created=created, root=route.root or route.name, parent=route.parent)
 
 
 @router.get("/v1/models/{name:path}")
 async def get_model(name: str, request: Request) -> ModelCard:
     state = request.app.state.frontend
-    if state.config.route(name) is None:
+    route = state.config.route(name)
+    if route is None:
         raise APIError(404, f"The model `{name}` does not exist", param="model", code="model_not_found")
-    return ModelCard(id=name, created=state.created)
+    return _card(route, state.created)

@@ -3,6 +3,7 @@ continuous batching (tritongen.served.hf_model). It runs anywhere, CPU included.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -63,6 +64,9 @@ def hf_parameters(plan: PlanView, checkpoint_dir: str, group: ServerGroupPlan | 
     blocks = kv_cache_blocks(plan.kv_tokens if group is None else group.kv_tokens, hf.block_size)
     # Off (0) is the model's own default, so the parameter is rendered only when set.
     flush = {"stream_flush_ms": str(hf.stream_flush_ms)} if hf.stream_flush_ms else {}
+    # Rendered only with adapters, so a deployment without them renders as before (served/hf_adapters.py reads it).
+    adapters = {"lora_adapters": json.dumps([{"task_id": a.task_id, "name": a.name, "path": a.path}
+                                             for a in plan.adapters])} if plan.adapters else {}
     return {
         "hf_model_path": checkpoint_dir,
         "dtype": hf.dtype,
@@ -83,6 +87,7 @@ def hf_parameters(plan: PlanView, checkpoint_dir: str, group: ServerGroupPlan | 
         "tokenizer_dir": tokenizer_dir or plan.tokenizer.dir,
         "max_schema_bytes": str(plan.structured_output.max_schema_bytes),
         **flush,
+        **adapters,
     }
 
 
@@ -97,6 +102,7 @@ class HfRuntime(Runtime[HFRuntimePlan]):
     choice = "portable python model on transformers; pick it for CPUs, CI and GPUs without TensorRT-LLM"
     honours_stream_flush = True
     needs_tokenizer_files = True
+    serves_adapters = True
     builds_image = True
     base_image = HF_BASE_IMAGE
 

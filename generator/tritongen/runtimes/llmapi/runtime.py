@@ -37,6 +37,13 @@ def llmapi_instances(spec: SpecView) -> int:
 
 class LlmApiRuntime(Runtime[LlmApiPlan]):
     name = "trtllm"
+
+    def adapters_refused(self, spec: SpecView) -> str | None:
+        # tests/fixtures/nvidia/trtllm-1.2.1.json: the llmapi model.py read (044a90d2) passes no LoRA request to
+        # generate_async; the lora_id/lora_name/lora_path inputs appear only with a later helpers.py.
+        return (f"the LLM-API Triton model of TensorRT-LLM {TRTLLM.version} passes no LoRA request to the LLM "
+                "(its model.py calls generate_async without lora_request; per-request lora_id/lora_name/lora_path "
+                "came with a later release), so no adapter could be chosen per request")
     settings = LlmApiPlan
     spec_section = LlmApiSection
     summary = (f"NVIDIA's llmapi model (LLM API, PyTorch backend, no engine build; TensorRT-LLM {TRTLLM.version}, "

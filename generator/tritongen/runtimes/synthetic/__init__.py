@@ -59,6 +59,8 @@ def synthetic_parameters(plan: PlanView) -> dict[str, str]:
     params = {"ttft_ms": f"{syn.ttft_ms:g}", "itl_ms": f"{syn.itl_ms:g}",
               "vocab_size": str(plan.tokenizer.vocab_size), "end_id": str(plan.tokenizer.end_id),
               "pad_id": str(plan.tokenizer.pad_id), "stream_interval": str(plan.stream_interval)}
+    if plan.adapters:  # rendered only with adapters, so other deployments render as before
+        params["lora_adapters"] = str(len(plan.adapters))
     if syn.engine is not None:
         params.update({"engine_model": "true", **{f"engine_{k}": f"{v:g}" for k, v in syn.engine.model_dump().items()}})
     return params
@@ -74,6 +76,8 @@ class SyntheticRuntime(Runtime[SyntheticPlan]):
     upstream = HF_UPSTREAM
     choice = ("a token source with a configured TTFT/ITL and no model, to measure the serving path and the load "
               "generator alone")
+
+    serves_adapters = True
 
     def kv_sequences(self, spec: SpecView, max_batch_size: int) -> int | None:
         return None  # a token source keeps no KV cache

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from tritongen.core import PlanView, Ports
 from tritongen.runtimes.base import RuntimeSettings
+from tritongen.runtimes.tensorrtllm.lora import LoraBuild, LoraPlan, build_flags, cache_parameters
 from tritongen.runtimes.tensorrtllm.release import TRTLLM, TrtllmRelease  # noqa: F401 (re-exported)
 from tritongen.runtimes.tensorrtllm import xgrammar_info
 
@@ -67,6 +68,8 @@ class BuildSettings(BaseModel):
     # Fixed by tritongen: in-flight batching cannot run without them.
     kv_cache_type: Literal["paged"] = "paged"
     remove_input_padding: Literal[True] = True
+    lora: LoraBuild | None = None
+    """The LoRA plugin for the plan's adapters (None: no plugin; left out of the cache key then)."""
 
     @property
     def needs_calibration(self) -> bool:
@@ -103,6 +106,8 @@ class TensorrtllmPlan(RuntimeSettings):
     enable_chunked_context: bool
     gpu_device_ids: tuple[tuple[int, ...], ...] | None
     """Without a placement: the GPUs of the one model instance (placement.gpu_ids); None means all visible."""
+    lora: LoraPlan | None = None
+    """With adapters: the converted adapters' folder and the LoRA cache's host memory."""
 
     @property
     def world_size(self) -> int:
@@ -146,6 +151,8 @@ def build_commands(s: BuildSettings, checkpoint_dir: str | os.PathLike[str], out
         "--remove_input_padding", "enable",
         "--use_paged_context_fmha", "enable" if s.use_paged_context_fmha else "disable",
     ]
+    if s.lora is not None:
+        build += build_flags(s.lora, s.dtype)
     if s.world_size > 1:
         # One build process per rank engine instead of building the ranks one after another.
         build += ["--workers", str(s.world_size)]
@@ -205,6 +212,7 @@ def tensorrt_llm_parameters(plan: PlanView, engine_dir: str | os.PathLike[str], 
         "lora_cache_gpu_memory_fraction": "0.05",
         "lora_cache_host_memory_bytes": str(1 << 30),
         "lora_prefetch_dir": "",
+        **(cache_parameters(trt.build.lora, trt.lora) if trt.lora is not None and trt.build.lora else {}),
         "decoding_mode": "top_k_top_p" if beam == 1 else "beam_search",
         "executor_worker_path": TRTLLM.executor_worker_path,
         "lookahead_window_size": "",

@@ -22,7 +22,7 @@ import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -30,6 +30,7 @@ from typing import Any, Literal
 import docker
 from docker.types import DeviceRequest, Mount, Ulimit
 
+from tritongen.core import AdapterPlan
 from tritongen.errors import CheckFailed, EnvironmentMissing, SpecError, problem
 from tritongen.runtimes.tensorrtllm import (CONTAINER_EXAMPLES, LLAMA_FAMILY, TRTLLM, BuildSettings, TensorrtllmPlan,
                                             build_commands, xgrammar_info)
@@ -45,12 +46,15 @@ CACHE_KEY_FIELDS = (
     "engine.max_num_tokens", "engine.max_beam_width", "engine.use_paged_context_fmha", "engine.gemm_plugin",
     "engine.calibration_dataset",  # enters through its content digest (calibration_digest), never its path
     "engine.gpu_arch",  # enters as the resolved architecture (flag, this field, the inventory or NVML)
+    # The LoRA plugin: the adapters' target modules and the largest rank, never their paths or weights (those are
+    # converted beside the engine, content-addressed on their own: runtimes/tensorrtllm/lora.py).
+    "model.adapters", "model.adapters[].path", "model.max_adapter_rank",
 )
 # Prefixes of fields that do not: runtime parameters, placement, load tests, where things live. The checkpoint
 # enters through its content digest, never through its path.
 CACHE_KEY_IGNORED = (
     "version", "name", "runtime", "model.checkpoint", "model.tokenizer", "model.dtype", "model.add_special_tokens",
-    "model.skip_special_tokens", "engine.engine_dir", "engine.cache_dir", "engine.batching_strategy",
+    "model.skip_special_tokens", "model.adapters[].name", "engine.engine_dir", "engine.cache_dir", "engine.batching_strategy",
     "engine.batch_scheduler_policy", "engine.enable_chunked_context", "serving.", "placement.", "validation.",
     "deploy.", "frontend.", "structured_output.",
 )
@@ -141,7 +145,9 @@ def cache_key(build: BuildSettings, checkpoint_digest: str, trtllm_version: str,
 
     `calibration` is the local calibration dataset's digest, None when quantize.py uses its hub default.
     """
-    factors: dict[str, Any] = {"schema": 1, "build": build.model_dump(mode="json"), "checkpoint": checkpoint_digest,
+    # exclude_none: an engine without the LoRA plugin keeps the key it had before the plugin was a setting.
+    factors: dict[str, Any] = {"schema": 1, "build": build.model_dump(mode="json", exclude_none=True),
+                               "checkpoint": checkpoint_digest,
                                "tensorrt_llm": trtllm_version, "gpu_arch": gpu_arch}
     if build.needs_calibration:
         factors["calibration"] = calibration or "hub:default"
@@ -288,12 +294,25 @@ def _architecture(checkpoint_dir: Path) -> str:
     return archs[0]
 
 
+def _convert_adapters(trt: TensorrtllmPlan, adapters: Sequence[AdapterPlan], log: Callable[[str], None]) -> None:
+    """The plan's adapters as the tensorrt_llm model prefetches them (lora_prefetch_dir), converted here: it is
+    numpy work, no TensorRT-LLM needed; a folder of the same content key is kept."""
+    from tritongen.runtimes.tensorrtllm.lora import write_prefetch
+
+    assert trt.lora is not None
+    if write_prefetch(adapters, trt.lora.prefetch_dir):
+        log(f"LoRA adapters converted: {trt.lora.prefetch_dir}")
+    else:
+        log(f"LoRA adapters cache hit: {trt.lora.prefetch_dir}")
+
+
 def build_engine(trt: TensorrtllmPlan, checkpoint_dir: str | os.PathLike[str], *,
                  examples_dir: str | os.PathLike[str] | None = None, dry_run: bool = False,
-                 log: Callable[[str], None] = print) -> EngineBuild:
+                 log: Callable[[str], None] = print, adapters: Sequence[AdapterPlan] = ()) -> EngineBuild:
     """Return the cached engine of a Plan's tensorrtllm section for `checkpoint_dir` (the Plan's
     paths.checkpoint), building it first on a miss.
 
+    `adapters` (the Plan's) are converted into the section's LoRA prefetch folder first, cache hit or not.
     `examples_dir` is the `examples/` folder of a NVIDIA/TensorRT-LLM checkout at the pinned tag (the conversion
     scripts are not part of the pip package). The build runs here when this interpreter imports the pinned
     TensorRT-LLM, else in the pinned container through the docker engine; with neither, EnvironmentMissing.
@@ -311,6 +330,8 @@ def build_engine(trt: TensorrtllmPlan, checkpoint_dir: str | os.PathLike[str], *
                                 "re-plan (`tritongen plan SPEC --json`) or build from the spec"))
     root = Path(trt.cache_dir)
     target = root / key
+    if trt.lora is not None and not dry_run:
+        _convert_adapters(trt, adapters, log)
     if _cache_hit(target, key):
         log(f"engine cache hit: {target}")
         return EngineBuild(key, target, [], "cache")

@@ -16,6 +16,7 @@ from tritongen.runtimes.tensorrtllm import (
     tensorrt_llm_parameters,
 )
 from tritongen.runtimes.tensorrtllm import xgrammar_info
+from tritongen.runtimes.tensorrtllm.lora import LoraBuild, lora_build, lora_plan
 from tritongen.runtimes.tensorrtllm.release import upstream
 from tritongen.runtimes.tensorrtllm.spec import EngineSection
 
@@ -29,16 +30,17 @@ QUANT_ALGO = {"none": None, "fp8": "FP8", "int8_weight_only": "W8A16", "int4_wei
 KV_QUANT_ALGO = {"auto": None, "fp8": "FP8", "int8": "INT8"}
 
 
-def build_settings(engine: Any, max_batch_size: int) -> BuildSettings:
+def build_settings(engine: Any, max_batch_size: int, lora: LoraBuild | None = None) -> BuildSettings:
     """The engine's build settings from the spec's engine section, defaults resolved; `max_batch_size` is the
-    Plan's (the engine's batch unless engine.build_max_batch_size pins it)."""
+    Plan's (the engine's batch unless engine.build_max_batch_size pins it); `lora` the plugin for the adapters."""
     e = engine
     return BuildSettings(
         tp_size=e.tp_size, pp_size=e.pp_size, dtype=e.dtype, quantization=e.quantization,
         kv_cache_dtype=e.kv_cache_dtype, max_batch_size=e.build_max_batch_size or max_batch_size,
         max_input_len=e.max_input_len, max_seq_len=e.max_seq_len,
         max_num_tokens=e.max_num_tokens or DEFAULT_MAX_NUM_TOKENS,
-        max_beam_width=e.max_beam_width, use_paged_context_fmha=e.use_paged_context_fmha, gemm_plugin=e.gemm_plugin)
+        max_beam_width=e.max_beam_width, use_paged_context_fmha=e.use_paged_context_fmha, gemm_plugin=e.gemm_plugin,
+        lora=lora)
 
 
 def _gpu_device_ids(spec: SpecView) -> list[int] | None:
@@ -54,6 +56,8 @@ def _gpu_device_ids(spec: SpecView) -> list[int] | None:
 
 class TensorrtllmRuntime(Runtime[TensorrtllmPlan]):
     name = "tensorrtllm"
+
+    serves_adapters = True
     settings = TensorrtllmPlan
     spec_section = EngineSection
     summary = f"C++ tensorrtllm backend, engine from trtllm-build (TensorRT-LLM {TRTLLM.version}, {TRTLLM.container})"
@@ -123,14 +127,16 @@ class TensorrtllmRuntime(Runtime[TensorrtllmPlan]):
         section = TensorrtllmPlan(
             engine_dir=str(ctx.resolve(given)) if given else "", engine_key=None,
             cache_dir=str(ctx.resolve(e.cache_dir)),
-            gpu_arch=gpu_arch, build=build_settings(e, ctx.max_batch_size),
+            gpu_arch=gpu_arch,
+            build=build_settings(e, ctx.max_batch_size, lora_build(ctx.adapters, ctx.max_adapter_rank)),
             calibration_dataset=str(ctx.resolve(e.calibration_dataset)) if e.calibration_dataset else None,
             build_gpus=tuple(spec.placement.gpu_ids), batching_strategy=e.batching_strategy,
             batch_scheduler_policy=e.batch_scheduler_policy,
             kv_cache_free_gpu_mem_fraction=s.kv_cache.free_gpu_mem_fraction,
             kv_cache_host_memory_bytes=s.kv_cache.host_memory_bytes, enable_kv_cache_reuse=s.kv_cache.enable_reuse,
             enable_chunked_context=e.enable_chunked_context,
-            gpu_device_ids=(tuple(gpu_ids),) if gpu_ids else None)
+            gpu_device_ids=(tuple(gpu_ids),) if gpu_ids else None,
+            lora=lora_plan(ctx.adapters, str(ctx.resolve(e.cache_dir))) if ctx.adapters else None)
         if given:
             return section
         key = engine_key(section, ctx.checkpoint, planning=True)
@@ -226,7 +232,8 @@ class TensorrtllmRuntime(Runtime[TensorrtllmPlan]):
                 raise SpecError(problem(field, f"{trt.gpu_arch}, but this machine's GPU 0 is {here} and an engine "
                                         "runs only on the architecture it was built for",
                                         f"build on an {trt.gpu_arch} machine, or {fix}"))
-        return build_engine(trt, plan.paths.checkpoint, examples_dir=examples_dir, dry_run=dry_run)
+        return build_engine(trt, plan.paths.checkpoint, examples_dir=examples_dir, dry_run=dry_run,
+                            adapters=plan.adapters)
 
     def engine_build_commands(self, plan: PlanView, checkpoint: str, engine: str, *, converted_dir: str,
                               examples_dir: str, calibration_dir: str | None) -> list[list[str]]:

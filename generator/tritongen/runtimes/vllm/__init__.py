@@ -59,9 +59,17 @@ CONTRACT_OUTPUTS = (
 # vLLM's own default, written out so that model.json does not depend on the release's default.
 GPU_MEMORY_UTILIZATION = 0.9
 
-# model.json keys tritongen writes: fields of vLLM's EngineArgs (tests/fixtures/nvidia names where they were read).
+# model.json keys tritongen writes: fields of vLLM's EngineArgs (tests/fixtures/nvidia names where they were read;
+# the LoRA ones: vllm/engine/arg_utils.py and vllm/config/lora.py, and the backend's _setup_lora reads enable_lora).
 ENGINE_ARGS_KEYS = frozenset({"model", "tokenizer", "dtype", "max_model_len", "max_num_seqs", "tensor_parallel_size",
-                              "gpu_memory_utilization", "enable_prefix_caching", "trust_remote_code"})
+                              "gpu_memory_utilization", "enable_prefix_caching", "trust_remote_code", "enable_lora",
+                              "max_lora_rank", "max_loras"})
+# vLLM's LoRAConfig takes only these max_lora_rank values (vllm/config/lora.py, MaxLoRARanks, vLLM main as stored;
+# the pinned container's vLLM tag was not readable): the plan's maximum is rounded up to one of them.
+MAX_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+# Next to model.json (the backend reads it from pb_utils.get_model_dir() when enable_lora is true): {name: folder};
+# the backend numbers the adapters 1, 2, ... in this order (LoRARequest(str(i + 1), i + 1, path)), as the plan does.
+MULTI_LORA = "multi_lora.json"
 
 
 class VllmPlan(RuntimeSettings):
@@ -75,6 +83,19 @@ class VllmPlan(RuntimeSettings):
     max_model_len: int
     gpu_memory_utilization: float
     enable_prefix_caching: bool
+    max_lora_rank: int | None = None
+    """With adapters: model.json's max_lora_rank (the plan's maximum rank, rounded up to a rank vLLM takes)."""
+    max_loras: int | None = None
+    """With adapters: model.json's max_loras, the adapters one batch holds (all of them, so any mix is served)."""
+
+
+def max_lora_rank(rank: int) -> int:
+    """The smallest rank vLLM's LoRAConfig takes that holds `rank`; SpecError above its largest."""
+    fits = [r for r in MAX_LORA_RANKS if r >= rank]
+    if not fits:
+        raise SpecError(problem("model.max_adapter_rank", f"rank {rank} is above vLLM's largest max_lora_rank "
+                                f"{MAX_LORA_RANKS[-1]}", f"serve adapters of rank {MAX_LORA_RANKS[-1]} at most"))
+    return fits[0]
 
 
 def engine_args(plan: PlanView, checkpoint: str, tokenizer: str) -> dict[str, Any]:
@@ -87,6 +108,8 @@ def engine_args(plan: PlanView, checkpoint: str, tokenizer: str) -> dict[str, An
     args.update({"dtype": v.dtype, "max_model_len": v.max_model_len, "max_num_seqs": plan.max_batch_size,
                  "tensor_parallel_size": 1, "gpu_memory_utilization": v.gpu_memory_utilization,
                  "enable_prefix_caching": v.enable_prefix_caching, "trust_remote_code": False})
+    if v.max_lora_rank is not None:
+        args.update({"enable_lora": True, "max_lora_rank": v.max_lora_rank, "max_loras": v.max_loras})
     return args
 
 
@@ -131,6 +154,7 @@ class VllmRuntime(Runtime[VllmPlan]):
     runs_on_cpu = False
     honours_stream_interval = False
     group_configs = False  # one model.json for every server group
+    serves_adapters = True
     embedded = False
 
     def guided_decoding(self, spec: SpecView) -> tuple[tuple[str, ...], str]:
@@ -159,12 +183,18 @@ class VllmRuntime(Runtime[VllmPlan]):
         return VllmPlan(checkpoint_dir=str(ctx.checkpoint), separate_tokenizer=spec.model.tokenizer is not None,
                         dtype=spec.model.dtype, max_model_len=max_model_len,
                         gpu_memory_utilization=GPU_MEMORY_UTILIZATION,
-                        enable_prefix_caching=spec.serving.kv_cache.enable_reuse)
+                        enable_prefix_caching=spec.serving.kv_cache.enable_reuse,
+                        **({"max_lora_rank": max_lora_rank(ctx.max_adapter_rank or 1), "max_loras": len(ctx.adapters)}
+                           if ctx.adapters else {}))
 
     def model_files(self, plan: PlanView, where: Locations, render: Renderer) -> dict[str, bytes]:
         body = json.dumps(engine_args(plan, where.checkpoint, where.tokenizer), indent=2) + "\n"
         # JSON has no comments, so model.json cannot carry the generated-file header; config.pbtxt does.
-        return {f"{MODEL}/config.pbtxt": model_config(plan, render.header), f"{MODEL}/1/model.json": body.encode()}
+        files = {f"{MODEL}/config.pbtxt": model_config(plan, render.header), f"{MODEL}/1/model.json": body.encode()}
+        if plan.adapters:
+            loras = {a.name: a.path for a in plan.adapters}
+            files[f"{MODEL}/1/{MULTI_LORA}"] = (json.dumps(loras, indent=2) + "\n").encode()
+        return files
 
     def check_repository(self, repo: Path) -> list[tuple[str, str]]:
         """Every key of a vLLM model's 1/model.json is an EngineArgs field tritongen checked."""

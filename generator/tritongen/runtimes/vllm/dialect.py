@@ -60,11 +60,15 @@ class VllmDialect(Dialect):
 
     def request_inputs(self, prompt: str, max_tokens: int, *, stream: bool, stop: Iterable[str] = (),
                        guide: tuple[str, str] | None = None, **sampling: Any) -> list[tuple[str, str, np.ndarray]]:
-        """`sampling` keys are SAMPLING_FIELDS' (None values are left out: vLLM's defaults apply); `guide` goes in
-        as `structured_outputs` (structured_outputs())."""
+        """`sampling` keys are SAMPLING_FIELDS' (None values are left out: vLLM's defaults apply), and `lora_name`:
+        an adapter of multi_lora.json, which the backend reads from sampling_parameters; `guide` goes in as
+        `structured_outputs` (structured_outputs())."""
         params: dict[str, Any] = {"max_tokens": max_tokens}
         if guide is not None:
             params["structured_outputs"] = structured_outputs(*guide)
+        lora_name = sampling.pop("lora_name", None)
+        if lora_name is not None:
+            params["lora_name"] = lora_name
         stop = [s for s in stop if s]  # vLLM refuses an empty stop string
         if stop:
             params["stop"] = stop
