@@ -8,9 +8,9 @@ adapters leave alone.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from pathlib import Path
+
+from tritongen.demo.model import write_folder
 
 # (target modules, rank) of adapter k, cycling: attention only, every linear layer, MLP only.
 SHAPES = ((("q_proj", "v_proj"), 4), (("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"), 8),
@@ -43,15 +43,5 @@ def make_demo_adapters(checkpoint: str | Path, count: int, *, seed: int = 0, for
                 if "lora_" in name:
                     # Large enough to move the demo model's sharp output head (x20) to other tokens.
                     param.copy_(torch.randn(param.shape, generator=generator) * 0.3)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-        try:
-            model.save_pretrained(tmp)
-            tmp.chmod(0o755)
-            if out.exists():
-                shutil.rmtree(out)
-            tmp.rename(out)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+        write_folder(out, model.save_pretrained)
     return paths

@@ -11,6 +11,7 @@ import json
 import shutil
 import tempfile
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 # torch, transformers and tokenizers (several seconds of CPU to import) are imported where the model is made:
@@ -146,11 +147,17 @@ def make_demo_model(out_dir: str | Path, *, seed: int = 0, vocab_size: int = 512
         model.lm_head.weight.mul_(20.0)
     if recite:
         _recite(model, tok, recite)
+    write_folder(out, lambda tmp: (model.save_pretrained(tmp, safe_serialization=True), tok.save_pretrained(tmp)))
+    return out
+
+
+def write_folder(out: Path, write: Callable[[Path], object]) -> None:
+    """`write` fills a temporary folder beside `out`, which then replaces `out`: a failed write leaves nothing
+    half-written and the old folder in place."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        model.save_pretrained(tmp, safe_serialization=True)
-        tok.save_pretrained(tmp)
+        write(tmp)
         tmp.chmod(0o755)
         if out.exists():
             shutil.rmtree(out)
@@ -158,4 +165,3 @@ def make_demo_model(out_dir: str | Path, *, seed: int = 0, vocab_size: int = 512
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return out
