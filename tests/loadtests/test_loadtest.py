@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import queue
 import subprocess
 import sys
 import time
