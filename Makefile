@@ -32,6 +32,11 @@ $(STAMP): pyproject.toml $(PINS)
 	$(BIN)/python -m pip install -q -c $(PINS) torch || $(BIN)/python -m pip install -q torch
 	$(BUILD_BACKEND)
 	$(EDITABLE) -c $(PINS) -e ".[dev]"
+	# xgrammar requires OpenAI's triton on Linux x86_64 for its CUDA kernels only (the CPU path never imports it);
+	# with the CPU torch it is dead weight that torch._dynamo loads into every stub that generates (~90 MB each).
+	# A CUDA torch keeps the triton it brings.
+	$(BIN)/python -c "import sys, torch; sys.exit(torch.version.cuda is not None)" \
+		&& $(BIN)/python -m pip uninstall -q -y triton || true
 	touch $(STAMP) $(NATIVE_STAMP)
 
 # After a change to the backends' sources (or in a .venv made before the package build compiled them): the same
