@@ -73,3 +73,54 @@ def test_sigterm_under_load_drains_every_entry_within_the_grace_period(tiny_mode
         assert ended == [], (model, ended)
     alive = [p for p in stubs if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
     assert alive == [] and [r for r in regions if (Path("/dev/shm") / r).exists()] == []
+
+
+def _refused_requests(server) -> list[str]:
+    """Requests tritonserver refuses at input validation, each from a client that closes its stream or
+    connection afterwards, as tritongen's own clients do (generate, the OpenAI frontend, loadtest's users)."""
+    import json
+    import queue
+    import urllib.error
+    import urllib.request
+
+    import numpy as np
+    import tritonclient.grpc as grpcclient
+
+    from streaming_text import grpc_tensor
+
+    said = []
+    for model in ("ensemble", "tensorrt_llm_bls"):
+        results: queue.Queue = queue.Queue()
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        client.start_stream(callback=lambda result, error: results.put(error))
+        client.async_stream_infer(model, [grpc_tensor("text_input", np.array([[1]], np.int32))])
+        said.append(str(results.get(timeout=30)))
+        client.stop_stream()
+        client.close()
+    request = urllib.request.Request(f"http://{server.http_url}/v2/models/tensorrt_llm_bls/generate",
+                                     data=json.dumps({"max_tokens": 2}).encode(), method="POST")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)
+    said.append(refused.value.read().decode())
+    return said
+
+
+def test_idle_hf_server_stops_in_seconds_without_a_crashed_stub_also_after_refused_requests(tiny_repo, tmp_path):
+    """The hf model's stub exits 0 on unload (it died by SIGSEGV in the interpreter's teardown on every unload),
+    and an idle stop takes seconds, also after requests tritonserver refused."""
+    from tritongen.serve import TritonServer
+
+    log = tmp_path / "tritonserver.log"
+    server = TritonServer(tiny_repo, log_path=log, grace_s=30).start(300)
+    try:
+        said = _refused_requests(server)
+        t0 = time.monotonic()
+        server.stop()
+        took = time.monotonic() - t0
+    finally:
+        server.stop(grace=5)
+    assert all("text_input" in s for s in said), said
+    assert server.process.returncode == 0, server.log_tail(40)
+    assert server.stop_warnings == []
+    assert "Segmentation fault" not in log.read_text(errors="replace")
+    assert took < 5, (took, server.log_tail(30))

@@ -31,7 +31,7 @@ from transformers.generation.configuration_utils import ContinuousBatchingConfig
 from .error_kinds import INTERNAL, UNAVAILABLE, RequestError, tagged
 from .hf_requests import (
     FINAL, Limits, MinTokensProcessor, error_response, install_processor, parse_request, response_for)
-from .stub import param
+from .stub import leave_without_teardown, param
 
 DTYPES = {"auto": "auto", "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 ATTENTION = ("sdpa_mem_efficient", "sdpa", "eager")
@@ -541,3 +541,4 @@ class TritonPythonModel:
             pb_utils.Logger.log_error(f"{self.model_name}: stopping continuous batching: {err!r}")
         self.dispatcher.join(timeout=5)
         self.watcher.join(timeout=5)
+        leave_without_teardown()

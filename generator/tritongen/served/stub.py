@@ -5,6 +5,7 @@ Render ships this module beside each python model (tritongen.served.SHIPPED); it
 """
 
 import os
+import sys
 import threading
 import time
 
@@ -26,3 +27,20 @@ def exit_with_server(name):
         os._exit(1)
 
     threading.Thread(target=watch, name=name, daemon=True).start()
+
+
+def leave_without_teardown():
+    """End the stub at the end of `finalize`, skipping the embedded interpreter's teardown.
+
+    The python backend's stub answers the server's finalize request before it calls the model's `finalize`
+    (python_backend r24.10 src/pb_stub.cc: RunCommand sends PYTHONSTUB_FinalizeResponse, then main calls
+    Stub::Finalize and returns, destroying the interpreter); the server then only waits for the process to exit.
+    With torch loaded that teardown's garbage collection died by SIGSEGV on every unload (faulthandler:
+    "Garbage-collecting", no Python frame), also of an idle model, after `finalize` had released everything. Nothing
+    of the model is left to do once `finalize` returns, so the process ends here, with code 0."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # a closed stream has nothing to flush
+            pass
+    os._exit(0)
