@@ -26,7 +26,7 @@ from transformers import AutoTokenizer
 
 from .detokenizer import IncrementalDetokenizer, StopStrings, held_ids
 from .error_kinds import BAD_REQUEST, INTERNAL, OVERLOADED, RequestError, tagged, wrap
-from .stub import leave_without_teardown, param
+from .stub import param
 from .wiring import load as load_wiring
 
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
@@ -391,7 +391,6 @@ class TritonPythonModel:
     def finalize(self):
         self.stopping = True
         self.pool.shutdown(wait=False, cancel_futures=True)
-        leave_without_teardown()
 
 
 def input_byte_cap(tokenizer, max_input_tokens):
