@@ -32,17 +32,17 @@ ENTRIES = ("tensorrt_llm_bls", "ensemble", "tensorrt_llm")
 PER_ENTRY = 6
 
 
-def _render(tiny_model: Path, out: Path) -> Path:
-    data = yaml.safe_load((ROOT / "examples" / "synthetic-cpu.yaml").read_text())
+def _render(tiny_model: Path, out: Path, example: str = "synthetic-cpu", **overrides) -> Path:
+    data = yaml.safe_load((ROOT / "examples" / f"{example}.yaml").read_text())
     data["model"]["checkpoint"] = str(tiny_model)
-    apply_overrides(data, {"synthetic.ttft_ms": 5, "synthetic.itl_ms": 10})
+    apply_overrides(data, overrides)
     spec = out.parent / f"{out.name}.yaml"
     spec.write_text(yaml.safe_dump(data, sort_keys=False))
     render_spec(spec, out)
     return out
 
 
-def _stop_under_load(repo: Path, tmp_path: Path, per_entry: int, max_tokens: int) -> None:
+def _stop_under_load(repo: Path, tmp_path: Path, per_entry: int, max_tokens: int, min_tokens: int = 0) -> None:
     """SIGTERM to tritonserver with `per_entry` streams through each entry; asserts the stop's outcome."""
     from tritongen.serve import TritonServer
 
@@ -50,7 +50,8 @@ def _stop_under_load(repo: Path, tmp_path: Path, per_entry: int, max_tokens: int
     server = TritonServer(repo, log_path=tmp_path / "tritonserver.log", grace_s=GRACE_S, supervise=False).start(300)
     try:
         stubs = list(server._stub_processes())
-        streams = {m: Streams(server.grpc_url, per_entry, model=m, max_tokens=max_tokens).start() for m in ENTRIES}
+        streams = {m: Streams(server.grpc_url, per_entry, model=m, max_tokens=max_tokens, min_tokens=min_tokens).start()
+                   for m in ENTRIES}
         for s in streams.values():
             s.wait_streaming()
         t0 = time.monotonic()
@@ -69,7 +70,7 @@ def _stop_under_load(repo: Path, tmp_path: Path, per_entry: int, max_tokens: int
     # The drain ran (streams kept streaming), and the rest of the budget was enough: no exit timeout.
     assert budget.drain_s <= took < budget.exit_timeout_s, (took, budget.describe())
     for model, rows in outcomes.items():
-        ended = [(o.ending, o.message[:120]) for o in rows if not (o.ending == "error" and
+        ended = [(o.ending, o.responses, o.message[:120]) for o in rows if not (o.ending == "error" and
                                                                    "the server is stopping" in o.message)]
         assert ended == [], (model, ended)
     alive = [p for p in stubs if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
@@ -78,14 +79,17 @@ def _stop_under_load(repo: Path, tmp_path: Path, per_entry: int, max_tokens: int
 
 def test_sigterm_under_load_drains_every_entry_within_the_grace_period(tiny_model, tmp_path):
     """Synthetic runtime: the native BLS and the native token source drain."""
-    _stop_under_load(_render(tiny_model, tmp_path / "repo"), tmp_path, PER_ENTRY, 100000)
+    repo = _render(tiny_model, tmp_path / "repo", **{"synthetic.ttft_ms": 5, "synthetic.itl_ms": 10})
+    _stop_under_load(repo, tmp_path, PER_ENTRY, 100000)
 
 
-def test_sigterm_under_load_drains_every_entry_of_the_hf_runtime(tiny_repo, tmp_path):
+def test_sigterm_under_load_drains_every_entry_of_the_hf_runtime(tiny_model, tmp_path):
     """hf runtime: the hf python model drains its own streams (pb_utils.is_model_ready sees the stop), so streams
     sent to it directly end with the stopping error too, and its stub exits 0."""
-    # 2 streams per entry fill 6 of the 8 batch slots; 600 tokens each outlast the 5 s drain on 2 cores.
-    _stop_under_load(tiny_repo, tmp_path, 2, 600)
+    # One stream per entry of 1,900 tokens (the tiny model's 2,048 positions), KV for all three: the streams
+    # outlast the 5 s drain however fast the host (the tiny model makes 100-200 tokens/s a stream on 2 cores).
+    repo = _render(tiny_model, tmp_path / "repo", "tiny-cpu", **{"serving.kv_cache.max_tokens": 8192})
+    _stop_under_load(repo, tmp_path, 1, 1900, min_tokens=1900)
 
 
 def _refused_requests(server) -> list[str]:
