@@ -31,6 +31,8 @@ class Streams:
     model: str = "tensorrt_llm_bls"
     cancel_after: int = 0
     """Cancel each stream after this many responses (0: never)."""
+    min_tokens: int = 0
+    """Sent as `min_tokens` where above 0: a model that samples its end token (hf) runs to max_tokens."""
     outcomes: list[Outcome] = field(default_factory=list)
 
     def start(self) -> Streams:
@@ -66,6 +68,8 @@ class Streams:
         try:
             client.start_stream(callback=lambda result, error: results.put((result, error)))
             inputs = _inputs(self.model, self.max_tokens)
+            if self.min_tokens:
+                inputs["min_tokens"] = np.array([[self.min_tokens]], np.int32)
             client.async_stream_infer(self.model, [grpc_tensor(k, v) for k, v in inputs.items()],
                                       enable_empty_final_response=True)
             while True:

@@ -32,25 +32,26 @@ ENTRIES = ("tensorrt_llm_bls", "ensemble", "tensorrt_llm")
 PER_ENTRY = 6
 
 
-def _render(tiny_model: Path, out: Path) -> Path:
-    data = yaml.safe_load((ROOT / "examples" / "synthetic-cpu.yaml").read_text())
+def _render(tiny_model: Path, out: Path, example: str = "synthetic-cpu", **overrides) -> Path:
+    data = yaml.safe_load((ROOT / "examples" / f"{example}.yaml").read_text())
     data["model"]["checkpoint"] = str(tiny_model)
-    apply_overrides(data, {"synthetic.ttft_ms": 5, "synthetic.itl_ms": 10})
+    apply_overrides(data, overrides)
     spec = out.parent / f"{out.name}.yaml"
     spec.write_text(yaml.safe_dump(data, sort_keys=False))
     render_spec(spec, out)
     return out
 
 
-def test_sigterm_under_load_drains_every_entry_within_the_grace_period(tiny_model, tmp_path):
+def _stop_under_load(repo: Path, tmp_path: Path, per_entry: int, max_tokens: int, min_tokens: int = 0) -> None:
+    """SIGTERM to tritonserver with `per_entry` streams through each entry; asserts the stop's outcome."""
     from tritongen.serve import TritonServer
 
     budget = StopBudget.of(GRACE_S, "serve")
-    repo = _render(tiny_model, tmp_path / "repo")
     server = TritonServer(repo, log_path=tmp_path / "tritonserver.log", grace_s=GRACE_S, supervise=False).start(300)
     try:
         stubs = list(server._stub_processes())
-        streams = {m: Streams(server.grpc_url, PER_ENTRY, model=m).start() for m in ENTRIES}
+        streams = {m: Streams(server.grpc_url, per_entry, model=m, max_tokens=max_tokens, min_tokens=min_tokens).start()
+                   for m in ENTRIES}
         for s in streams.values():
             s.wait_streaming()
         t0 = time.monotonic()
@@ -65,11 +66,78 @@ def test_sigterm_under_load_drains_every_entry_within_the_grace_period(tiny_mode
     assert code == 0, server.log_tail(60)
     assert "Exit timeout expired" not in log, server.log_tail(60)
     assert re.findall(r"Signal \((\d+)\)", log) == ["15"], server.log_tail(60)  # SIGTERM, no crash signal
+    assert "Segmentation fault" not in log
     # The drain ran (streams kept streaming), and the rest of the budget was enough: no exit timeout.
     assert budget.drain_s <= took < budget.exit_timeout_s, (took, budget.describe())
     for model, rows in outcomes.items():
-        ended = [(o.ending, o.message[:120]) for o in rows if not (o.ending == "error" and
+        ended = [(o.ending, o.responses, o.message[:120]) for o in rows if not (o.ending == "error" and
                                                                    "the server is stopping" in o.message)]
         assert ended == [], (model, ended)
     alive = [p for p in stubs if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
     assert alive == [] and [r for r in regions if (Path("/dev/shm") / r).exists()] == []
+
+
+def test_sigterm_under_load_drains_every_entry_within_the_grace_period(tiny_model, tmp_path):
+    """Synthetic runtime: the native BLS and the native token source drain."""
+    repo = _render(tiny_model, tmp_path / "repo", **{"synthetic.ttft_ms": 5, "synthetic.itl_ms": 10})
+    _stop_under_load(repo, tmp_path, PER_ENTRY, 100000)
+
+
+def test_sigterm_under_load_drains_every_entry_of_the_hf_runtime(tiny_model, tmp_path):
+    """hf runtime: the hf python model drains its own streams (pb_utils.is_model_ready sees the stop), so streams
+    sent to it directly end with the stopping error too, and its stub exits 0."""
+    # One stream per entry of 1,900 tokens (the tiny model's 2,048 positions), KV for all three: the streams
+    # outlast the 5 s drain however fast the host (the tiny model makes 100-200 tokens/s a stream on 2 cores).
+    repo = _render(tiny_model, tmp_path / "repo", "tiny-cpu", **{"serving.kv_cache.max_tokens": 8192})
+    _stop_under_load(repo, tmp_path, 1, 1900, min_tokens=1900)
+
+
+def _refused_requests(server) -> list[str]:
+    """Requests tritonserver refuses at input validation, each from a client that closes its stream or
+    connection afterwards, as tritongen's own clients do (generate, the OpenAI frontend, loadtest's users)."""
+    import json
+    import queue
+    import urllib.error
+    import urllib.request
+
+    import numpy as np
+    import tritonclient.grpc as grpcclient
+
+    from streaming_text import grpc_tensor
+
+    said = []
+    for model in ("ensemble", "tensorrt_llm_bls"):
+        results: queue.Queue = queue.Queue()
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        client.start_stream(callback=lambda result, error: results.put(error))
+        client.async_stream_infer(model, [grpc_tensor("text_input", np.array([[1]], np.int32))])
+        said.append(str(results.get(timeout=30)))
+        client.stop_stream()
+        client.close()
+    request = urllib.request.Request(f"http://{server.http_url}/v2/models/tensorrt_llm_bls/generate",
+                                     data=json.dumps({"max_tokens": 2}).encode(), method="POST")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)
+    said.append(refused.value.read().decode())
+    return said
+
+
+def test_idle_hf_server_stops_in_seconds_without_a_crashed_stub_also_after_refused_requests(tiny_repo, tmp_path):
+    """The hf model's stub exits 0 on unload (it died by SIGSEGV in the interpreter's teardown on every unload),
+    and an idle stop takes seconds, also after requests tritonserver refused."""
+    from tritongen.serve import TritonServer
+
+    log = tmp_path / "tritonserver.log"
+    server = TritonServer(tiny_repo, log_path=log, grace_s=30).start(300)
+    try:
+        said = _refused_requests(server)
+        t0 = time.monotonic()
+        server.stop()
+        took = time.monotonic() - t0
+    finally:
+        server.stop(grace=5)
+    assert all("text_input" in s for s in said), said
+    assert server.process.returncode == 0, server.log_tail(40)
+    assert server.stop_warnings == []
+    assert "Segmentation fault" not in log.read_text(errors="replace")
+    assert took < 5, (took, server.log_tail(30))

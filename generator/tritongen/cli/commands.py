@@ -174,6 +174,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             # Drain: the server accepts nothing new, requests in flight finish within the grace period (streams
             # still running at its end get a final UNAVAILABLE); then the server, its stubs and /dev/shm regions go.
             server.stop()
+            # A stub that crashed on the way out: the stop went on (exit code unchanged), but its cause is said.
+            for warning in server.stop_warnings:
+                print(f"warning: while tritonserver stopped, {warning}", file=sys.stderr, flush=True)
     return 0
 
 

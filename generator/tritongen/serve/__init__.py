@@ -18,6 +18,7 @@ import sys
 import sysconfig
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -200,6 +201,9 @@ class TritonServer:
     shm_regions: set[str] = field(default_factory=set)
     """The python backend's /dev/shm regions of this server's stubs: a server that dies without its own shutdown
     leaves them behind, so `stop` removes what is left."""
+    stop_warnings: list[str] = field(default_factory=list)
+    """Stubs that died abnormally (a signal or a non-zero code) during the last `stop`, one line each with the
+    cause: the stop itself went on, so these are warnings, not failures."""
 
     def __post_init__(self) -> None:
         self._explicit_ports = [(name, port) for name, port in (("http", self.http_port), ("grpc", self.grpc_port),
@@ -380,8 +384,10 @@ class TritonServer:
         if p is None:
             self._remove_backends()
             return
+        names = dict(self.stubs)
         with contextlib.suppress(psutil.Error):
-            self._stub_processes()  # stubs of models loaded since start: their regions too
+            names.update(self._stub_processes())  # stubs of models loaded since start: their regions too
+        self.stop_warnings = []
         try:
             stubs = psutil.Process(p.pid).children(recursive=True)
         except psutil.NoSuchProcess:
@@ -391,7 +397,7 @@ class TritonServer:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGTERM)
             try:
-                p.wait(timeout=grace)
+                self._wait_noting_stub_deaths(p, grace, names)
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(p.pid, signal.SIGKILL)
@@ -405,6 +411,23 @@ class TritonServer:
         self._remove_backends()
         if self._watcher is not None and self._watcher is not threading.current_thread():
             self._watcher.join(timeout=5)
+
+    def _wait_noting_stub_deaths(self, p: subprocess.Popen, timeout: float, names: dict[int, str]) -> None:
+        """Wait for the server to exit; meanwhile read the exit status of each stub that ends (readable only in the
+        few milliseconds before tritonserver reaps it) and keep a warning for each that did not end cleanly."""
+        deadline = time.monotonic() + timeout
+        pending = dict(names)
+        while p.poll() is None:
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(p.args, timeout)
+            for pid, name in list(pending.items()):
+                status = exit_status(pid)
+                if status is None and _alive(pid):
+                    continue
+                del pending[pid]
+                if status is not None and status != 0:
+                    self.stop_warnings.append(stub_death(name, pid, status, None, self.log_path))
+            time.sleep(0.005)
 
     def _remove_backends(self) -> None:
         """The per-server --backend-directory: links only, removed with the server."""

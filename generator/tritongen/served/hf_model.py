@@ -33,7 +33,7 @@ from .error_kinds import BAD_REQUEST, INTERNAL, UNAVAILABLE, RequestError, tagge
 from .hf_guided import GUIDE_INPUT, TYPE_INPUT, Guided, GuidedProcessor, Guides, read_guide
 from .hf_requests import (
     FINAL, Limits, MinTokensProcessor, error_response, install_processor, parse_request, response_for)
-from .stub import param
+from .stub import Drain, leave_without_teardown, param
 
 DTYPES = {"auto": "auto", "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 ATTENTION = ("sdpa_mem_efficient", "sdpa", "eager")
@@ -510,13 +510,24 @@ class TritonPythonModel:
     # ------------------------------------------------------------------ cancellation
     def _watch_cancellation(self):
         """Ask Triton every period whether a client gave up (an IPC round trip per request), off the response path;
-        and exit when tritonserver is gone, so an orphaned stub never keeps the GPU."""
+        end every request once a stopping server's drain is over; and exit when tritonserver is gone, so an
+        orphaned stub never keeps the GPU."""
         parent = os.getppid()
+        drain = Drain(self.model_name, pb_utils.is_model_ready, pb_utils.Logger.log_info)
         while not self.stopping and self.fatal is None:
             time.sleep(self.cancel_period)
             if os.getppid() != parent:  # tritonserver died (e.g. SIGKILL): nothing can answer; free the device
                 os._exit(1)
+            if drain.over():
+                self._end_all(tagged(UNAVAILABLE, f"{self.model_name}: the server is stopping; retry the request "
+                                                  "on another replica"))
             self._check_cancelled()
+
+    def _end_all(self, error):
+        with self.lock:
+            items = list(self.active.values())
+        for gen in items:
+            self._finish(gen, error=error)
 
     def _check_cancelled(self):
         """One pass of the watcher, in its own method so that no request outlives the pass in a local (a loop
@@ -587,3 +598,4 @@ class TritonPythonModel:
             pb_utils.Logger.log_error(f"{self.model_name}: stopping continuous batching: {err!r}")
         self.dispatcher.join(timeout=5)
         self.watcher.join(timeout=5)
+        leave_without_teardown()

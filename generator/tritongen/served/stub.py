@@ -5,6 +5,7 @@ Render ships this module beside each python model (tritongen.served.SHIPPED); it
 """
 
 import os
+import sys
 import threading
 import time
 
@@ -26,3 +27,59 @@ def exit_with_server(name):
         os._exit(1)
 
     threading.Thread(target=watch, name=name, daemon=True).start()
+
+
+class Drain:
+    """When a stopping server's drain is over, for a python model whose requests outlive `execute` (a decoupled
+    model's response sender keeps the model loaded, so Triton waits for them until its exit timeout).
+
+    The server's stop is seen through `is_ready(name)` (pb_utils.is_model_ready of the model itself, asked at most
+    every POLL_S): once the model was ready, an answer of not ready, or an error ("Server not ready", as
+    TRITONSERVER_ServerModelIsReady answers a stopping server), starts the drain of TRITONGEN_DRAIN_S seconds
+    (set by every generated deployment and `tritongen serve` from the Plan's stop budget; 15 when unset)."""
+
+    POLL_S = 0.5
+
+    def __init__(self, name, is_ready, log):
+        self.name, self.is_ready, self.log = name, is_ready, log
+        try:
+            self.drain_s = max(0.0, float(os.environ.get("TRITONGEN_DRAIN_S") or 15))
+        except ValueError:
+            self.drain_s = 15.0
+        self.was_ready = False
+        self.since = None
+        self.last_poll = 0.0
+
+    def over(self):
+        now = time.monotonic()
+        if self.since is None:
+            if now - self.last_poll < self.POLL_S:
+                return False
+            self.last_poll = now
+            try:
+                ready = bool(self.is_ready(self.name))
+            except Exception:  # a stopping server answers with an error
+                ready = False
+            if ready or not self.was_ready:
+                self.was_ready = self.was_ready or ready
+                return False
+            self.since = now
+            self.log(f"{self.name}: the server is stopping; streams in flight may finish for {self.drain_s:g} s")
+        return now - self.since >= self.drain_s
+
+
+def leave_without_teardown():
+    """End the stub at the end of `finalize`, skipping the embedded interpreter's teardown.
+
+    The python backend's stub answers the server's finalize request before it calls the model's `finalize`
+    (python_backend r24.10 src/pb_stub.cc: RunCommand sends PYTHONSTUB_FinalizeResponse, then main calls
+    Stub::Finalize and returns, destroying the interpreter); the server then only waits for the process to exit.
+    With torch loaded that teardown's garbage collection died by SIGSEGV on every unload (faulthandler:
+    "Garbage-collecting", no Python frame), also of an idle model, after `finalize` had released everything. Nothing
+    of the model is left to do once `finalize` returns, so the process ends here, with code 0."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # a closed stream has nothing to flush
+            pass
+    os._exit(0)

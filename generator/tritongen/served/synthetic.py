@@ -40,7 +40,7 @@ import triton_python_backend_utils as pb_utils
 
 from . import engine_model
 from .error_kinds import BAD_REQUEST, RequestError
-from .stub import exit_with_server, param
+from .stub import exit_with_server, leave_without_teardown, param
 
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 ADAPTER_SHIFT = 97
@@ -288,3 +288,4 @@ class TritonPythonModel:
             self.running = False
             self.cv.notify()
         self.thread.join(timeout=5)
+        leave_without_teardown()

@@ -1,0 +1,54 @@
+"""Cancellation through each entry (issue 37 item 4), as it is today: a client that leaves a `tensorrt_llm_bls` or
+`tensorrt_llm` stream stops generation within a few steps; one that leaves an `ensemble` stream does not, because
+Triton's ensemble scheduler does not pass a cancellation on to a running step (server #6739, docs/serving-behaviour.md).
+This test pins that behaviour so a fix (tritongen's own native `ensemble` entry, the design note in
+docs/serving-behaviour.md "Cancellation through the ensemble") shows up as a change here. Synthetic runtime, read through the token source's own counter of active requests."""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from specs import apply_overrides, render_spec
+from stopclients import Streams
+from streaming_text import start_server
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+MAX_TOKENS = 400  # 4 s at a 10 ms ITL: far longer than the few steps a cancellation may take
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model, tmp_path_factory):
+    base = tmp_path_factory.mktemp("cancel")
+    data = yaml.safe_load((ROOT / "examples" / "synthetic-cpu.yaml").read_text())
+    data["model"]["checkpoint"] = str(tiny_model)
+    apply_overrides(data, {"synthetic.ttft_ms": 5, "synthetic.itl_ms": 10})
+    (base / "spec.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    render_spec(base / "spec.yaml", base / "repo")
+    s = start_server(base / "repo", base / "tritonserver.log")
+    yield s
+    s.stop()
+
+
+def _active(server) -> float:
+    with urllib.request.urlopen(server.metrics_url, timeout=10) as r:
+        text = r.read().decode()
+    return sum(s.value for f in text_string_to_metric_families(text) if f.name == "tritongen_llm_active_requests"
+               for s in f.samples if s.labels.get("model") == "tensorrt_llm")
+
+
+@pytest.mark.parametrize("entry,stops", [("tensorrt_llm_bls", True), ("tensorrt_llm", True), ("ensemble", False)])
+def test_a_client_that_leaves_stops_generation(server, entry, stops):
+    deadline = time.monotonic() + 30
+    while _active(server) and time.monotonic() < deadline:  # the previous case's request, if any, is gone
+        time.sleep(0.1)
+    (outcome,) = Streams(server.grpc_url, 1, model=entry, max_tokens=MAX_TOKENS, cancel_after=5).start().join(60)
+    assert outcome.ending == "cancelled", outcome
+    time.sleep(0.5)  # 50 steps: ten times the "within 10 steps" goal
+    assert (_active(server) == 0) == stops, (entry, _active(server))
