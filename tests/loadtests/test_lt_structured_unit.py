@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+
 import pytest
 from test_lt_metrics import make, set_a
 from test_lt_report import SLO
