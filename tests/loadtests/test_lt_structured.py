@@ -1,6 +1,6 @@
 """A load with a structured share against the real tritonserver (hf runtime, tiny demo model): half the requests
-carry a JSON schema as NVIDIA's guide tensors, every such output validates, and the report's counts are the
-samples'."""
+carry a JSON schema (gRPC: NVIDIA's guide tensors; OpenAI: response_format json_schema, strict), every such output
+validates, and the report's counts are the samples'."""
 
 from __future__ import annotations
 
@@ -20,7 +20,18 @@ SCHEMAS = ("flat_object", "boolean_flag", "enum_color", "const_value", "integer_
 pytestmark = pytest.mark.integration
 
 
-def test_a_structured_share_validates_and_is_counted(tiny_spec_path, triton, tmp_path):
+@pytest.fixture(scope="module")
+def frontend(triton, tiny_repo):
+    from tritongen.frontend.server import FrontendServer
+    from tritongen.plan.frontend import FrontendPlan
+
+    with FrontendServer(FrontendPlan.read(tiny_repo).model_copy(update={"port": 0}), triton.grpc_url) as server:
+        yield server
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "openai"])
+def test_a_structured_share_validates_and_is_counted(tiny_spec_path, triton, request, tmp_path, protocol):
+    url = triton.grpc_url if protocol == "grpc" else request.getfixturevalue("frontend").url
     every = {s["name"]: s for s in json.loads((ROOT / "tests" / "data" / "json_schemas.json").read_text())}
     (tmp_path / "schemas.json").write_text(json.dumps([every[name] for name in SCHEMAS]))
     data = yaml.safe_load(tiny_spec_path.read_text())
@@ -30,7 +41,7 @@ def test_a_structured_share_validates_and_is_counted(tiny_spec_path, triton, tmp
     spec = tmp_path / "spec.yaml"
     spec.write_text(yaml.safe_dump(data, sort_keys=False))
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "tritongen.cli", "loadtest", str(spec), "--url", triton.grpc_url,
+    proc = subprocess.run([sys.executable, "-m", "tritongen.cli", "loadtest", str(spec), "--url", url, "--protocol", protocol,
                            "--metrics-url", triton.metrics_url, "--out", str(out)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
