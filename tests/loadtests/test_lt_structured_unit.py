@@ -13,7 +13,7 @@ from test_lt_report import SLO
 from tritongen.loadtests.console import structured_line
 from tritongen.loadtests.html_report import render_html
 from tritongen.loadtests.report import build_summary
-from tritongen.loadtests.schema_set import check_output
+from tritongen.schema_set import check_output
 from tritongen.loadtests.workload import LocustConfig, Prompt, PromptSource
 from tritongen.plan.load import load_profile
 from tritongen.spec import LoadSection

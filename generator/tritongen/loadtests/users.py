@@ -34,7 +34,7 @@ from locust.exception import StopUser
 
 from tritongen.client import StreamError, grpc_inputs, request_body, sse_events
 from tritongen.loadtests.samples import Sample, SampleWriter, per_process_path
-from tritongen.loadtests.schema_set import check_output
+from tritongen.schema_set import check_output
 from tritongen.loadtests.workload import LocustConfig, Pacer, Prompt, PromptSource, load_tokenizer
 from tritongen.runtimes import dialect as dialect_named
 from tritongen.runtimes.base import Dialect, RevisedText, TokenCounter

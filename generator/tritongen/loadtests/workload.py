@@ -19,7 +19,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from tritongen.loadtests.arrivals import TraceRow, arrival_offsets, cancel_decisions, read_trace
-from tritongen.plan.schema_set import NamedSchema, read_schema_set
+from tritongen.schema_set import NamedSchema, read_schema_set
 from tritongen.plan.load import AdapterShare, LoadProfile
 
 # tokenizers and transformers (about 1.8 s of CPU to import) are imported where a tokenizer is loaded; the runner

@@ -59,8 +59,8 @@ class StructuredShare(_Frozen):
     share: float = Field(ge=0, le=1)
     """Fraction of requests that carry a JSON schema; 0: plain requests only."""
     schemas: str | None
-    """The schema set (absolute; set when share > 0): a JSON list of {name, schema}
-    (tritongen.loadtests.schema_set)."""
+    """The schema set (absolute; read when share > 0): a JSON list of {name, schema}
+    (tritongen.schema_set)."""
     max_tokens: int = Field(ge=1)
     """Completion limit of a structured request."""
 
@@ -136,11 +136,6 @@ def load_profile(section: LoadSection, resolve: Callable[[str], Path],
     for key in ("prompts_file", "trace_file"):
         if data[key]:
             data[key] = str(resolve(data[key]))
-    if section.structured.share > 0:
-        # Read now so a bad schema file fails the plan, not every Locust process (imported here: jsonschema).
-        from tritongen.plan.schema_set import read_schema_set
-
-        path = resolve(section.structured.schemas)  # type: ignore[arg-type]  (set: the spec checks it)
-        read_schema_set(path)
-        data["structured"]["schemas"] = str(path)
+    if section.structured.schemas:
+        data["structured"]["schemas"] = str(resolve(section.structured.schemas))
     return LoadProfile.model_validate(data)

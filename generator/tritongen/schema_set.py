@@ -1,8 +1,10 @@
-"""The schema set of a structured load (validation.load.structured.schemas).
+"""The schema set of a structured load (validation.load.structured.schemas), and the check of each output.
 
 The planner reads the file once to refuse a bad one up front (SpecError naming the field and the fix); each
-Locust process reads it again to send its schemas (tritongen.loadtests.workload). jsonschema is imported inside
-the function: Locust processes import this module before their first request, with or without a structured share.
+Locust process reads it again to send its schemas (tritongen.loadtests.workload) and checks each structured output
+with `check_output`. A top-level leaf, as the plan and the load test both use it and neither imports the other.
+jsonschema is imported inside the functions: Locust processes import this module before their first request, with
+or without a structured share.
 """
 
 from __future__ import annotations
@@ -10,10 +12,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from tritongen.errors import SpecError, clip, problem
 
 FIELD = "validation.load.structured.schemas"
+Outcome = Literal["valid", "invalid", "truncated"]
 SHAPE = 'a JSON list of {"name": ..., "schema": {...}} entries (like tests/data/json_schemas.json)'
 
 
@@ -55,3 +59,17 @@ def read_schema_set(path: str | Path) -> tuple[NamedSchema, ...]:
         schemas.append(NamedSchema(entry["name"], entry["schema"], json.dumps(entry["schema"],
                                                                              separators=(",", ":"))))
     return tuple(schemas)
+
+
+def check_output(text: str, schema: dict, *, hit_limit: bool) -> Outcome:
+    """`valid` when the whole text parses as JSON and validates against `schema`; otherwise `truncated` when the
+    request ended at its max_tokens (a cut output is a prefix, not a wrong answer), else `invalid`."""
+    from jsonschema import validators
+
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return "truncated" if hit_limit else "invalid"
+    if validators.validator_for(schema)(schema).is_valid(value):
+        return "valid"
+    return "truncated" if hit_limit else "invalid"
