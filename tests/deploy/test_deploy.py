@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 from pathlib import Path
@@ -374,3 +375,20 @@ def test_readiness_is_checked_on_the_engines_host(workdir, tmp_path, monkeypatch
                            log=lambda _: None)
     assert asked == ["gpu-node-7:8000", "gpu-node-7:8010"]
     assert endpoints[0].startswith("gpu0-1-2-3: http gpu-node-7:8000  grpc gpu-node-7:8001")
+
+
+def test_the_load_tests_schema_set_travels_with_its_plan(workdir, tmp_path):
+    """A structured load's schema file is copied beside plan.json, and the container's plan names the copy."""
+    import dataclasses
+
+    from tritongen.deploy.clients import LOADTEST_DIR, SCHEMAS, loadtest_files
+
+    dep = _prepare(workdir, "tiny-cpu")
+    schemas = tmp_path / "s.json"
+    schemas.write_text('[{"name": "a", "schema": {"type": "object"}}]')
+    load = dep.plan.load.model_copy(update={"structured": dep.plan.load.structured.model_copy(
+        update={"share": 0.5, "schemas": str(schemas)})})
+    files = loadtest_files(dataclasses.replace(dep, plan=dep.plan.model_copy(update={"load": load})))
+    assert files[SCHEMAS] == schemas.read_bytes()
+    shipped = json.loads(files["plan.json"])["load"]["structured"]
+    assert shipped == {"share": 0.5, "schemas": f"{LOADTEST_DIR}/{SCHEMAS}", "max_tokens": 256}

@@ -54,9 +54,11 @@ def key_paths(value: object, path: str = "") -> set[str]:
 
 
 def sweep_samples():
-    """set_a at level 2 plus a level 8 with one failed stream."""
+    """set_a at level 2 plus a level 8 with one failed stream and two structured requests (valid, truncated)."""
     level8 = [make(300.0 + i * 0.1, [0.2, 0.5, 0.9], 4, concurrency=8) for i in range(8)]
     level8.append(make(301.0, [0.3], 0, error="StatusCode.CANCELLED: stream closed", concurrency=8))
+    for sample, outcome in zip(level8[:2], ("valid", "truncated")):  # a structured share at level 8
+        sample.schema, sample.schema_result = "flat_object", outcome
     return set_a() + level8
 
 

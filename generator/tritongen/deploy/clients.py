@@ -29,6 +29,7 @@ REPORTS = "/reports"
 DEFAULT_OPENAI_PORT = 9000
 PROMPTS = "prompts.jsonl"
 TRACE = "trace.jsonl"
+SCHEMAS = "schemas.json"
 
 
 def openai_port(dep: Deployment) -> int:
@@ -70,7 +71,8 @@ def frontend_resources(dep: Deployment) -> tuple[int, int]:
 
 
 def loadtest_files(dep: Deployment) -> dict[str, bytes]:
-    """{file name: bytes} the load test reads from /loadtest: plan.json, and the prompts / trace files it names."""
+    """{file name: bytes} the load test reads from /loadtest: plan.json, and the prompts / trace / schema files it
+    names."""
     plan, files = dep.plan, {}
     updates: dict[str, object] = {
         "tokenizer": plan.tokenizer.model_copy(update={"dir": TOKENIZER}),
@@ -81,13 +83,16 @@ def loadtest_files(dep: Deployment) -> dict[str, bytes]:
     updates["runtime_settings"] = runtime_of(plan).weights_in_container(plan.runtime_settings, CHECKPOINT, ENGINE,
                                                                         MODELS)
     # The load profile's files are absolute (planned); the container has its copies next to the plan.
-    moved_load: dict[str, str] = {}
+    moved_load: dict[str, object] = {}
     if plan.load.prompts_file:
         files[PROMPTS] = _read(plan.load.prompts_file, "validation.load.prompts_file")
         moved_load["prompts_file"] = f"{LOADTEST_DIR}/{PROMPTS}"
     if plan.load.trace_file:
         files[TRACE] = _read(plan.load.trace_file, "validation.load.trace_file")
         moved_load["trace_file"] = f"{LOADTEST_DIR}/{TRACE}"
+    if plan.load.structured.share > 0:
+        files[SCHEMAS] = _read(plan.load.structured.schemas, "validation.load.structured.schemas")
+        moved_load["structured"] = plan.load.structured.model_copy(update={"schemas": f"{LOADTEST_DIR}/{SCHEMAS}"})
     if moved_load:
         updates["load"] = plan.load.model_copy(update=moved_load)
     if plan.frontend is not None:

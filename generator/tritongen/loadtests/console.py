@@ -54,6 +54,16 @@ def _level_lines(m: dict, counted_by: str = "server") -> tuple[str, str]:
     return requests, latency
 
 
+def structured_line(s: dict) -> str:
+    """The structured requests' outcomes and their p50 latencies beside the plain requests'."""
+    def p50(group: dict) -> str:
+        return " ".join(f"{key.removesuffix('_ms')} {_fmt(_stat(group[key], 'p50'))}"
+                        for key in ("ttft_ms", "itl_ms", "e2e_ms"))
+
+    return (f"structured: {s['n']} sent, {s['valid']} valid, {s['invalid']} invalid, {s['truncated']} truncated, "
+            f"{s['failed']} failed; p50 ms {p50(s)} (plain {s['plain']['n']}: {p50(s['plain'])})")
+
+
 def print_report(summary: dict, out: Path, html_path: Path, json_path: Path) -> None:
     unit = summary["load"]["level_unit"]
     levels = summary["levels"]
@@ -76,6 +86,8 @@ def print_report(summary: dict, out: Path, html_path: Path, json_path: Path) -> 
             + f"; client total {tokens['client_output_tokens']}, server counter "
             + ("not available" if counted is None else f"{counted:g}")
             + ("" if tokens["equal"] is not False else "  <-- MISMATCH"))
+        if level.get("structured") is not None:
+            say(f"{head}{structured_line(level['structured'])}")
         if level.get("stages") is not None:
             say(f"{head}{stages_line(level['stages'])}")
         if level["server_active_after"] is not None:

@@ -73,6 +73,19 @@ def _latency_table(metrics: dict, counted_by: str = "server") -> str:
     return _table(["", *keys], rows)
 
 
+def _structured_table(structured: dict) -> str:
+    """The structured requests' outcome counts (every output must be valid), and their latencies beside the plain
+    requests' (p50 / p95 ms)."""
+    s = structured
+    warn = "" if s["invalid"] == 0 else ' class="warn"'
+    head = (f'<p{warn}>{s["n"]} structured requests: {s["valid"]} valid, '
+            f'<b>{s["invalid"]} invalid</b>, {s["truncated"]} truncated (cut at max_tokens), {s["failed"]} failed.</p>')
+    rows = [[name, str(group["n"]), *(f"{_num(_stat(group[k], 'p50'))} / {_num(_stat(group[k], 'p95'))}"
+                                      for k in ("ttft_ms", "itl_ms", "e2e_ms"))]
+            for name, group in (("structured", s), ("plain", s["plain"]))]
+    return head + _table(["requests", "n", "TTFT p50 / p95 ms", "ITL p50 / p95 ms", "E2E p50 / p95 ms"], rows)
+
+
 def _confidence_table(confidence: dict) -> str:
     """Each figure's n and interval (levels[].confidence)."""
     rows = []
@@ -203,6 +216,9 @@ def render_html(summary: dict, samples: Sequence[Sample]) -> str:
         errors = "".join(f"<li>{e['count']} x {html.escape(e['message'])}</li>" for e in m["errors"])
         if errors:
             parts.append(f"<h3>Errors</h3><ul>{errors}</ul>")
+        if row.get("structured") is not None:
+            parts += ["<h3>Structured outputs (JSON schema) beside plain requests</h3>",
+                      _structured_table(row["structured"])]
         if row.get("stages") is not None:
             parts += ["<h3>Where the time goes (server, per request)</h3>", _stages_table(row["stages"])]
         if row["server"] is not None:

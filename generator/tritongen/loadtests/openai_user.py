@@ -42,6 +42,9 @@ class OpenAIChatUser(_HttpUserBase):
         body = {"model": model, "messages": [{"role": "user", "content": prompt.text}],
                 "max_completion_tokens": prompt.max_tokens, "stream": True,
                 "stream_options": {"include_usage": True}}
+        if prompt.schema is not None:
+            body["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": prompt.schema.name, "schema": prompt.schema.schema, "strict": True}}
         if self.dialect is not None and self.dialect.count_source == "client":
             # The model behind the frontend returns no counts: usage is the frontend's tokenizer count, so the
             # sample says so.

@@ -187,6 +187,22 @@ documented under `levels[].server`.
 - `levels[].adapters` (object|null): with validation.load.adapters, per adapter name (`base`: the base model) its
   request_count, error_count, completed_count, request_throughput, output_token_throughput, output_tokens_total,
   ttft_ms, itl_ms and e2e_ms, as `metrics` defines them (client-side; the window is the adapter's requests').
+- `levels[].structured` (object|null): with validation.load.structured, the level's requests that carried a JSON
+  schema; null when it sent none.
+- `levels[].structured.n` (int): structured requests sent (warm-up included: every output must be valid).
+- `levels[].structured.valid` (int): succeeded, and the whole text parses as JSON and validates (jsonschema).
+- `levels[].structured.invalid` (int): succeeded, but the text does not parse or validate; any fails the level
+  (result `structured_outputs_invalid`).
+- `levels[].structured.truncated` (int): ended at validation.load.structured.max_tokens without a valid text.
+- `levels[].structured.failed` (int): errors (no output to check); cancelled requests are in none of the counts.
+- `levels[].structured.ttft_ms` (object|null): the structured requests' ttft_ms, as `metrics` defines it.
+- `levels[].structured.itl_ms` (object|null): their itl_ms.
+- `levels[].structured.e2e_ms` (object|null): their e2e_ms.
+- `levels[].structured.plain` (object): the level's plain requests beside them.
+- `levels[].structured.plain.n` (int): plain requests sent.
+- `levels[].structured.plain.ttft_ms` (object|null): their ttft_ms.
+- `levels[].structured.plain.itl_ms` (object|null): their itl_ms.
+- `levels[].structured.plain.e2e_ms` (object|null): their e2e_ms.
 - `capacity` (object): the capacity line.
 - `capacity.level` (float|null): highest level at which every SLO holds, every lower level passing too.
 - `capacity.unit` (str): users or requests/s.
@@ -220,7 +236,7 @@ from tritongen.loadtests.confidence import figures
 from tritongen.loadtests.metrics import GoodputLimits, compute_metrics, compute_sweep, window_latencies
 from tritongen.loadtests.prom import ServerView
 from tritongen.loadtests.samples import Sample
-from tritongen.loadtests.slo import LevelVerdict, capacity, evaluate, goodput_limits, token_check
+from tritongen.loadtests.slo import LevelVerdict, capacity, evaluate, goodput_limits, structured_check, token_check
 from tritongen.loadtests.stages import breakdown
 
 if TYPE_CHECKING:
@@ -297,6 +313,9 @@ def build_summary(samples: Sequence[Sample], slo: SLOPlan, run: RunInputs | None
         comparable = counted is not None and all(s.ok and s.output_tokens is not None for s in level_samples)
         if comparable:
             results.append(token_check(metrics.output_tokens_total, counted))
+        structured = _structured(level_samples, limits, run)
+        if structured is not None:
+            results.append(structured_check(structured["invalid"]))
         verdicts.append(LevelVerdict(level, results))
         as_dict = metrics.to_dict()
         levels.append({
@@ -317,6 +336,7 @@ def build_summary(samples: Sequence[Sample], slo: SLOPlan, run: RunInputs | None
             "load_generator": run.load_generator.get(level),
             "host": run.host.get(level),
             "adapters": _per_adapter(level_samples, limits, run),
+            "structured": structured,
         })
     cap = capacity(verdicts, run.load.level_unit, slo.min_capacity)
     return _json_safe({
@@ -363,6 +383,28 @@ def _per_adapter(samples: Sequence[Sample], limits: GoodputLimits, run: RunInput
                                   duration_s=run.load.duration_s).to_dict()
         figures[name] = {key: metrics[key] for key in ADAPTER_FIGURES}
     return figures
+
+
+LATENCY_FIGURES = ("ttft_ms", "itl_ms", "e2e_ms")
+
+
+def _structured(samples: Sequence[Sample], limits: GoodputLimits, run: RunInputs) -> dict | None:
+    """The structured requests' outcome counts and latencies beside the plain requests' (validation.load.structured);
+    None for a level that sent none. Counts are over every structured request of the level (each output must be
+    valid, the warm-up's too); latencies over the measurement window, as `metrics` defines them."""
+    chosen = [s for s in samples if s.schema is not None]
+    if not chosen:
+        return None
+    plain = [s for s in samples if s.schema is None]
+
+    def latencies(group: Sequence[Sample]) -> dict:
+        metrics = compute_metrics(group, limits, warmup_s=run.load.warmup_s, duration_s=run.load.duration_s).to_dict()
+        return {key: metrics[key] for key in LATENCY_FIGURES}
+
+    outcomes = [s.schema_result for s in chosen]
+    return {"n": len(chosen), **{k: outcomes.count(k) for k in ("valid", "invalid", "truncated")},
+            "failed": sum(1 for s in chosen if s.failed), **latencies(chosen),
+            "plain": {"n": len(plain), **(latencies(plain) if plain else dict.fromkeys(LATENCY_FIGURES))}}
 
 
 def _json_safe(value: object) -> object:

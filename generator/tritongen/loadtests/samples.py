@@ -81,6 +81,11 @@ class Sample:
     adapter: str | None = None
     """The LoRA adapter the request went to (validation.load.adapters; `base` for the base model); None: the load
     named none."""
+    schema: str | None = None
+    """The name of the JSON schema the request carried (validation.load.structured); None: a plain request."""
+    schema_result: str | None = None
+    """A structured request that succeeded: `valid` (its whole text parses and validates against the schema),
+    `invalid`, or `truncated` (it ended at its max_tokens without a valid text). None otherwise."""
     scheduled_lag_s: float | None = None
     """Open loop: send time - scheduled arrival time (> 0 when the concurrency cap or the client held it)."""
     counted_by: str = "server"

@@ -98,6 +98,18 @@ def token_check(client_tokens: int, server_tokens: float) -> SLOResult:
                      "" if passed else "the client's output-token total differs from the server's counter")
 
 
+STRUCTURED_CHECK = "structured_outputs_invalid"
+
+
+def structured_check(invalid: int) -> SLOResult:
+    """Every structured output must parse and validate against its schema (validation.load.structured): one
+    invalid output fails the level like a missed objective. Truncated outputs (cut at max_tokens) are reported,
+    not judged."""
+    passed = invalid == 0
+    return SLOResult(STRUCTURED_CHECK, float(invalid), 0.0, "outputs", "==", passed,
+                     "" if passed else "structured outputs that do not parse or validate against their schema")
+
+
 @dataclass(frozen=True)
 class LevelVerdict:
     level: float

@@ -34,6 +34,7 @@ from locust.exception import StopUser
 
 from tritongen.client import StreamError, grpc_inputs, request_body, sse_events
 from tritongen.loadtests.samples import Sample, SampleWriter, per_process_path
+from tritongen.schema_set import check_output
 from tritongen.loadtests.workload import LocustConfig, Pacer, Prompt, PromptSource, load_tokenizer
 from tritongen.runtimes import dialect as dialect_named
 from tritongen.runtimes.base import Dialect, RevisedText, TokenCounter
@@ -140,11 +141,13 @@ class LLMUser(User):
             raise StopUser()  # the schedule is over (a trace's last request, or the run's end)
         lag, row = due
         prompt = self.prompts.with_adapter(self.prompts.next() if row is None else self.prompts.for_trace(row))
+        prompt = self.prompts.with_structure(prompt)
         if self.config.profile.cancel_rate > 0:
             prompt = dataclasses.replace(prompt, cancel_after_s=self.pacer.cancel_after_s())
         sample = Sample.begin(uuid.uuid4().hex, self.protocol, input_tokens=prompt.input_tokens,
                               level=self.config.level)
         sample.adapter = None if prompt.adapter is None else prompt.adapter.name
+        sample.schema = None if prompt.schema is None else prompt.schema.name
         sample.scheduled_lag_s = lag
         text, error = "", None
         try:
@@ -154,16 +157,21 @@ class LLMUser(User):
         except Cancelled:
             sample.cancelled = True
         self.record(sample, text, error)
+        if prompt.schema is not None and sample.ok:
+            # The whole text, streamed pieces concatenated: only the complete output has to validate.
+            sample.schema_result = check_output(text, prompt.schema.schema, hit_limit=(sample.output_tokens or 0)
+                                             >= prompt.max_tokens)
+        self.writer.write(sample)
 
     def send(self, prompt: Prompt, sample: Sample) -> str:
         """Send one request, call `sample.mark_response(at, tokens=...)` per response, return the text."""
         raise NotImplementedError
 
     def record(self, sample: Sample, text: str, error: str | None) -> None:
+        """Finish the sample and fire Locust's request event (the caller writes the sample)."""
         sample.finish(output_text=text, error=error)
         if sample.error is None and not sample.cancelled and not sample.response_times:
             sample.error = "no response received"
-        self.writer.write(sample)
         if sample.cancelled:
             return  # not a request outcome for Locust's statistics
         elapsed = sample.response_times[-1] if sample.response_times else time.perf_counter() - sample.send_time
@@ -184,6 +192,8 @@ class LLMUser(User):
         params = {"min_tokens": prompt.min_tokens} if take else {}
         if prompt.adapter is not None and prompt.adapter.task_id:
             params["lora_name"] = prompt.adapter.name
+        if prompt.schema is not None:
+            params["guide"] = ("json_schema", prompt.schema.text)
         return params
 
     def params(self, prompt: Prompt) -> dict:
@@ -192,6 +202,8 @@ class LLMUser(User):
             params["min_tokens"] = prompt.min_tokens
         if prompt.adapter is not None and prompt.adapter.task_id:
             params["lora_task_id"] = prompt.adapter.task_id
+        if prompt.schema is not None:
+            params["guide"] = ("json_schema", prompt.schema.text)
         return params
 
 
@@ -363,6 +375,9 @@ class GrpcIdsUser(GrpcStreamUser):
         ids_inputs = codec.inputs(prompt.text, prompt.max_tokens, stream=True, min_tokens=prompt.min_tokens)
         if prompt.adapter is not None and prompt.adapter.task_id:
             ids_inputs["lora_task_id"] = np.array([[prompt.adapter.task_id]], dtype=np.uint64)
+        if prompt.schema is not None:
+            ids_inputs["guided_decoding_guide_type"] = np.array([[b"json_schema"]], dtype=np.object_)
+            ids_inputs["guided_decoding_guide"] = np.array([[prompt.schema.text.encode()]], dtype=np.object_)
         for name, value in ids_inputs.items():
             tensor = grpcclient.InferInput(name, list(value.shape), np_to_triton_dtype(value.dtype))
             tensor.set_data_from_numpy(value)

@@ -19,6 +19,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from tritongen.loadtests.arrivals import TraceRow, arrival_offsets, cancel_decisions, read_trace
+from tritongen.schema_set import NamedSchema, read_schema_set
 from tritongen.plan.load import AdapterShare, LoadProfile
 
 # tokenizers and transformers (about 1.8 s of CPU to import) are imported where a tokenizer is loaded; the runner
@@ -102,6 +103,8 @@ class Prompt:
     """Cancel the request this long after sending it (--cancel-rate); None: let it finish."""
     adapter: AdapterShare | None = None
     """The LoRA adapter it goes to (validation.load.adapters); None: the base model, unnamed."""
+    schema: NamedSchema | None = None
+    """The JSON schema its output must follow (validation.load.structured); None: a plain request."""
 
 
 @dataclass
@@ -113,11 +116,14 @@ class PromptSource:
     rng: random.Random = field(default_factory=random.Random)
     _filler_ids: list[int] = field(default_factory=list)
     _file_prompts: itertools.cycle | None = None
+    _schemas: tuple[NamedSchema, ...] = ()
 
     def __post_init__(self) -> None:
         # Seeded per process, so processes do not send identical prompt sequences.
         self.rng.seed(f"{self.config.seed}-{os.getpid()}")
         self._filler_ids = self.tokenizer.encode(_FILLER, add_special_tokens=False)
+        if self.config.profile.structured.share > 0:
+            self._schemas = read_schema_set(self.config.profile.structured.schemas)
         prompts_file = self.config.profile.prompts_file
         if prompts_file:
             rows = [json.loads(line) for line in Path(prompts_file).read_text().splitlines() if line.strip()]
@@ -161,6 +167,15 @@ class PromptSource:
             return prompt
         chosen = self.rng.choices(shares, weights=[a.weight for a in shares])[0]
         return dataclasses.replace(prompt, adapter=chosen)
+
+    def with_structure(self, prompt: Prompt) -> Prompt:
+        """`prompt` carrying a schema drawn at random, with the load's structured share (validation.load.structured);
+        as it is otherwise. No min_tokens: the request ends where the grammar does."""
+        structured = self.config.profile.structured
+        if structured.share <= 0 or self.rng.random() >= structured.share:
+            return prompt
+        return dataclasses.replace(prompt, schema=self.rng.choice(self._schemas), max_tokens=structured.max_tokens,
+                                   min_tokens=None)
 
     def for_trace(self, row: TraceRow) -> Prompt:
         if row.text_input is not None:

@@ -53,6 +53,18 @@ class AdapterShare(_Frozen):
     weight: float = Field(gt=0)
 
 
+class StructuredShare(_Frozen):
+    """validation.load.structured as planned: its schema file absolute and checked at plan."""
+
+    share: float = Field(ge=0, le=1)
+    """Fraction of requests that carry a JSON schema; 0: plain requests only."""
+    schemas: str | None
+    """The schema set (absolute; read when share > 0): a JSON list of {name, schema}
+    (tritongen.schema_set)."""
+    max_tokens: int = Field(ge=1)
+    """Completion limit of a structured request."""
+
+
 class LoadProfile(_Frozen):
     """validation.load as planned: each field means what the spec's field of that name documents, and has no
     default here (the spec's are the defaults; the planner writes every field)."""
@@ -93,6 +105,8 @@ class LoadProfile(_Frozen):
     """When, after sending, such a request is cancelled."""
     adapters: dict[str, AdapterShare]
     """The traffic's split over LoRA adapters, by name; empty: the base model only."""
+    structured: StructuredShare
+    """The share of requests sent with a JSON schema, and the schemas."""
 
     @property
     def mode(self) -> Literal["closed", "open", "trace"]:
@@ -122,4 +136,6 @@ def load_profile(section: LoadSection, resolve: Callable[[str], Path],
     for key in ("prompts_file", "trace_file"):
         if data[key]:
             data[key] = str(resolve(data[key]))
+    if section.structured.schemas:
+        data["structured"]["schemas"] = str(resolve(section.structured.schemas))
     return LoadProfile.model_validate(data)

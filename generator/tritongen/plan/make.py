@@ -16,6 +16,7 @@ from tritongen.plan.deploy import DeployPlan
 from tritongen.plan.frontend import StructuredRoute, make_frontend_plan
 from tritongen.plan.kv import size_kv
 from tritongen.plan.load import LoadProfile, load_profile
+from tritongen.schema_set import read_schema_set
 from tritongen.core.sections import (
     AdapterPlan, InstanceGroup, PathsPlan, ServerGroupPlan, StructuredOutputPlan, TokenizerPlan,
 )
@@ -179,6 +180,8 @@ def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None, *, engin
         else checkpoint
     load = load_profile(spec.validation.load, lambda value: resolve_path(spec_dir, value),
                         {a.name: i for i, a in enumerate(spec.model.adapters, 1)})
+    if load.structured.share > 0:
+        read_schema_set(load.structured.schemas)  # a bad schema file fails the plan, not every Locust process
     config = read_config(checkpoint)
     seq_len = max_sequence_length(spec, config)
     sizing = size_kv(spec, checkpoint, max_batch_size(spec), seq_len, placed=inventory is not None)

@@ -160,6 +160,7 @@ class SpecCore(Section):
                                     f"{names(lambda r: r.honours_stream_interval)} runtimes only; the {self.runtime} "
                                     "runtime sends a response per generated token", "remove it (or set 1)"))
         problems.extend(self._adapter_problems())
+        problems.extend(self._structured_load_problems())
         for section in RUNTIME_SECTIONS:
             if section is not rt.spec_section:
                 problems.extend(getattr(self, section.key).unused_problems())
@@ -186,6 +187,18 @@ class SpecCore(Section):
         return problems + [problem(f"model.adapters.{i}.name", f"{a.name!r} is the base model's served name (OpenAI "
                                    "`model`)", "rename the adapter (or set frontend.openai.served_model_name)")
                            for i, a in enumerate(self.model.adapters) if a.name == served]
+
+
+    def _structured_load_problems(self) -> list[str]:
+        """A structured share of the load needs a runtime whose model takes a json_schema guide."""
+        if self.validation.load.structured.share <= 0:
+            return []
+        guide_types, how = runtime(self.runtime).guided_decoding(self)
+        if "json_schema" in guide_types:
+            return []
+        return [problem("validation.load.structured.share", f"the {self.runtime} runtime cannot constrain decoding "
+                        f"to a JSON schema ({how})", f"use runtime "
+                        f"{names(lambda r: 'json_schema' in r.guided_decoding(self)[0])}, or set share 0")]
 
 
 def _runtime_fields() -> dict[str, Any]:

@@ -18,6 +18,36 @@ class TokenDistribution(Section):
     """Standard deviation (0 = fixed)."""
 
 
+class StructuredLoad(Section):
+    """A share of the load sent with a JSON schema to constrain decoding (docs/structured-output.md); the report
+    counts the outputs that parse and validate against it."""
+
+    share: float = 0
+    """Fraction of requests, 0 to 1, drawn at random to carry one of `schemas` (each picked at random): NVIDIA's
+    guide tensors on grpc/http, `response_format: json_schema` (strict) on openai. 0: plain requests only."""
+
+    schemas: str | None = None
+    """JSON file holding a list of {"name": ..., "schema": {...}} entries (like tests/data/json_schemas.json);
+    relative to the spec's folder."""
+
+    max_tokens: int = Field(256, ge=1)
+    """Completion limit of a structured request (no min_tokens: the grammar ends it); an output cut here is counted
+    `truncated`, neither valid nor invalid."""
+
+    @model_validator(mode="after")
+    def _structured_rules(self) -> StructuredLoad:
+        problems = []
+        if not 0 <= self.share <= 1:
+            problems.append(problem("validation.load.structured.share", f"({self.share:g}) is not a fraction",
+                                    "give a share from 0 to 1, e.g. 0.5"))
+        elif self.share > 0 and self.schemas is None:
+            problems.append(problem("validation.load.structured.schemas", "is not set but share is above 0",
+                                    'name a JSON file of [{"name": ..., "schema": {...}}, ...] entries'))
+        if problems:
+            raise Problems("\n".join(problems))
+        return self
+
+
 class LoadSection(Section):
     users: int = Field(4, ge=1)
     """Concurrent Locust users (one request in flight each)."""
@@ -80,6 +110,10 @@ class LoadSection(Section):
     """Traffic share per LoRA adapter (model.adapters names; `base` for the base model), relative weights > 0:
     each request picks one by weight, and the report gives every adapter's figures. Empty: every request goes to
     the base model."""
+
+    structured: StructuredLoad = StructuredLoad()
+    """Structured-output requests mixed into the load: their share and schema set; the report gives their
+    validity and latency beside the plain requests'."""
 
     @model_validator(mode="after")
     def _load_rules(self) -> LoadSection:
