@@ -89,6 +89,7 @@ def main(argv=None) -> int:
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--device", default="gpu", choices=["gpu", "cpu"])
     ap.add_argument("--tiny", action="store_true")
+    ap.add_argument("--bls", default="auto", choices=["auto", "native", "python"], help="serving.bls")
     ap.add_argument("--workdir", default="/tmp/tritongen-guided-served")
     ap.add_argument("--out", default=str(RESULTS / "guided_served.json"))
     args = ap.parse_args(argv)
@@ -115,7 +116,7 @@ def main(argv=None) -> int:
     save_s = time.perf_counter() - t
     spec_path = work / "deployment.yaml"
     spec_path.write_text(SPEC.format(dtype=args.dtype, max_batch=max(8, args.streams), pre=4, post=4,
-                                     device=args.device, kv=""))
+                                     device=args.device, kv=f"  bls: {args.bls}\n"))
     _, plan = plan_from_file(spec_path)
     repo = work / "repo"
     write_repository(render_for(plan), repo, overwrite=True)
@@ -159,7 +160,8 @@ def main(argv=None) -> int:
                       "tokenizer_vocab": len(tok)},
             "workload": {"streams": args.streams, "input_tokens": args.input_tokens,
                          "output_tokens": args.output_tokens, "warmup_s": args.warmup, "duration_s": args.duration,
-                         "protocol": "gRPC streams to the ensemble", "schema": args.schema},
+                         "protocol": "gRPC streams to the ensemble", "schema": args.schema,
+                         "bls": args.bls},
             "server_ready_s": round(ready_s, 1), "runs": runs,
             "ratio_json_schema_to_plain": runs[1]["ratio_to_plain"] if len(runs) > 1 else None,
             "server_log_tail": tail}
