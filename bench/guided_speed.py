@@ -53,7 +53,8 @@ from benchlib import RESULTS, Req, build_model, environment, llama_config, summa
 SCHEMAS = HERE.parent / "tests" / "data" / "json_schemas.json"
 COLS = [("run", "run"), ("streams", "concurrency"), ("output tok/s", "output_tok_per_s"),
         ("vs plain", "ratio_to_plain"), ("ITL p50 ms", "itl_ms_p50"), ("TTFT p50 ms", "ttft_ms_p50"),
-        ("tokens/request", "mean_output_tokens"), ("guided host ms/step", "guided_host_ms_per_step")]
+        ("tokens/request", "mean_output_tokens"), ("step ms", "step_ms"),
+        ("guided host ms/step", "guided_host_ms_per_step")]
 
 
 def served_modules():
@@ -82,13 +83,15 @@ class Timed:
     """Wall time of a processor's host step (prepare_tensor_args) and its calls, between resets."""
 
     def __init__(self, processor):
-        self.seconds, self.calls, self.rows = 0.0, 0, 0
+        self.seconds, self.calls, self.rows, self.first, self.last = 0.0, 0, 0, None, None
         inner = processor.prepare_tensor_args
 
         def timed(requests):
             t = time.perf_counter()
             out = inner(requests)
-            self.seconds += time.perf_counter() - t
+            self.last = time.perf_counter()
+            self.first = self.first or t
+            self.seconds += self.last - t
             self.calls += 1
             self.rows += len(processor.guided_rows)
             return out
@@ -98,8 +101,10 @@ class Timed:
     def take(self) -> dict:
         out = {"steps": self.calls, "guided_rows_per_step": round(self.rows / self.calls, 1) if self.calls else None,
                "guided_host_ms_per_step": round(1e3 * self.seconds / self.calls, 3) if self.calls else None,
-               "guided_host_s": round(self.seconds, 3)}
-        self.seconds, self.calls, self.rows = 0.0, 0, 0
+               "guided_host_s": round(self.seconds, 3),
+               # wall time between steps, whole level (warm-up and drain included): the step the host work is in
+               "step_ms": round(1e3 * (self.last - self.first) / (self.calls - 1), 3) if self.calls > 1 else None}
+        self.seconds, self.calls, self.rows, self.first, self.last = 0.0, 0, 0, None, None
         return out
 
 
