@@ -19,8 +19,8 @@ python3 -m pip uninstall -y -q scikit-learn scipy 2>&1 | tail -1
 bash bench/device_setup.sh "$B"/*.whl > "$OUT/setup.log" 2>&1 || { tail -20 "$OUT/setup.log"; exit 3; }
 PY=/tmp/venv/bin/python3
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
-  $PY -c 'import numpy, torch, transformers, xgrammar, peft; print("numpy", numpy.__version__, "torch",
-torch.__version__, "transformers", transformers.__version__, "xgrammar", xgrammar.__version__, "peft", peft.__version__)'
+  $PY -c 'from importlib.metadata import version as v; print(*(f"{n} {v(n)}" for n in
+("numpy", "torch", "transformers", "xgrammar", "peft")))'
 } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
 ( mkdir -p /tmp/nl && dpkg -x "$B"/nlohmann-json3-dev_*.deb /tmp/nl &&

@@ -358,7 +358,7 @@ def guided_part(args, model, hf, tok_dir, tokenizer, end_id, gpu, plain, prompt,
         # Warm-up: graphs for the batch sizes the levels reach, the guide's matchers; not recorded.
         closed_loop(manager, args.streams, plain(args.output_tokens), 0.0, min(4.0, args.duration))
         closed_loop(manager, args.streams, make_guided, 0.0, min(4.0, args.duration), guided_done)
-        checks.update(finished=0, cut_at_max_tokens=0, valid=0, broken=0)
+        checks.update(finished=0, cut_at_max_tokens=0, valid=0, broken=0, invalid_examples=[])
         timed.take()
         res, _ = closed_loop(manager, args.streams, plain(args.output_tokens), args.warmup, args.duration)
         runs.append({"run": "plain", **res, **timed.take()})
