@@ -172,7 +172,10 @@ def breakdown(m: dict[str, float], cpu: dict[str, float], window: float) -> dict
 
 # ---------------------------------------------------------------------------------------------- driver
 def run_level(url: str, metrics_url: str, server_pid: int, concurrency: int, prompts: list[str], out_tokens: int,
-              warmup: float, duration: float) -> dict:
+              warmup: float, duration: float, guide: tuple[str, str] | None = None,
+              texts: list[str] | None = None) -> dict:
+    """One closed-loop level. With `guide` ((type, guide)) every request is guided and has no min_tokens (the
+    grammar decides where it ends); `texts` collects the text of each request that ended on its own."""
     import tritonclient.grpc as grpcclient
 
     from tritongen.client import grpc_inputs
@@ -191,9 +194,10 @@ def run_level(url: str, metrics_url: str, server_pid: int, concurrency: int, pro
             while not stop.is_set():
                 with lock:
                     prompt = rng.choice(prompts)
-                inputs = grpc_inputs(prompt, out_tokens, stream=True, min_tokens=out_tokens,
-                                     return_num_output_tokens=True)
+                inputs = grpc_inputs(prompt, out_tokens, stream=True, min_tokens=None if guide else out_tokens,
+                                     guide=guide, return_num_output_tokens=True)
                 r = Req(sent=time.perf_counter())
+                parts = []
                 reqs.append(r)
                 client.async_stream_infer("ensemble", inputs, enable_empty_final_response=True)
                 while not stop.is_set():
@@ -211,9 +215,15 @@ def run_level(url: str, metrics_url: str, server_pid: int, concurrency: int, pro
                         new = 1 if result.as_numpy("text_output") is not None else 0
                     if new > 0:
                         r.token_times.extend([ts] * new)
+                    if texts is not None:
+                        text = result.as_numpy("text_output")
+                        if text is not None and text.size:
+                            parts.append(text.reshape(-1)[0].decode("utf-8", "replace"))
                     final = result.get_response().parameters.get("triton_final_response")
                     if final is not None and final.bool_param:
                         r.done = ts
+                        if texts is not None:
+                            texts.append("".join(parts))
                         break
         finally:
             try:
@@ -237,7 +247,7 @@ def run_level(url: str, metrics_url: str, server_pid: int, concurrency: int, pro
     stop.set()
     for t in threads:
         t.join(timeout=30)
-    res = summarize(reqs, (w0, w1), concurrency, out_tokens)
+    res = summarize(reqs, (w0, w1), concurrency, 1 if guide else out_tokens)
     res["errors"] = len(errors)
     res["first_errors"] = errors[:3]
     res["server_window"] = breakdown(diff(mw1, mw0), diff(cw1, cw0), tw1 - tw0)
