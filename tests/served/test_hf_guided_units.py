@@ -14,11 +14,17 @@ import torch
 
 @pytest.fixture(scope="module")
 def hf_guided():
-    # The module imports the python backend's utils by name only (its functions are used when serving).
+    # The module imports the python backend's utils by name only (its functions are used when serving). The stand-in
+    # and the modules imported with it leave sys.modules afterwards: a later test in this process imports the real
+    # utils (tests/served/test_served.py).
+    before = set(sys.modules)
     sys.modules.setdefault("triton_python_backend_utils", types.ModuleType("triton_python_backend_utils"))
     from tritongen.served import hf_guided
 
-    return hf_guided
+    yield hf_guided
+    for name in set(sys.modules) - before:
+        if name == "triton_python_backend_utils" or name.startswith("tritongen.served"):
+            del sys.modules[name]
 
 
 class _Future:
