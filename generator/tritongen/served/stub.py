@@ -34,11 +34,13 @@ class Drain:
     model's response sender keeps the model loaded, so Triton waits for them until its exit timeout).
 
     The server's stop is seen through `is_ready(name)` (pb_utils.is_model_ready of the model itself, asked at most
-    every POLL_S): once the model was ready, an answer of not ready, or an error ("Server not ready", as
-    TRITONSERVER_ServerModelIsReady answers a stopping server), starts the drain of TRITONGEN_DRAIN_S seconds
-    (set by every generated deployment and `tritongen serve` from the Plan's stop budget; 15 when unset)."""
+    every POLL_S): once the model was ready, CONFIRM answers in a row of not ready, or errors ("Server not ready", as
+    TRITONSERVER_ServerModelIsReady answers a stopping server), start the drain of TRITONGEN_DRAIN_S seconds (set
+    by every generated deployment and `tritongen serve` from the Plan's stop budget; 15 when unset). One failed
+    answer of a busy server does not: a drain, once started, ends every request that comes after it."""
 
     POLL_S = 0.5
+    CONFIRM = 3
 
     def __init__(self, name, is_ready, log):
         self.name, self.is_ready, self.log = name, is_ready, log
@@ -47,6 +49,7 @@ class Drain:
         except ValueError:
             self.drain_s = 15.0
         self.was_ready = False
+        self.misses = 0
         self.since = None
         self.last_poll = 0.0
 
@@ -61,7 +64,10 @@ class Drain:
             except Exception:  # a stopping server answers with an error
                 ready = False
             if ready or not self.was_ready:
-                self.was_ready = self.was_ready or ready
+                self.was_ready, self.misses = self.was_ready or ready, 0
+                return False
+            self.misses += 1
+            if self.misses < self.CONFIRM:
                 return False
             self.since = now
             self.log(f"{self.name}: the server is stopping; streams in flight may finish for {self.drain_s:g} s")
