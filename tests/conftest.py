@@ -10,6 +10,7 @@ import os
 import shlex
 import subprocess
 import tempfile
+import weakref
 from pathlib import Path
 
 import pytest
@@ -76,6 +77,41 @@ class _GuardedPopen(subprocess.Popen):
 
 def pytest_configure(config):
     subprocess.Popen = _GuardedPopen
+    _remember_started_servers()
+
+
+# Every TritonServer a test started, so that a failing test's report says when one died under it (a test sees only
+# "Socket closed"; the cause is in the server's log, which a CI run does not keep).
+_started: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()  # id -> server (dataclasses: unhashable)
+
+
+def _remember_started_servers() -> None:
+    from tritongen.serve import TritonServer
+
+    start = TritonServer.start
+
+    def remembering(self, *args, **kwargs):
+        _started[id(self)] = self
+        return start(self, *args, **kwargs)
+
+    TritonServer.start = remembering
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if not report.failed:
+        return
+    for key, server in list(_started.items()):
+        process = server.process
+        died = process is not None and process.poll() is not None and not server._stopping.is_set()
+        if not (died or server.failure):  # a server its test stopped, or one still serving
+            continue
+        _started.pop(key, None)  # said once, in the first failure it caused
+        code = None if process is None else process.poll()
+        report.sections.append((f"tritonserver stopped under the test (exit code {code})",
+                                f"{server.failure or ''}\n{server.log_tail(60)}\n(log: {server.log_path})"))
 
 
 # `make test` runs the suite on two pytest-xdist workers, one test file at a time each (--dist loadfile
