@@ -20,7 +20,7 @@ from tritongen.core import InstanceGroup, Locations, Renderer, ServerGroupPlan
 from tritongen.plan import Plan
 from tritongen.render.write import MARKER, check_output_dir, status_lines, write_repository
 from tritongen.resources import data_dir
-from tritongen.runtimes import runtime_of
+from tritongen.runtimes import repository
 
 __all__ = ["HEADER", "MARKER", "check_output_dir", "environment", "render_for", "render_repository", "status_lines",
            "write_repository"]
@@ -66,7 +66,7 @@ def _render(template: str, plan: Plan, **context: object) -> bytes:
 def _llm_config(plan: Plan, where: Locations, group: ServerGroupPlan | None) -> bytes:
     """tensorrt_llm/config.pbtxt: the plan's defaults, or one server group's KV budget, instances and devices."""
     llm_in, llm_out = _tensors("tensorrt_llm", plan)
-    backend, params, instances = runtime_of(plan).llm_config(plan, where, group)
+    backend, params, instances = repository(plan).llm_config(plan, where, group)
     return _render("tensorrt_llm/config.pbtxt.j2", plan, backend=backend, inputs=llm_in, outputs=llm_out,
                    params=params, group=instances)
 
@@ -92,7 +92,7 @@ def render_repository(plan: Plan, where: Locations | None = None) -> dict[str, b
     (its own KV budget and instances), which its tritonserver selects with --model-config-name=<group>.
     """
     where = where or Locations.of(plan)
-    rt = runtime_of(plan)
+    rt = repository(plan)
     if not rt.ensemble:
         files = rt.model_files(plan, where, _renderer(plan))
         if plan.frontend is not None:  # a runtime whose own model the frontend speaks to (llmapi)
@@ -169,5 +169,5 @@ def _with_manifest(plan: Plan, files: dict[str, bytes]) -> dict[str, bytes]:
 def render_for(plan: Plan, where: Locations | None = None) -> dict[str, bytes]:
     """Render the repository of a Plan after the runtime's checks against files here (tensorrtllm: the planned
     engine, when it is built)."""
-    runtime_of(plan).check_before_render(plan)
+    repository(plan).check_before_render(plan)
     return render_repository(plan, where)

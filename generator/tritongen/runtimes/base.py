@@ -11,8 +11,9 @@ section typed (`own(plan)`) with no narrowing:
 - `EngineBuilder`: how the engine it serves is built from the checkpoint (`tritongen build`, the Kubernetes models
   Job); only runtimes with `builds_engine` implement it;
 - `Clients`: how tritongen's clients address it (its request `Dialect`, the server's token counter).
-`Runtime` adds the runtime's identity (name, its words for the docs) to the roles. Stages ask the runtime object
-(`tritongen.runtimes.runtime_of`); they never test its name.
+`Runtime` adds the runtime's words for the docs to the roles. A stage asks the registry for the one role it uses
+(`tritongen.runtimes.planning(plan)`, `repository`, `launch`, `builder`, `clients`), never for the whole runtime, and
+never tests its name.
 
 Layering: this package sits below plan, render, deploy and the load test and imports none of them, not even for
 annotations: it reads the Plan and the Spec through the views of `tritongen.core` (`PlanView`, `SpecView`), and the
@@ -237,16 +238,19 @@ S = TypeVar("S", bound=RuntimeSettings)
 
 
 class _Owns(Generic[S]):
-    """What every role of one runtime shares: its name, its settings class and the typed view of its section of a
-    Plan."""
+    """What every role of one runtime shares: its name, its settings class, whether it is served through the ensemble,
+    and the typed view of its section of a Plan."""
 
     name: ClassVar[str]
     settings: ClassVar[type[RuntimeSettings]]
     """Its section of the Plan (Plan.runtime_settings)."""
+    ensemble: ClassVar[bool] = True
+    """Speaks the TensorRT-LLM C++ model's tensors, so tritongen's preprocessing, postprocessing, BLS, ensemble,
+    clients and OpenAI frontend serve it; False: the runtime's own model is the whole repository."""
 
     def own(self, plan: PlanView) -> S:
         """The plan's runtime section as this runtime's settings class (a Plan's section is always its runtime's:
-        `runtime_of` picks the runtime by the same tag the Plan checks against its section)."""
+        the registry picks the runtime by the same tag the Plan checks against its section)."""
         return cast(S, plan.runtime_settings)
 
 
@@ -284,6 +288,8 @@ class Planning(_Owns[S], ABC):
     """A server group may span nodes (deploy.nodes > 1)."""
     serves_adapters: ClassVar[bool] = False
     """Serves LoRA adapters (model.adapters) with some settings (`adapters_refused` says which)."""
+    group_configs: ClassVar[bool] = True
+    """The plan gives server groups that differ their own tensorrt_llm/configs/<group>.pbtxt."""
 
     def adapters_refused(self, spec: SpecView) -> str | None:
         """Why this runtime cannot serve the spec's model.adapters (validate says it, naming the runtime); None:
@@ -356,13 +362,8 @@ class Planning(_Owns[S], ABC):
 class Repository(_Owns[S], ABC):
     """The runtime's files in a model repository, and the checks of a rendered one."""
 
-    ensemble: ClassVar[bool] = True
-    """Speaks the TensorRT-LLM C++ model's tensors, so tritongen's preprocessing, postprocessing, BLS, ensemble,
-    clients and OpenAI frontend serve it; False: the runtime's own model is the whole repository."""
     python_model: ClassVar[bool] = True
     """The LLM model runs in a Python-backend stub (each instance a process: CPU and memory per instance)."""
-    group_configs: ClassVar[bool] = True
-    """Server groups that differ get their own tensorrt_llm/configs/<group>.pbtxt."""
 
     def check_before_render(self, plan: PlanView) -> None:
         """Checks against files that exist now (a built engine); render runs it before rendering."""
@@ -477,7 +478,7 @@ class EngineBuilder(_Owns[S], ABC):
         raise NotImplementedError(f"the {self.name} runtime serves the checkpoint as it is")
 
 
-class Clients(ABC):
+class Clients(_Owns[S], ABC):
     """How tritongen's clients (the OpenAI frontend, the load test) speak to the runtime's model."""
 
     output_token_counter: ClassVar[str | None] = None
@@ -490,7 +491,7 @@ class Clients(ABC):
         return None
 
 
-class Runtime(Planning[S], Repository[S], Launch[S], EngineBuilder[S], Clients, ABC):
+class Runtime(Planning[S], Repository[S], Launch[S], EngineBuilder[S], Clients[S], ABC):
     """One runtime: its words for the docs, and the five roles above (each a base class with its own members)."""
 
     summary: ClassVar[str]
