@@ -31,14 +31,15 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, Typ
 
 from pydantic import BaseModel, ConfigDict
 
-from tritongen.core import AdapterPlan, Locations, PlanView, Ports, Renderer, ServerGroupPlan, SpecView, TokenizerPlan
+from tritongen.core import AdapterPlan, Locations, PlanView, Ports, Renderer, SpecView, TokenizerPlan
 from tritongen.runtimes.pins import ContainerPin, driver_version
 from tritongen.spec_base import RuntimeSection
 
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["BuiltEngine", "Clients", "Dialect", "EngineBuilder", "Knob", "Launch", "PlanContext", "Planning", "Ports",
+__all__ = ["BuiltEngine", "Clients", "Dialect", "EngineBuilder", "Knob", "Launch", "ModelRepository", "PlanContext",
+           "Planning", "Ports",
            "Renderer", "Repository", "RevisedText", "Runtime", "RuntimeSettings", "Signal", "TextDeltas",
            "TokenCounter", "Upstream", "driver_version", "quantity", "serving_knobs"]
 
@@ -231,6 +232,8 @@ class Knob:
     """Sample on a log scale (sizes that matter by ratio: batch, KV budget)."""
     why: str = ""
     """What it trades, in a phrase (the winning spec's diff says it next to each change)."""
+    admits: bool = False
+    """Its highest value admits the most work at once: tune's informed first trial sets every such knob to `high`."""
 
 
 S = TypeVar("S", bound=RuntimeSettings)
@@ -261,9 +264,10 @@ def serving_knobs(rt: Planning, spec: SpecView) -> list[Knob]:
     # each length: a budget below the longest requests refuses them, which no search should try.
     io = math.ceil(load.input_tokens.mean + 3 * load.input_tokens.stddev
                    + load.output_tokens.mean + 3 * load.output_tokens.stddev)
-    knobs = [Knob("serving.max_batch_size", 1, 256, log=True, why="requests in one batch: throughput vs ITL"),
+    knobs = [Knob("serving.max_batch_size", 1, 256, log=True, why="requests in one batch: throughput vs ITL",
+                  admits=True),
              Knob("serving.kv_cache.max_tokens", io, max(io * 512, 4096), log=True,
-                  why="KV budget per instance: requests admitted at once vs memory")]
+                  why="KV budget per instance: requests admitted at once vs memory", admits=True)]
     if rt.honours_stream_interval:
         knobs.append(Knob("serving.stream_interval", 1, 16, log=True, why="tokens per streamed response: "
                           "fewer responses vs a later first token"))
@@ -359,6 +363,17 @@ class Planning(_Owns[S], ABC):
         """Checks of the GPUs the placement uses ((label, product name) each)."""
 
 
+@dataclass(frozen=True)
+class ModelRepository:
+    """A model repository in memory, as a runtime renders it."""
+
+    files: dict[str, bytes]
+    """{posix path relative to the repository: content}."""
+    backends: dict[str, str]
+    """Each model's Triton backend (its config.pbtxt's `backend`, or `platform` for an ensemble), by model name:
+    the render manifest records them."""
+
+
 class Repository(_Owns[S], ABC):
     """The runtime's files in a model repository, and the checks of a rendered one."""
 
@@ -368,15 +383,10 @@ class Repository(_Owns[S], ABC):
     def check_before_render(self, plan: PlanView) -> None:
         """Checks against files that exist now (a built engine); render runs it before rendering."""
 
-    def llm_config(self, plan: PlanView, where: Locations, group: ServerGroupPlan | None
-                   ) -> tuple[str, dict[str, str], Any]:
-        """(backend, parameters, instance group) of tensorrt_llm/config.pbtxt (ensemble runtimes)."""
-        raise NotImplementedError(f"the {self.name} runtime renders its own repository")
-
     @abstractmethod
-    def model_files(self, plan: PlanView, where: Locations, render: Renderer) -> dict[str, bytes]:
-        """Files of the runtime's own model: for an ensemble runtime the tensorrt_llm model's version folder
-        (config.pbtxt comes from `llm_config`); otherwise the whole repository."""
+    def model_repository(self, plan: PlanView, where: Locations, render: Renderer) -> ModelRepository:
+        """The runtime's model repository: every model's files and backend (render adds the frontend's files and
+        the manifest). The engine-backed runtimes share one: `tritongen.runtimes.ensemble.EnsembleRepository`."""
 
     def check_repository(self, repo: Path) -> list[tuple[str, str]]:
         """(relative path, problem) for each of this runtime's own files in a rendered repository that its release

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from tritongen import served
 from tritongen.core import GUIDE_TYPES, Locations, PlanView, ServerGroupPlan, SpecView
+from tritongen.runtimes.ensemble import EnsembleRepository
 from tritongen.runtimes.base import (Knob, PlanContext, Renderer, Runtime, RuntimeSettings, Signal, Upstream, quantity,
                                      serving_knobs)
 from tritongen.runtimes.hf.spec import HfSection
@@ -91,7 +92,7 @@ def hf_parameters(plan: PlanView, checkpoint_dir: str, group: ServerGroupPlan | 
     }
 
 
-class HfRuntime(Runtime[HFRuntimePlan]):
+class HfRuntime(EnsembleRepository[HFRuntimePlan], Runtime[HFRuntimePlan]):
     name = "hf"
     output_token_counter = "tritongen_llm_output_tokens_total"
     settings = HFRuntimePlan

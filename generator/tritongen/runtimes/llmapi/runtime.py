@@ -10,7 +10,7 @@ from typing import Any
 from tritongen.core import Locations, PlanView, SpecView
 from tritongen.errors import SpecError, problem
 from tritongen.runtimes import llmapi
-from tritongen.runtimes.base import (Dialect, Knob, PlanContext, Renderer, Runtime, Signal, quantity,
+from tritongen.runtimes.base import (Dialect, Knob, ModelRepository, PlanContext, Renderer, Runtime, Signal, quantity,
                                      serving_knobs)
 from tritongen.runtimes.llmapi.dialect import DIALECT
 from tritongen.runtimes.llmapi.plan import LlmApiPlan, make_llmapi_plan
@@ -33,6 +33,10 @@ def llmapi_instances(spec: SpecView) -> int:
             "set it to 1: placement runs one tritonserver per GPU (or MIG slice); raise llmapi.runtime_max_batch_size for "
             "more requests per GPU"))
     return 1
+
+
+BACKEND = "python"
+"""NVIDIA's llmapi model is a python model (its code comes from the serving container)."""
 
 
 class LlmApiRuntime(Runtime[LlmApiPlan]):
@@ -102,14 +106,15 @@ class LlmApiRuntime(Runtime[LlmApiPlan]):
         return make_llmapi_plan(ctx.spec, str(ctx.checkpoint), ctx.tokenizer.dir if ctx.spec.model.tokenizer else None,
                                 max_seq_len=ctx.max_seq_len, kv_tokens=ctx.kv_tokens)
 
-    def model_files(self, plan: PlanView, where: Locations, render: Renderer) -> dict[str, bytes]:
+    def model_repository(self, plan: PlanView, where: Locations, render: Renderer) -> ModelRepository:
         settings = self.own(plan)
         tokenizer = where.tokenizer if settings.tokenizer_dir else None
         config = render.template("llmapi/config.pbtxt.j2", plan, inputs=llmapi.contract.INPUTS,
-                                 outputs=llmapi.contract.OUTPUTS, params={},
+                                 outputs=llmapi.contract.OUTPUTS, params={}, backend=BACKEND,
                                  group=plan.llm_instance_group, model_dir=TRTLLM.llmapi_model_dir)
-        return {"tensorrt_llm/1/model.yaml": llmapi.model_yaml_text(plan, render.header, where.checkpoint, tokenizer),
-                "tensorrt_llm/config.pbtxt": config}
+        return ModelRepository({"tensorrt_llm/1/model.yaml": llmapi.model_yaml_text(plan, render.header,
+                                                                                    where.checkpoint, tokenizer),
+                                "tensorrt_llm/config.pbtxt": config}, {"tensorrt_llm": BACKEND})
 
     def completes_own_config(self, repo: Path) -> bool:
         return llmapi.completes_own_config(repo)
@@ -150,7 +155,8 @@ class LlmApiRuntime(Runtime[LlmApiPlan]):
 
     def knobs(self, spec: SpecView) -> list[Knob]:
         return serving_knobs(self, spec) + [Knob("llmapi.max_num_tokens", 256, 16384, log=True,
-                                                 why="tokens per forward pass: prefill throughput vs ITL")]
+                                                 why="tokens per forward pass: prefill throughput vs ITL",
+                                                 admits=True)]
 
     def image(self) -> str:
         return TRTLLM.container

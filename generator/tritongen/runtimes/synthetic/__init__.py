@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict
 
 from tritongen import served
 from tritongen.core import Locations, PlanView, ServerGroupPlan, SpecView
+from tritongen.runtimes.ensemble import EnsembleRepository
 from tritongen.runtimes.base import Knob, PlanContext, Renderer, Runtime, RuntimeSettings, serving_knobs
 from tritongen.runtimes.synthetic.spec import SyntheticSection
 from tritongen.runtimes.hf import HF_BASE_IMAGE, HF_IMAGE, HF_UPSTREAM
@@ -66,7 +67,7 @@ def synthetic_parameters(plan: PlanView) -> dict[str, str]:
     return params
 
 
-class SyntheticRuntime(Runtime[SyntheticPlan]):
+class SyntheticRuntime(EnsembleRepository[SyntheticPlan], Runtime[SyntheticPlan]):
     name = "synthetic"
     output_token_counter = "tritongen_llm_output_tokens_total"
     settings = SyntheticPlan

@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from tritongen.core import GUIDE_TYPES, Locations, PlanView, SpecView
 from tritongen.errors import SpecError, problem
-from tritongen.runtimes.base import Dialect, PlanContext, Renderer, Runtime, RuntimeSettings, Upstream
+from tritongen.runtimes.base import Dialect, ModelRepository, PlanContext, Renderer, Runtime, RuntimeSettings, Upstream
 from tritongen.runtimes.vllm.dialect import DIALECT, MODEL
 from tritongen.runtimes.vllm.release import IMAGE, RELEASE, VLLM_PIN, VLLM_VERSION
 
@@ -70,6 +70,9 @@ MAX_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 # Next to model.json (the backend reads it from pb_utils.get_model_dir() when enable_lora is true): {name: folder};
 # the backend numbers the adapters 1, 2, ... in this order (LoRARequest(str(i + 1), i + 1, path)), as the plan does.
 MULTI_LORA = "multi_lora.json"
+
+BACKEND = "vllm"
+"""Triton's vLLM backend: the config.pbtxt's `backend`."""
 
 
 class VllmPlan(RuntimeSettings):
@@ -118,7 +121,7 @@ def model_config(plan: PlanView, header: str) -> bytes:
     from google.protobuf import text_format
     from tritonclient.grpc import model_config_pb2 as pb
 
-    config = pb.ModelConfig(name=MODEL, backend="vllm", max_batch_size=0,
+    config = pb.ModelConfig(name=MODEL, backend=BACKEND, max_batch_size=0,
                             model_transaction_policy=pb.ModelTransactionPolicy(decoupled=True))
     for name, dtype, dims, optional in CONTRACT_INPUTS:
         config.input.add(name=name, data_type=pb.DataType.Value(dtype), dims=dims, optional=optional)
@@ -187,14 +190,14 @@ class VllmRuntime(Runtime[VllmPlan]):
                         **({"max_lora_rank": max_lora_rank(ctx.max_adapter_rank or 1), "max_loras": len(ctx.adapters)}
                            if ctx.adapters else {}))
 
-    def model_files(self, plan: PlanView, where: Locations, render: Renderer) -> dict[str, bytes]:
+    def model_repository(self, plan: PlanView, where: Locations, render: Renderer) -> ModelRepository:
         body = json.dumps(engine_args(plan, where.checkpoint, where.tokenizer), indent=2) + "\n"
         # JSON has no comments, so model.json cannot carry the generated-file header; config.pbtxt does.
         files = {f"{MODEL}/config.pbtxt": model_config(plan, render.header), f"{MODEL}/1/model.json": body.encode()}
         if plan.adapters:
             loras = {a.name: a.path for a in plan.adapters}
             files[f"{MODEL}/1/{MULTI_LORA}"] = (json.dumps(loras, indent=2) + "\n").encode()
-        return files
+        return ModelRepository(files, {MODEL: BACKEND})
 
     def check_repository(self, repo: Path) -> list[tuple[str, str]]:
         """Every key of a vLLM model's 1/model.json is an EngineArgs field tritongen checked."""
