@@ -15,11 +15,11 @@ from pydantic import Field
 from tritongen.core import PlanView, SpecView
 from tritongen.runtimes.base import Clients, Dialect, EngineBuilder, Launch, Planning, Repository, Runtime
 # One line per runtime, in the order the spec's choices and the docs list them.
-from tritongen.runtimes.hf import RUNTIME as _hf
+from tritongen.runtimes.hf.runtime import RUNTIME as _hf
 from tritongen.runtimes.tensorrtllm.runtime import RUNTIME as _tensorrtllm
 from tritongen.runtimes.llmapi.runtime import RUNTIME as _trtllm
-from tritongen.runtimes.synthetic import RUNTIME as _synthetic
-from tritongen.runtimes.vllm import RUNTIME as _vllm
+from tritongen.runtimes.synthetic.runtime import RUNTIME as _synthetic
+from tritongen.runtimes.vllm.runtime import RUNTIME as _vllm
 
 RUNTIMES: dict[str, Runtime] = {r.name: r for r in list(globals().values()) if isinstance(r, Runtime)}
 NAMES = tuple(RUNTIMES)

@@ -1,5 +1,5 @@
 """The tensorrtllm runtime: the C++ `tensorrtllm` backend serving an engine built with trtllm-build, behind
-tritongen's ensemble (the runtime object; the pure build, parameter and launch functions are in __init__)."""
+tritongen's ensemble (the runtime object; the pure build, parameter and launch functions are in backend.py)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,12 @@ from tritongen.core import GUIDE_TYPES, Locations, PlanView, ServerGroupPlan, Sp
 from tritongen.errors import SpecError, problem
 from tritongen.runtimes.ensemble import EnsembleRepository
 from tritongen.runtimes.base import Knob, PlanContext, Renderer, Runtime, Signal, quantity, serving_knobs
-from tritongen.runtimes.tensorrtllm import (
-    DEFAULT_MAX_NUM_TOKENS, TRTLLM, BuildSettings, TensorrtllmPlan, build_commands, ensemble_server_command, id_groups,
-    tensorrt_llm_parameters,
-)
 from tritongen.runtimes.tensorrtllm import xgrammar_info
+from tritongen.runtimes.tensorrtllm.backend import (DEFAULT_MAX_NUM_TOKENS, TRTLLM, build_commands,
+                                                    ensemble_server_command, id_groups, tensorrt_llm_parameters)
 from tritongen.runtimes.tensorrtllm.lora import LoraBuild, lora_build, lora_plan
 from tritongen.runtimes.tensorrtllm.release import upstream
+from tritongen.runtimes.tensorrtllm.settings import BuildSettings, TensorrtllmPlan
 from tritongen.runtimes.tensorrtllm.spec import EngineSection
 
 if TYPE_CHECKING:
