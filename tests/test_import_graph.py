@@ -269,14 +269,15 @@ def test_no_stage_imports_a_runtime_package():
 
 # ------------------------------------------------------------------------------------------ roles, not the runtime
 
-WHOLE_RUNTIME = frozenset({"Runtime", "runtime", "runtime_of"})
-"""What hands a stage the whole runtime object: the class, and the registry's accessors of old. A stage asks
-`tritongen.runtimes` for the one role it uses (planning, repository, launch, builder, clients)."""
+WHOLE_RUNTIME = frozenset({"Runtime", "runtime", "runtime_of", "RUNTIMES"})
+"""What hands a stage the whole runtime object: the class, the registry's dict and its accessors of old. A stage asks
+`tritongen.runtimes` for the one role it uses (planning, repository, launch, builder, clients; plannings(),
+repositories(), launches() for every runtime's)."""
 
 
 def whole_runtime_uses(modules: dict[str, str]) -> list[str]:
-    """`module: line: what` for each place outside tritongen.runtimes that imports `Runtime`, `runtime` or
-    `runtime_of` from the runtimes, or names `Runtime` at all (an annotation, an isinstance, an attribute)."""
+    """`module: line: what` for each place outside tritongen.runtimes that imports `Runtime`, `RUNTIMES`, `runtime`
+    or `runtime_of` from the runtimes, or names `Runtime` at all (an annotation, an isinstance, an attribute)."""
     out = []
     for name, source in modules.items():
         if name == "tritongen.runtimes" or name.startswith("tritongen.runtimes."):
@@ -286,7 +287,7 @@ def whole_runtime_uses(modules: dict[str, str]) -> list[str]:
                 out.extend(f"{name}:{node.lineno}: imports {a.name}" for a in node.names if a.name in WHOLE_RUNTIME)
             elif isinstance(node, ast.Name) and node.id == "Runtime":
                 out.append(f"{name}:{node.lineno}: names Runtime")
-            elif isinstance(node, ast.Attribute) and node.attr in ("Runtime", "runtime_of"):
+            elif isinstance(node, ast.Attribute) and node.attr in ("Runtime", "runtime_of", "RUNTIMES"):
                 out.append(f"{name}:{node.lineno}: names {node.attr}")
     return sorted(out)
 
@@ -303,6 +304,8 @@ def test_the_checker_finds_the_whole_runtime_named():
         "tritongen.plan.make": "import tritongen.runtimes as rts\ndef f(rt: 'x') -> None:\n    rts.runtime_of(rt)\n",
         "tritongen.deploy": "from tritongen.runtimes import base\ndef f(r: base.Runtime): ...\n",
         "tritongen.tune": "from tritongen.runtimes import planning\nx: Runtime\n",
+        "tritongen.verify": "from tritongen.runtimes import RUNTIMES, repositories\n",
     }
     assert whole_runtime_uses(planted) == ["tritongen.deploy:2: names Runtime", "tritongen.plan.make:3: names runtime_of",
-                                           "tritongen.render:1: imports runtime_of", "tritongen.tune:2: names Runtime"]
+                                           "tritongen.render:1: imports runtime_of", "tritongen.tune:2: names Runtime",
+                                           "tritongen.verify:1: imports RUNTIMES"]

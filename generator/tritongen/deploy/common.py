@@ -34,7 +34,7 @@ from tritongen.plan.deploy import Orchestrator
 from tritongen.plan.frontend import FrontendPlan
 from tritongen.render import HEADER, environment, render_for
 from tritongen.resources import data_dir
-from tritongen.runtimes import RUNTIMES, builder, launch, repository
+from tritongen.runtimes import builder, launch, plannings, repository
 
 TEMPLATES = data_dir("deploy_templates")
 
@@ -191,7 +191,7 @@ def prepare(source: str | Path, *, inventory: str | None = None, engine_config: 
 # ------------------------------------------------------------------------------- runtime-specific answers
 # What a deployment needs to know of its runtime, asked of the runtime registry.
 
-CPU_RUNTIMES = tuple(name for name, rt in RUNTIMES.items() if rt.runs_on_cpu)
+CPU_RUNTIMES = tuple(name for name, rt in plannings().items() if rt.runs_on_cpu)
 """Runtimes whose tritonserver runs on CPU nodes (python models on Triton's plain image)."""
 
 

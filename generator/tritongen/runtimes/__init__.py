@@ -68,6 +68,23 @@ def clients(of: str | PlanView | SpecView) -> Clients:
     return _of(of)
 
 
+# A stage that asks every runtime the same question holds that one role of each.
+
+def plannings() -> dict[str, Planning]:
+    """Every runtime's planning role, by name (the spec's sections, the runtimes that run on CPUs)."""
+    return dict(RUNTIMES)
+
+
+def repositories() -> dict[str, Repository]:
+    """Every runtime's repository role, by name (`tritongen verify` runs each one's checks)."""
+    return dict(RUNTIMES)
+
+
+def launches() -> dict[str, Launch]:
+    """Every runtime's launch role, by name (`tritongen pins`)."""
+    return dict(RUNTIMES)
+
+
 def names(where) -> str:
     """The names of the runtimes for which `where(runtime)` holds, as prose ("hf and synthetic")."""
     chosen = [r.name for r in RUNTIMES.values() if where(r)]

@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field, ValidationError, ValidationInfo, create_m
 from pydantic_core import PydanticCustomError
 
 from tritongen.errors import SpecError, clip, problem, shown
-from tritongen.runtimes import CHOICES as RUNTIME_CHOICES, RUNTIMES, RuntimeName, names, planning
+from tritongen.runtimes import CHOICES as RUNTIME_CHOICES, RuntimeName, names, planning, plannings
 from tritongen.spec.deploy import DeploySection
 from tritongen.spec.frontend import FrontendSection, OpenAIFrontendSection
 from tritongen.spec.kv_cache import KVCacheSection
@@ -39,7 +39,7 @@ __all__ = ["DeploySection", "DynamicBatchingSection", "FrontendSection", "KVCach
            "ValidationSection", "current_names", "explain", "explain_markdown", "load_spec", "parse_spec"]
 
 RUNTIME_SECTIONS: tuple[type[RuntimeSection], ...] = tuple(
-    r.spec_section for r in RUNTIMES.values() if r.spec_section is not None)
+    r.spec_section for r in plannings().values() if r.spec_section is not None)
 """Every runtime's own section, in the registry's order (each a top-level key of the spec)."""
 
 _NAME = re.compile(r"[a-z]([a-z0-9._-]{0,38}[a-z0-9])?")
