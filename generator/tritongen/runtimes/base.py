@@ -5,7 +5,8 @@ union) and plays five roles, each an ABC generic over that settings class, so a 
 section typed (`own(plan)`) with no narrowing:
 - `Planning`: the Spec becomes the runtime's section of the Plan, and the planner's questions (sequence length,
   instances, KV sequences, memory model, knobs, checks of a plan and of its GPUs);
-- `Repository`: the model files it puts in the repository and the checks of a rendered one;
+- `Repository`: the models it puts in the repository, each with its backend, and the checks of a rendered one (the
+  runtimes served through tritongen's ensemble share `runtimes/ensemble.py`);
 - `Launch`: its serving image, how a tritonserver is launched for it, the deploy targets' needs (weights in the
   container, HPA signals, the node's driver);
 - `EngineBuilder`: how the engine it serves is built from the checkpoint (`tritongen build`, the Kubernetes models
