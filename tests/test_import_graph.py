@@ -246,7 +246,7 @@ def test_the_checker_finds_a_type_only_upward_import():
 
 RUNTIME_SEAM = ("tritongen.runtimes", "tritongen.runtimes.base", "tritongen.runtimes.pins")
 """What a stage may import of the runtimes: the registry, the roles' types and the pin records every runtime fills. A runtime's own package is reached
-through the runtime object (`runtime_of(plan).build_engine(...)`), never imported."""
+through the role the stage holds (`builder(plan).build_engine(...)`), never imported."""
 READS_A_RUNTIME_PACKAGE: dict[str, str] = {}
 """Stages allowed to import one runtime's package, with the reason (none: tune reads the synthetic engine's schedule
 from tritongen.served.engine_model)."""
@@ -263,5 +263,49 @@ def test_no_stage_imports_a_runtime_package():
     assert runtime_package_imports(package_graph()) == []
     planted = {"tritongen": "", "tritongen.runtimes": "", "tritongen.runtimes.base": "", "tritongen.runtimes.x": "",
                "tritongen.cli": "def build():\n    from tritongen.runtimes.x import build_engine\n",
-               "tritongen.render": "from tritongen.runtimes import runtime_of\nfrom tritongen.runtimes.base import R\n"}
+               "tritongen.render": "from tritongen.runtimes import repository\nfrom tritongen.runtimes.base import R\n"}
     assert runtime_package_imports(import_graph(planted)) == ["tritongen.cli imports tritongen.runtimes.x"]
+
+
+# ------------------------------------------------------------------------------------------ roles, not the runtime
+
+WHOLE_RUNTIME = frozenset({"Runtime", "runtime", "runtime_of", "RUNTIMES"})
+"""What hands a stage the whole runtime object: the class, the registry's dict and its accessors of old. A stage asks
+`tritongen.runtimes` for the one role it uses (planning, repository, launch, builder, clients; plannings(),
+repositories(), launches() for every runtime's)."""
+
+
+def whole_runtime_uses(modules: dict[str, str]) -> list[str]:
+    """`module: line: what` for each place outside tritongen.runtimes that imports `Runtime`, `RUNTIMES`, `runtime`
+    or `runtime_of` from the runtimes, or names `Runtime` at all (an annotation, an isinstance, an attribute)."""
+    out = []
+    for name, source in modules.items():
+        if name == "tritongen.runtimes" or name.startswith("tritongen.runtimes."):
+            continue
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tritongen.runtimes"):
+                out.extend(f"{name}:{node.lineno}: imports {a.name}" for a in node.names if a.name in WHOLE_RUNTIME)
+            elif isinstance(node, ast.Name) and node.id == "Runtime":
+                out.append(f"{name}:{node.lineno}: names Runtime")
+            elif isinstance(node, ast.Attribute) and node.attr in ("Runtime", "runtime_of", "RUNTIMES"):
+                out.append(f"{name}:{node.lineno}: names {node.attr}")
+    return sorted(out)
+
+
+def test_no_stage_holds_the_whole_runtime():
+    assert whole_runtime_uses({name: path.read_text() for name, path in package_modules().items()}) == []
+
+
+def test_the_checker_finds_the_whole_runtime_named():
+    planted = {
+        "tritongen.runtimes": "def runtime_of(plan): ...\n",
+        "tritongen.runtimes.hf": "from tritongen.runtimes.base import Runtime\n",
+        "tritongen.render": "from tritongen.runtimes import repository, runtime_of\n",
+        "tritongen.plan.make": "import tritongen.runtimes as rts\ndef f(rt: 'x') -> None:\n    rts.runtime_of(rt)\n",
+        "tritongen.deploy": "from tritongen.runtimes import base\ndef f(r: base.Runtime): ...\n",
+        "tritongen.tune": "from tritongen.runtimes import planning\nx: Runtime\n",
+        "tritongen.verify": "from tritongen.runtimes import RUNTIMES, repositories\n",
+    }
+    assert whole_runtime_uses(planted) == ["tritongen.deploy:2: names Runtime", "tritongen.plan.make:3: names runtime_of",
+                                           "tritongen.render:1: imports runtime_of", "tritongen.tune:2: names Runtime",
+                                           "tritongen.verify:1: imports RUNTIMES"]

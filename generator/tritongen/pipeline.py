@@ -19,7 +19,7 @@ from tritongen.loadtests.runner import INTERRUPTED_EXIT, Endpoint, LoadTest, loa
 from tritongen.plan import Plan, load_plan
 from tritongen.plan.checks import require_tokenizer
 from tritongen.render import render_for, write_repository
-from tritongen.runtimes import runtime_of
+from tritongen.runtimes import launch
 from tritongen.serve import TritonServer
 from tritongen.verify import verify_repository
 
@@ -32,7 +32,7 @@ def up(args: argparse.Namespace) -> int:
     """validate -> plan -> render -> verify -> serve (embedded tritonserver) -> loadtest -> report -> stop."""
     total = 7
     plan = load_plan(args.spec, engine_dir=args.engine_dir)
-    rt = runtime_of(plan)
+    rt = launch(plan)
     if not rt.embedded:
         raise EnvironmentMissing(problem(
             "runtime", rt.not_embedded(),

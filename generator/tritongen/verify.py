@@ -11,7 +11,7 @@ from tritonclient.grpc import model_config_pb2
 from tritongen import repository_manifest
 from tritongen.errors import CheckFailed, EnvironmentMissing, SpecError, problem
 from tritongen.readiness import model_states
-from tritongen.runtimes import RUNTIMES, missing_model_code
+from tritongen.runtimes import missing_model_code, repositories
 from tritongen.serve import TritonServer
 
 
@@ -122,7 +122,7 @@ def check_ensembles(configs: dict[str, model_config_pb2.ModelConfig]) -> list[Fi
 
 def check_runtime_files(repo: Path) -> list[Finding]:
     """Each runtime's check of its own files (llmapi model.yaml keys, vLLM model.json keys, ...)."""
-    return [Finding(path, message) for rt in RUNTIMES.values() for path, message in rt.check_repository(repo)]
+    return [Finding(path, message) for rt in repositories().values() for path, message in rt.check_repository(repo)]
 
 
 def check_manifest(repo: Path, configs: dict[str, model_config_pb2.ModelConfig]) -> list[Finding]:

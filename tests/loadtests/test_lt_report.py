@@ -230,11 +230,11 @@ def test_metadata_names_the_runtime_and_the_checkpoint_folder(tiny_spec_path):
 def test_the_token_check_reads_the_runtimes_own_counter():
     """Each runtime names the counter its server counts generated tokens in: the vLLM backend's is compared, another
     series of the same value is not, and a runtime with none (NVIDIA's models) gets no check."""
-    from tritongen.runtimes import runtime
+    from tritongen.runtimes import clients
 
-    assert runtime("hf").output_token_counter == HF_COUNTER == runtime("synthetic").output_token_counter
-    assert runtime("tensorrtllm").output_token_counter is None and runtime("trtllm").output_token_counter is None
-    vllm = runtime("vllm").output_token_counter
+    assert clients("hf").output_token_counter == HF_COUNTER == clients("synthetic").output_token_counter
+    assert clients("tensorrtllm").output_token_counter is None and clients("trtllm").output_token_counter is None
+    vllm = clients("vllm").output_token_counter
     after = AFTER + f'# TYPE {vllm} counter\n{vllm}{{model="tensorrt_llm",version="1"}} 32\n' \
                     f'# TYPE {HF_COUNTER} counter\n{HF_COUNTER}{{model="tensorrt_llm",version="1"}} 5\n'
     view = server_view(parse_metrics(BEFORE, taken_at=0), parse_metrics(after, taken_at=10))

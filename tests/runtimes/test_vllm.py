@@ -14,7 +14,7 @@ from tritonclient.grpc import model_config_pb2
 
 from specs import apply_overrides
 from tritongen.cli import main
-from tritongen.runtimes import runtime
+from tritongen.runtimes import clients, launch
 from tritongen.runtimes import vllm
 from tritongen.runtimes.tensorrtllm.release import TRTLLM
 from tritongen.verify import parse_config, verify_repository
@@ -57,7 +57,7 @@ def test_the_names_tritongen_sends_and_reads_are_the_recorded_upstream_names():
     # What the dialect puts in sampling_parameters: vLLM SamplingParams fields (tests/fixtures/nvidia).
     assert {"max_tokens", "stop", *SAMPLING_FIELDS} <= set(FACTS["sampling_params"]["fields_used"])
     # The counter the load report checks its token total against: one the backend exports.
-    assert runtime("vllm").output_token_counter in FACTS["vllm_backend"]["request"]["metric_counters"]
+    assert clients("vllm").output_token_counter in FACTS["vllm_backend"]["request"]["metric_counters"]
 
 
 def test_engine_args_keys_are_engine_args_fields():
@@ -68,7 +68,7 @@ def test_image_is_the_vllm_runtimes_own_pin():
     # Its own release: the vllm line goes on after the TensorRT-LLM one stopped at 26.07 (vllm/release.py).
     assert vllm.IMAGE == "nvcr.io/nvidia/tritonserver:26.08-vllm-python-py3" == FACTS["container"]
     assert vllm.IMAGE != TRTLLM.container.replace("-trtllm-python-py3", "-vllm-python-py3")
-    assert runtime("vllm").image() == vllm.IMAGE
+    assert launch("vllm").image() == vllm.IMAGE
 
 
 def test_rendered_repository_parses_and_verifies(tmp_path, tiny_model):
@@ -110,7 +110,7 @@ def test_the_dialect_speaks_the_backends_tensors():
     from tritongen.runtimes import dialect
     from tritongen.runtimes.vllm.dialect import DIALECT
 
-    assert runtime("vllm").dialect() is DIALECT is dialect("vllm") and dialect("ensemble") is None
+    assert clients("vllm").dialect() is DIALECT is dialect("vllm") and dialect("ensemble") is None
     contract = {name: (dtype, dims) for name, dtype, dims, _ in vllm.CONTRACT_INPUTS}
     inputs = DIALECT.grpc_inputs("Hello", 16, stream=True, stop=["\n\n", "", "END"], temperature=0.5, top_p=0.9,
                                  top_k=4, seed=7, presence_penalty=0.1, frequency_penalty=0.2, min_tokens=3)

@@ -28,6 +28,8 @@ def test_each_runtime_declares_its_knobs_and_the_engine_model_adds_batch_and_kv(
     spec = parse_spec(ENGINE_SPEC)
     assert [k.path for k in search_space(spec)] == ["serving.max_batch_size", "serving.kv_cache.max_tokens",
                                                     "serving.stream_interval"]
+    # The informed first trial raises the knobs that admit more work at once, as each runtime marks them.
+    assert [k.path for k in search_space(spec) if k.admits] == ["serving.max_batch_size", "serving.kv_cache.max_tokens"]
     fixed = copy.deepcopy(ENGINE_SPEC)
     fixed["synthetic"]["engine"]["enabled"] = False
     # Fixed timing: batch and KV budget change nothing, so they are not knobs.

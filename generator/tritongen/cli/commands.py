@@ -20,7 +20,7 @@ from tritongen.plan.checks import plan_notes, require_gpu_here
 from tritongen.plan.frontend import CONFIG_FILE, FrontendPlan
 from tritongen.plan.show import plan_text
 from tritongen.render import render_for, status_lines, write_repository
-from tritongen.runtimes import names, runtime, runtime_of
+from tritongen.runtimes import builder, names
 from tritongen.serve import TritonServer, port_in_use
 from tritongen.serve.state import clear_state, pick, repository_deployment, write_state
 from tritongen.spec import explain, explain_markdown, load_spec
@@ -46,7 +46,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         spec = load_spec(args.spec)
         # Everything `plan` checks (the checkpoint and its config: parallelism, dtype, tokenizer; with --inventory
         # placement and fp8 support), without the engine cache key's GPU architecture: no GPU needed to validate.
-        arch = (spec.engine.gpu_arch or "unchecked") if runtime(spec.runtime).builds_engine else None
+        arch = (spec.engine.gpu_arch or "unchecked") if builder(spec.runtime).builds_engine else None
         _, plan = plan_from_file(args.spec, args.inventory, gpu_arch=arch)
         require_gpu_here(spec.placement.device, args.inventory, spec.engine.gpu_arch if arch else None)
     except TritongenError as err:
@@ -70,7 +70,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     plan = load_plan(args.spec, args.inventory, engine_dir=args.engine_dir, gpu_arch=args.gpu_arch)
     if not is_plan_file(args.spec):
         spec = load_spec(args.spec)
-        stated = (args.gpu_arch or spec.engine.gpu_arch) if runtime(spec.runtime).builds_engine else None
+        stated = (args.gpu_arch or spec.engine.gpu_arch) if builder(spec.runtime).builds_engine else None
         require_gpu_here(spec.placement.device, args.inventory, stated)
     print_notes(plan)
     if args.json:
@@ -279,7 +279,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def cmd_build(args: argparse.Namespace) -> int:
     plan = load_plan(args.spec, gpu_arch=args.gpu_arch)
-    rt = runtime_of(plan)
+    rt = builder(plan)
     if not rt.builds_engine:
         raise SpecError(f"runtime: build needs runtime: {names(lambda r: r.builds_engine)}; the {plan.runtime} "
                         "runtime serves the checkpoint as is")

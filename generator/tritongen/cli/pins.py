@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from tritongen.runtimes import RUNTIMES
+from tritongen.runtimes import launches
 from tritongen.runtimes.pins import ContainerPin, Fact
 
 
@@ -24,10 +24,10 @@ def pin_json(pin: ContainerPin) -> dict:
 
 def cmd_pins(args: argparse.Namespace) -> int:
     if args.json:
-        print(json.dumps({name: pin_json(r.upstream.pin) if r.upstream.pin else None for name, r in RUNTIMES.items()},
+        print(json.dumps({name: pin_json(r.upstream.pin) if r.upstream.pin else None for name, r in launches().items()},
                          indent=2))
         return 0
-    for name, runtime in RUNTIMES.items():
+    for name, runtime in launches().items():
         pin = runtime.upstream.pin
         print(f"{name}: {runtime.image()}")
         if pin is None:

@@ -6,7 +6,7 @@ A runtime's own spec section (engine, llmapi, synthetic) is typed `Any` here: it
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
@@ -68,6 +68,18 @@ class PlanView(Protocol):
     def logits_datatype(self) -> str: ...
     @property
     def llm_instance_group(self) -> InstanceGroup: ...
+    @property
+    def preprocessing_instances(self) -> int: ...
+    @property
+    def postprocessing_instances(self) -> int: ...
+    @property
+    def bls_instances(self) -> int: ...
+    @property
+    def bls_parameters(self) -> Mapping[str, str]: ...
+    @property
+    def bls_backend(self) -> str: ...
+    @property
+    def group_configs(self) -> bool: ...
     @property
     def runtime_settings(self) -> BaseModel:
         """The runtime's own section; `Role.own(plan)` gives it typed."""

@@ -28,7 +28,7 @@ from tritongen.deploy.common import (
     CHECKPOINT, ENGINE, MODELS, REPOSITORY, TOKENIZER, Deployment, builds_engine, k8s_name,
 )
 from tritongen.errors import SpecError, problem
-from tritongen.runtimes import runtime_of
+from tritongen.runtimes import builder
 from tritongen.placement.inventory import GIB
 
 CONFIGMAP_LIMIT = 900 * 1024  # ConfigMaps hold at most 1 MiB; leave room for metadata
@@ -104,7 +104,7 @@ def models_job(dep: Deployment) -> ModelsJob:
         lines.append(_fetch(deploy.tokenizer_uri, TOKENIZER, "deploy.tokenizer_uri"))
     else:
         lines.append(f"[ -e {TOKENIZER} ] || ln -s checkpoint {TOKENIZER}")
-    rt = runtime_of(dep.plan)
+    rt = builder(dep.plan)
     gpu = rt.builds_engine
     work_gib = 0
     if gpu:

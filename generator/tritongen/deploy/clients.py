@@ -21,7 +21,7 @@ from tritongen.deploy.common import (
     CHECKPOINT, CONTAINER_PORTS, ENGINE, MODELS, REPOSITORY, TOKENIZER, Deployment,
 )
 from tritongen.errors import SpecError, problem
-from tritongen.runtimes import runtime_of
+from tritongen.runtimes import launch
 
 LOADTEST_DIR = "/loadtest"
 LOADTEST_PLAN = f"{LOADTEST_DIR}/plan.json"
@@ -80,7 +80,7 @@ def loadtest_files(dep: Deployment) -> dict[str, bytes]:
                                                "engine": ENGINE if plan.paths.engine else None}),
     }
     # Runtime sections name host folders too; in the container they are the volume's.
-    updates["runtime_settings"] = runtime_of(plan).weights_in_container(plan.runtime_settings, CHECKPOINT, ENGINE,
+    updates["runtime_settings"] = launch(plan).weights_in_container(plan.runtime_settings, CHECKPOINT, ENGINE,
                                                                         MODELS)
     # The load profile's files are absolute (planned); the container has its copies next to the plan.
     moved_load: dict[str, object] = {}

@@ -34,7 +34,7 @@ from tritongen.plan.deploy import Orchestrator
 from tritongen.plan.frontend import FrontendPlan
 from tritongen.render import HEADER, environment, render_for
 from tritongen.resources import data_dir
-from tritongen.runtimes import RUNTIMES, runtime_of
+from tritongen.runtimes import builder, launch, plannings, repository
 
 TEMPLATES = data_dir("deploy_templates")
 
@@ -110,14 +110,14 @@ class Deployment:
         if self.plan.group_configs:
             # This group's own KV budget and instances: tensorrt_llm/configs/<group>.pbtxt.
             extra.append(f"--model-config-name={group.name}")
-        return runtime_of(self.plan).server_command(self.plan, group.world_size, REPOSITORY, CONTAINER_PORTS, extra)
+        return launch(self.plan).server_command(self.plan, group.world_size, REPOSITORY, CONTAINER_PORTS, extra)
 
     def environment(self, orchestrator: Orchestrator) -> dict[str, str]:
         """The server container's environment: the drain of its stop budget (plan/deploy.py StopBudget)."""
         return self.plan.deploy.stop_budget(orchestrator).environment()
 
     def _triton_openai_command(self, group: ServerGroup) -> list[str]:
-        if group.world_size > 1 or not runtime_of(self.plan).ensemble:
+        if group.world_size > 1 or not launch(self.plan).ensemble:
             raise SpecError(problem("frontend.openai.implementation", "triton starts one in-process tritonserver "
                                     "for the ensemble, but this server group is an MPI launch or its runtime "
                                     f"({self.plan.runtime}) has no ensemble",
@@ -171,8 +171,7 @@ def prepare(source: str | Path, *, inventory: str | None = None, engine_config: 
     # A tokenizer inside the checkpoint folder is the same host folder, so the same variable.
     same = plan.tokenizer.dir == plan.paths.checkpoint
     mounts = [Mount(plan.tokenizer.dir, TOKENIZER, "TRITONGEN_CHECKPOINT_DIR" if same else "TRITONGEN_TOKENIZER_DIR")]
-    rt = runtime_of(plan)
-    if rt.builds_engine:
+    if builder(plan).builds_engine:
         assert plan.paths.engine is not None
         mounts.append(Mount(plan.paths.engine, ENGINE, "TRITONGEN_ENGINE_DIR"))
     else:
@@ -181,7 +180,7 @@ def prepare(source: str | Path, *, inventory: str | None = None, engine_config: 
     repository = render_for(plan, Locations(tokenizer=TOKENIZER, checkpoint=CHECKPOINT, engine=ENGINE))
     # The serving image carries tritongen's native backends (and the runtime's python packages) when the
     # repository needs them; --image names one that already does.
-    chosen = image or (serving_image.image_tag(plan) if serving_image.needed(plan, repository) else rt.image())
+    chosen = image or (serving_image.image_tag(plan) if serving_image.needed(plan, repository) else launch(plan).image())
     if plan.placement is None:
         placement, gpus, memory = cpu_placement(plan)
     else:
@@ -192,18 +191,18 @@ def prepare(source: str | Path, *, inventory: str | None = None, engine_config: 
 # ------------------------------------------------------------------------------- runtime-specific answers
 # What a deployment needs to know of its runtime, asked of the runtime registry.
 
-CPU_RUNTIMES = tuple(name for name, rt in RUNTIMES.items() if rt.runs_on_cpu)
+CPU_RUNTIMES = tuple(name for name, rt in plannings().items() if rt.runs_on_cpu)
 """Runtimes whose tritonserver runs on CPU nodes (python models on Triton's plain image)."""
 
 
 def builds_engine(plan: Plan) -> bool:
     """Whether the models Job builds an engine (on a GPU of the serving kind) rather than only fetching files."""
-    return runtime_of(plan).builds_engine
+    return builder(plan).builds_engine
 
 
 def llm_is_python_model(plan: Plan) -> bool:
     """Whether the model named tensorrt_llm is a python-backend model (a process and a tokenizer's memory each)."""
-    return runtime_of(plan).python_model
+    return repository(plan).python_model
 
 
 def planned_on_cpu(plan: Plan) -> bool:

@@ -27,7 +27,7 @@ import yaml
 
 from tritongen.deploy import clients, pods
 from tritongen.render import HEADER
-from tritongen.runtimes import runtime_of
+from tritongen.runtimes import launch
 
 RATE = "$__rate_interval"
 
@@ -193,7 +193,7 @@ def for_deployment(dep, group_label: str, *, frontend_scraped: bool) -> dict:
     """The dashboard of a deployment (tritongen.deploy.common.Deployment); `frontend_scraped`: the Prometheus the
     dashboard reads scrapes tritongen's OpenAI frontend (compose's does; the k8s PodMonitor scrapes the servers)."""
     plan = dep.plan
-    runtime = runtime_of(plan)
+    runtime = launch(plan)
     frontend = frontend_scraped and clients.frontend_mode(dep) == "tritongen"
     gpu = any(g.gpu_metrics for g in dep.placement.server_groups)
     called = "ensemble" if runtime.ensemble else "tensorrt_llm"

@@ -40,7 +40,7 @@ from tritongen.deploy.storage import Storage, pvc_object, storage
 from tritongen.errors import SpecError, problem
 from tritongen.placement import ServerGroup
 from tritongen.placement.inventory import GIB
-from tritongen.runtimes import runtime_of
+from tritongen.runtimes import repository
 
 SERVES_LABEL = "tritongen.io/serves"
 SHM_GIB = 2
@@ -187,7 +187,7 @@ def server_resources(dep: Deployment, ranks: int) -> PodResources:
     """
     plan = dep.plan
     python = plan.preprocessing_instances + plan.postprocessing_instances + plan.bls_instances
-    if runtime_of(dep.plan).python_model:  # the LLM model is a python model too
+    if repository(dep.plan).python_model:  # the LLM model is a python model too
         python += plan.llm_instance_group.count
     weights = dep.memory.weight_bytes_per_rank * ranks
     if dep.on_cpu:

@@ -21,7 +21,7 @@ from pathlib import Path
 import tritongen.native
 from tritongen.deploy.image import version
 from tritongen.resources import data_dir
-from tritongen.runtimes import runtime_of
+from tritongen.runtimes import launch
 
 DOCKERFILE = "Dockerfile.serving"
 NATIVE_CONTEXT = "native"
@@ -56,13 +56,13 @@ def native_backends(repository: dict[str, bytes]) -> tuple[str, ...]:
 def base_image(plan) -> str:
     """The pinned container both stages start from: the runtime's serving image, or the one its Dockerfile
     builds on (hf, synthetic: Triton's python image of the pinned release)."""
-    rt = runtime_of(plan)
+    rt = launch(plan)
     return rt.base_image if rt.builds_image and rt.base_image else rt.image()
 
 
 def needed(plan, repository: dict[str, bytes]) -> bool:
     """Whether the deployment needs the image built (native backends, or python packages the container lacks)."""
-    return runtime_of(plan).builds_image or bool(native_backends(repository))
+    return launch(plan).builds_image or bool(native_backends(repository))
 
 
 def image_tag(plan) -> str:
@@ -77,7 +77,7 @@ def pinned_packages() -> tuple[str, ...]:
 
 
 def python_packages(plan) -> tuple[str, ...]:
-    return pinned_packages() if runtime_of(plan).builds_image else ()
+    return pinned_packages() if launch(plan).builds_image else ()
 
 
 def library(backend: str, root: str) -> str:

@@ -10,11 +10,11 @@ KV-cache use for tensorrtllm, requests beyond the planned batch for hf, Triton's
 from __future__ import annotations
 
 from tritongen.deploy.common import Deployment
-from tritongen.runtimes import runtime_of
+from tritongen.runtimes import launch
 from tritongen.runtimes.base import Signal
 
 __all__ = ["Signal", "saturation_signals"]
 
 
 def saturation_signals(dep: Deployment) -> list[Signal]:
-    return runtime_of(dep.plan).hpa_signals(dep.plan)
+    return launch(dep.plan).hpa_signals(dep.plan)

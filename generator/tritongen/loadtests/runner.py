@@ -47,7 +47,7 @@ from tritongen.loadtests.target import preflight, wait_until_idle
 from tritongen.loadtests.workload import CONFIG_ENV, LocustConfig
 from tritongen.plan import resolve_path
 from tritongen.plan.load import LoadProfile, Protocol
-from tritongen.runtimes import runtime_of
+from tritongen.runtimes import clients
 from tritongen.token_ids import LLM_MODEL
 
 PROTOCOLS = get_args(Protocol)
@@ -161,12 +161,12 @@ def load_from_args(args: argparse.Namespace, plan) -> LoadTest:
     if profile.cancel_rate > 0 and profile.protocol not in STREAMING:
         raise SpecError(problem("--cancel-rate", f"needs a streaming protocol (got {profile.protocol})",
                                 "use --protocol grpc or http_stream"))
-    target = runtime_of(plan).dialect()
+    target = clients(plan).dialect()
     if load.model is not None and (profile.protocol == "openai" or target is not None):
         what = "the OpenAI protocol calls the frontend's public model" if profile.protocol == "openai" else \
             target.why
         raise SpecError(problem("--model", f"does not apply here: {what}", "drop --model"))
-    if load.path == "ids" and (profile.protocol != "grpc" or not runtime_of(plan).ensemble or load.model):
+    if load.path == "ids" and (profile.protocol != "grpc" or not clients(plan).ensemble or load.model):
         why = "drop --model (the ids path calls tensorrt_llm)" if load.model else \
             "use --protocol grpc" if profile.protocol != "grpc" else f"use the text path for the {plan.runtime} runtime"
         raise SpecError(problem("--path", "ids streams token ids from tensorrt_llm over gRPC, with the C++ "
@@ -269,7 +269,7 @@ def _target_model(plan, load: LoadTest) -> dict:
         # The users read usage the way the route's dialect counts (the frontend counts for a model that has none).
         return {"model": plan.frontend.models[0].name, "api_key_env": plan.frontend.api_key_env,
                 "dialect": plan.frontend.models[0].dialect}
-    target = runtime_of(plan).dialect()
+    target = clients(plan).dialect()
     if target is not None:
         return {"dialect": target.key, "model": target.model}
     if load.path == "ids":
@@ -448,7 +448,7 @@ def run_loadtest(plan, endpoint: Endpoint, load: LoadTest, out: Path, *, spec_pa
                       duration_s=profile.duration_s),
         deployment=plan.name, metadata=run_metadata(plan, server_info, ran, spec_path), servers=servers,
         load_generator=cpu, host=host, sample_files=files, locust_csv=[f for run in runs for f in run.csv_files],
-        output_token_counter=runtime_of(plan).output_token_counter, incomplete=incomplete)
+        output_token_counter=clients(plan).output_token_counter, incomplete=incomplete)
     report = write_report(out, samples, plan.slo, inputs)
     console.print_report(report.summary, out, report.html_path, report.json_path)
     if incomplete:

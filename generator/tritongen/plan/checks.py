@@ -81,11 +81,11 @@ def plan_notes(plan) -> list[str]:
                      "; plan, render and deploy do not need it, but preprocessing, postprocessing and the load test "
                      "load it from there")
     if plan.placement is not None:
-        from tritongen.runtimes import runtime_of
+        from tritongen.runtimes import launch
         from tritongen.runtimes.pins import datacenter_gpus
 
         inventory = plan.placement.inventory
-        driver = runtime_of(plan).driver_problem(inventory.get("driver"),
+        driver = launch(plan).driver_problem(inventory.get("driver"),
                                                  datacenter_gpus(g["name"] for g in inventory.get("gpus", ())))
         if driver is not None:
             notes.append(f"note: --inventory: {driver[1]}")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tritongen.errors import SpecError, problem
-from tritongen.runtimes import runtime
+from tritongen.runtimes import planning
 from tritongen.spec import Spec
 
 GIB = 1 << 30
@@ -42,7 +42,7 @@ def host_available_bytes() -> int:
 def need_tokens(spec: Spec, max_batch_size: int, max_seq_len: int) -> tuple[int, int] | None:
     """(sequences, tokens): what one instance holds at once, rounded up to whole KV blocks; None when the runtime
     keeps no KV cache or sizes its batch from the budget."""
-    sequences = runtime(spec.runtime).kv_sequences(spec, max_batch_size)
+    sequences = planning(spec.runtime).kv_sequences(spec, max_batch_size)
     if sequences is None:
         return None
     block = spec.serving.kv_cache.block_size

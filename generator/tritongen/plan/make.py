@@ -22,8 +22,8 @@ from tritongen.core.sections import (
 )
 from tritongen.plan.model import PlacementPlan, Plan
 from tritongen.plan.slo import resolve_slo
-from tritongen.runtimes import names, runtime
-from tritongen.runtimes.base import PlanContext, Runtime, RuntimeSettings
+from tritongen.runtimes import clients, launch, names, planning
+from tritongen.runtimes.base import PlanContext, Planning, RuntimeSettings
 from tritongen.spec import Spec
 
 DEFAULT_GPU_ARCH = None  # detected through NVML when an engine cache key is needed (--gpu-arch overrides)
@@ -50,7 +50,7 @@ def _tokenizer_plan(spec: Spec, tokenizer_dir: Path, config: dict) -> TokenizerP
     common = {"dir": str(tokenizer_dir), "add_special_tokens": spec.model.add_special_tokens,
               "skip_special_tokens": spec.model.skip_special_tokens}
     missing = missing_tokenizer_files(tokenizer_dir)
-    if missing and runtime(spec.runtime).needs_tokenizer_files:
+    if missing and planning(spec.runtime).needs_tokenizer_files:
         raise SpecError(problem(field, missing, "point model.tokenizer at the model's tokenizer files"))
     if missing:
         # Other runtimes' plan, render and deploy do not load the tokenizer (preprocessing does, when served):
@@ -78,7 +78,7 @@ def _tokenizer_plan(spec: Spec, tokenizer_dir: Path, config: dict) -> TokenizerP
 def max_sequence_length(spec: Spec, checkpoint_config: dict | None = None) -> int:
     """Longest prompt + completion the deployment must hold in the KV cache: what the runtime is configured for,
     else the checkpoint's context length where the runtime serves that, else the load profile's longest request."""
-    rt = runtime(spec.runtime)
+    rt = planning(spec.runtime)
     configured = rt.max_seq_len(spec) or rt.context_length(checkpoint_config or {})
     if configured:
         return configured
@@ -117,17 +117,17 @@ def _place(spec: Spec, plan: Plan, max_seq_len: int, inventory_source: str) -> P
                                 "set placement.device: gpu for a GPU deployment, or run it on this machine with "
                                 "`tritongen serve` or `tritongen up` (plan without --inventory)"))
     inventory = load_inventory(inventory_source)
-    driver = runtime(spec.runtime).driver_problem(inventory.driver, datacenter_gpus(g.name for g in inventory.gpus))
+    driver = launch(spec.runtime).driver_problem(inventory.driver, datacenter_gpus(g.name for g in inventory.gpus))
     if driver is not None and driver[0]:
         raise SpecError(problem("--inventory", f"{driver[1]} ({inventory.source})",
                                 "upgrade the nodes' driver, or plan for nodes that have it"))
     from tritongen.placement.memory import load_memory_model
 
-    config, settings = runtime(spec.runtime).memory_model(spec, plan)
+    config, settings = planning(spec.runtime).memory_model(spec, plan)
     memory = load_memory_model(config, **settings)
     if spec.deploy.nodes > 1:
         inventory = _multi_node(spec, inventory, memory.world_size)
-    instances = runtime(spec.runtime).instances_per_device(spec)
+    instances = planning(spec.runtime).instances_per_device(spec)
     placed = place(inventory, memory, max_seq_len=max_seq_len,
                    kv_fraction=spec.serving.kv_cache.free_gpu_mem_fraction, instances_per_device=instances,
                    gpu_ids=spec.placement.gpu_ids or None)
@@ -143,7 +143,7 @@ def _multi_node(spec: Spec, node, world: int):
 
     nodes = spec.deploy.nodes
     full = [g for g in node.gpus if not g.mig_enabled]
-    if not runtime(spec.runtime).spans_nodes or world % nodes or world // nodes > len(full):
+    if not planning(spec.runtime).spans_nodes or world % nodes or world // nodes > len(full):
         raise SpecError(problem("deploy.nodes", f"{nodes} nodes cannot split tp_size x pp_size = {world} of runtime "
                                 f"{spec.runtime} over nodes with {len(full)} full GPU(s)",
                                 f"use runtime {names(lambda r: r.spans_nodes)} with tp x pp a multiple of nodes, at "
@@ -165,7 +165,7 @@ def _inventory_gpus(inventory: str | None) -> list[tuple[int, str]]:
 
 
 def _llm_instance_group(spec: Spec, placed: bool) -> InstanceGroup:
-    return InstanceGroup(**runtime(spec.runtime).llm_instance_group(spec, placed))
+    return InstanceGroup(**planning(spec.runtime).llm_instance_group(spec, placed))
 
 
 def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None, *, engine_dir: str | None = None,
@@ -174,7 +174,7 @@ def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None, *, engin
     it needs first (tensorrtllm: the engine, given or the cache entry a build fills); with an inventory, places the
     model once."""
     spec_dir = spec_dir.resolve()
-    rt = runtime(spec.runtime)
+    rt = planning(spec.runtime)
     checkpoint = _resolve_dir(spec_dir, spec.model.checkpoint, "model.checkpoint")
     tokenizer_dir = _resolve_dir(spec_dir, spec.model.tokenizer, "model.tokenizer") if spec.model.tokenizer \
         else checkpoint
@@ -212,7 +212,7 @@ def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None, *, engin
                                                          for g in groups}) > 1)
 
 
-def _plan(rt: Runtime, ctx: PlanContext, spec_dir: Path, load: LoadProfile, prepared: RuntimeSettings | None, *, placed: bool,
+def _plan(rt: Planning, ctx: PlanContext, spec_dir: Path, load: LoadProfile, prepared: RuntimeSettings | None, *, placed: bool,
           **placement) -> Plan:
     from tritongen.contract import bls_parameters
 
@@ -239,7 +239,7 @@ def _plan(rt: Runtime, ctx: PlanContext, spec_dir: Path, load: LoadProfile, prep
     )
 
 
-def _structured_output(rt: Runtime, spec: Spec) -> StructuredOutputPlan:
+def _structured_output(rt: Planning, spec: Spec) -> StructuredOutputPlan:
     """The spec's structured_output with what the runtime's model does with a guide."""
     guide_types, how = rt.guided_decoding(spec)
     s = spec.structured_output
@@ -253,10 +253,10 @@ def _deploy_plan(spec: Spec) -> DeployPlan:
     return DeployPlan(**spec.deploy.model_dump())
 
 
-def _frontend(rt: Runtime, spec: Spec, spec_dir: Path, tokenizer_dir: Path, max_batch_size: int, servers: int,
+def _frontend(rt: Planning, spec: Spec, spec_dir: Path, tokenizer_dir: Path, max_batch_size: int, servers: int,
               adapters: tuple[AdapterPlan, ...]):
     """The frontend's plan: for an ensemble runtime, or one whose own model speaks a request dialect the frontend
-    knows (`Runtime.dialect()`); None for a runtime with neither. Its workers are planned for the streams every
+    knows (`Clients.dialect()`); None for a runtime with neither. Its workers are planned for the streams every
     server group carries at once (max_batch_size each)."""
 
     def resolve(value: str) -> Path:
@@ -270,7 +270,7 @@ def _frontend(rt: Runtime, spec: Spec, spec_dir: Path, tokenizer_dir: Path, max_
                                              max_schema_bytes=structured.max_schema_bytes)}
     if rt.ensemble:
         return make_frontend_plan(spec, resolve, tokenizer_dir, **planned)
-    dialect = rt.dialect()
+    dialect = clients(spec.runtime).dialect()
     return None if dialect is None else make_frontend_plan(spec, resolve, tokenizer_dir, dialect, **planned)
 
 

@@ -11,16 +11,14 @@ import functools
 import json
 
 import jinja2
-from google.protobuf import text_format
-from tritonclient.grpc import model_config_pb2
 
-from tritongen import contract, served
+from tritongen import served
 from tritongen import repository_manifest as manifest
-from tritongen.core import InstanceGroup, Locations, Renderer, ServerGroupPlan
+from tritongen.core import Locations, Renderer
 from tritongen.plan import Plan
 from tritongen.render.write import MARKER, check_output_dir, status_lines, write_repository
 from tritongen.resources import data_dir
-from tritongen.runtimes import runtime_of
+from tritongen.runtimes import repository
 
 __all__ = ["HEADER", "MARKER", "check_output_dir", "environment", "render_for", "render_repository", "status_lines",
            "write_repository"]
@@ -46,11 +44,6 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def _tensors(model: str, plan: Plan) -> tuple[list[contract.Tensor], list[contract.Tensor]]:
-    inputs, outputs = contract.MODEL_TENSORS[model]
-    return ([t.resolved(plan.logits_datatype) for t in inputs], [t.resolved(plan.logits_datatype) for t in outputs])
-
-
 def _render(template: str, plan: Plan, **context: object) -> bytes:
     text = environment().get_template(template).render(plan=plan, header=HEADER.format(name=plan.name), **context)
     # Collapse the blank runs that macro calls leave behind, so files read like hand-written ones.
@@ -63,99 +56,32 @@ def _render(template: str, plan: Plan, **context: object) -> bytes:
     return ("\n".join(lines).strip() + "\n").encode()
 
 
-def _llm_config(plan: Plan, where: Locations, group: ServerGroupPlan | None) -> bytes:
-    """tensorrt_llm/config.pbtxt: the plan's defaults, or one server group's KV budget, instances and devices."""
-    llm_in, llm_out = _tensors("tensorrt_llm", plan)
-    backend, params, instances = runtime_of(plan).llm_config(plan, where, group)
-    return _render("tensorrt_llm/config.pbtxt.j2", plan, backend=backend, inputs=llm_in, outputs=llm_out,
-                   params=params, group=instances)
-
-
 def _renderer(plan: Plan) -> Renderer:
     return Renderer(template=_render, header=HEADER.format(name=plan.name))
 
 
-def max_input_tokens(plan: Plan) -> str:
-    """An upper bound on the prompt tokens the LLM accepts ("" when unknown): the text models turn it into a byte
-    cap, so an oversized text_input is refused before it is tokenized (the LLM still checks the exact limit)."""
-    # An engine's build settings bound its input length.
-    max_input_len = getattr(getattr(plan.runtime_settings, "build", None), "max_input_len", None)
-    if max_input_len is not None:
-        return str(max_input_len)
-    return str(plan.kv_tokens) if plan.kv_tokens else ""
-
-
 def render_repository(plan: Plan, where: Locations | None = None) -> dict[str, bytes]:
-    """Render the whole model repository for `plan` as {posix relative path: content}.
-
-    With differing server groups (plan.group_configs), each group also gets tensorrt_llm/configs/<group>.pbtxt
-    (its own KV budget and instances), which its tritonserver selects with --model-config-name=<group>.
-    """
+    """Render the whole model repository for `plan` as {posix relative path: content}: the runtime's models
+    (`Repository.model_repository`), the OpenAI frontend's files and the render manifest."""
     where = where or Locations.of(plan)
-    rt = runtime_of(plan)
-    if not rt.ensemble:
-        files = rt.model_files(plan, where, _renderer(plan))
-        if plan.frontend is not None:  # a runtime whose own model the frontend speaks to (llmapi)
-            files.update(plan.frontend.repository_files(where.tokenizer))
-        return _with_manifest(plan, files)
-    files: dict[str, bytes] = {}
-    pre_in, pre_out = _tensors("preprocessing", plan)
-    files["preprocessing/config.pbtxt"] = _render(
-        "preprocessing/config.pbtxt.j2", plan, inputs=pre_in, outputs=pre_out,
-        params={"tokenizer_dir": where.tokenizer, "add_special_tokens": plan.tokenizer.add_special_tokens,
-                "max_input_tokens": max_input_tokens(plan)},
-        group=InstanceGroup(kind="KIND_CPU", count=plan.preprocessing_instances))
-    post_in, post_out = _tensors("postprocessing", plan)
-    files["postprocessing/config.pbtxt"] = _render(
-        "postprocessing/config.pbtxt.j2", plan, inputs=post_in, outputs=post_out,
-        params={"tokenizer_dir": where.tokenizer, "skip_special_tokens": plan.tokenizer.skip_special_tokens},
-        group=InstanceGroup(kind="KIND_CPU", count=plan.postprocessing_instances))
-    ens_in, ens_out = _tensors("ensemble", plan)
-    files["ensemble/config.pbtxt"] = _render("ensemble/config.pbtxt.j2", plan, inputs=ens_in, outputs=ens_out,
-                                             steps=contract.ENSEMBLE_STEPS)
-    files["ensemble/1/.keep"] = b""
-    # preprocessing also builds the native BLS's detokenisation table from its tokenizer (served.detok_table).
-    files.update(served.model_files("preprocessing", "preprocessing/1"))
-    files.update(served.model_files("postprocessing", "postprocessing/1"))
-
-    files.update(rt.model_files(plan, where, _renderer(plan)))
-    files["tensorrt_llm/config.pbtxt"] = _llm_config(plan, where, None)
-    if plan.group_configs:
-        for group in plan.server_groups:
-            files[f"tensorrt_llm/configs/{group.name}.pbtxt"] = _llm_config(plan, where, group)
-    # The ensemble's only step: always rendered (docs/streaming.md says why the text path lives here).
-    bls_in, bls_out = _tensors("tensorrt_llm_bls", plan)
-    files["tensorrt_llm_bls/config.pbtxt"] = _render(
-        "tensorrt_llm_bls/config.pbtxt.j2", plan, inputs=bls_in, outputs=bls_out,
-        backend="tritongen_bls" if plan.bls_backend == "native" else "python",
-        params={**plan.bls_parameters, "tokenizer_dir": where.tokenizer,
-                "skip_special_tokens": plan.tokenizer.skip_special_tokens, "max_input_tokens": max_input_tokens(plan),
-                "max_in_flight": str(plan.max_batch_size)},
-        group=InstanceGroup(kind="KIND_CPU", count=plan.bls_instances))
-    # The python BLS, with the detokenizer the ids path's clients also use (tritongen.token_ids), ships either way.
-    files.update(served.model_files("bls", "tensorrt_llm_bls/1"))
-    # What the python BLS forwards between the models, from the contract (the native BLS compiles the same tables).
-    files["tensorrt_llm_bls/1/wiring.json"] = (json.dumps(contract.bls_wiring(), indent=1) + "\n").encode()
+    repo = repository(plan).model_repository(plan, where, _renderer(plan))
+    files = dict(repo.files)
     if plan.frontend is not None:
         # What the OpenAI frontend needs to front this repository (tritonserver ignores files at the root): the
         # settings, with the tokenizer where the server sees it, and a chat template file copied in.
         files.update(plan.frontend.repository_files(where.tokenizer))
-    return _with_manifest(plan, files)
+    return _with_manifest(plan, files, repo.backends)
 
 
-def _backend(config: bytes) -> str:
-    parsed = text_format.Parse(config.decode(), model_config_pb2.ModelConfig())
-    return parsed.backend or parsed.platform
-
-
-def _with_manifest(plan: Plan, files: dict[str, bytes]) -> dict[str, bytes]:
-    """The files with the render manifest (tritongen.repository_manifest) that serve and verify read, sorted."""
+def _with_manifest(plan: Plan, files: dict[str, bytes], backends: dict[str, str]) -> dict[str, bytes]:
+    """The files with the render manifest (tritongen.repository_manifest) that serve and verify read, sorted;
+    `backends`: each model's backend, from the runtime."""
     sources = {served.source(m): m for m in served.SHIPPED}
     models = {}
     for rel in sorted(k for k in files if k.count("/") == 1 and k.endswith("/config.pbtxt")):
         name = rel.split("/")[0]
         models[name] = manifest.ModelEntry(
-            backend=_backend(files[rel]), served=sources.get(files.get(f"{name}/1/model.py", b"")),
+            backend=backends[name], served=sources.get(files.get(f"{name}/1/model.py", b"")),
             files=tuple(sorted(k for k in files if k.startswith(f"{name}/"))))
     bls = models.get("tensorrt_llm_bls")
     # No hash of the Plan: its JSON holds host paths (checkpoint, tokenizer), so the manifest, the golden files and
@@ -169,5 +95,5 @@ def _with_manifest(plan: Plan, files: dict[str, bytes]) -> dict[str, bytes]:
 def render_for(plan: Plan, where: Locations | None = None) -> dict[str, bytes]:
     """Render the repository of a Plan after the runtime's checks against files here (tensorrtllm: the planned
     engine, when it is built)."""
-    runtime_of(plan).check_before_render(plan)
+    repository(plan).check_before_render(plan)
     return render_repository(plan, where)

@@ -12,14 +12,14 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field
 
-from tritongen.core import PlanView
-from tritongen.runtimes.base import Dialect, Runtime
+from tritongen.core import PlanView, SpecView
+from tritongen.runtimes.base import Clients, Dialect, EngineBuilder, Launch, Planning, Repository, Runtime
 # One line per runtime, in the order the spec's choices and the docs list them.
-from tritongen.runtimes.hf import RUNTIME as _hf
+from tritongen.runtimes.hf.runtime import RUNTIME as _hf
 from tritongen.runtimes.tensorrtllm.runtime import RUNTIME as _tensorrtllm
 from tritongen.runtimes.llmapi.runtime import RUNTIME as _trtllm
-from tritongen.runtimes.synthetic import RUNTIME as _synthetic
-from tritongen.runtimes.vllm import RUNTIME as _vllm
+from tritongen.runtimes.synthetic.runtime import RUNTIME as _synthetic
+from tritongen.runtimes.vllm.runtime import RUNTIME as _vllm
 
 RUNTIMES: dict[str, Runtime] = {r.name: r for r in list(globals().values()) if isinstance(r, Runtime)}
 NAMES = tuple(RUNTIMES)
@@ -36,12 +36,53 @@ RuntimeSettingsUnion = Annotated[Union[tuple(r.settings for r in RUNTIMES.values
                                  Field(discriminator="runtime")]
 
 
-def runtime(name: str) -> Runtime:
-    return RUNTIMES[name]
+def _of(of: str | PlanView | SpecView) -> Runtime:
+    return RUNTIMES[of if isinstance(of, str) else of.runtime]
 
 
-def runtime_of(plan: PlanView) -> Runtime:
-    return RUNTIMES[plan.runtime]
+# Each stage asks for the one role it uses (runtimes/base.py), by a runtime's name, a Spec or a Plan; no stage holds
+# the whole runtime (tests/test_import_graph.py).
+
+def planning(of: str | PlanView | SpecView) -> Planning:
+    """The runtime's planning role: spec -> its Plan section, and the planner's questions (plan/, spec/, tune/)."""
+    return _of(of)
+
+
+def repository(of: str | PlanView | SpecView) -> Repository:
+    """The runtime's repository role: the model files it renders and the checks of a rendered one (render/)."""
+    return _of(of)
+
+
+def launch(of: str | PlanView | SpecView) -> Launch:
+    """The runtime's launch role: its image, the tritonserver command, the deploy targets' needs (serve/, deploy/)."""
+    return _of(of)
+
+
+def builder(of: str | PlanView | SpecView) -> EngineBuilder:
+    """The runtime's engine builder (`tritongen build`, the Kubernetes models Job)."""
+    return _of(of)
+
+
+def clients(of: str | PlanView | SpecView) -> Clients:
+    """How tritongen's clients speak to the runtime's model (the load test, the OpenAI frontend)."""
+    return _of(of)
+
+
+# A stage that asks every runtime the same question holds that one role of each.
+
+def plannings() -> dict[str, Planning]:
+    """Every runtime's planning role, by name (the spec's sections, the runtimes that run on CPUs)."""
+    return dict(RUNTIMES)
+
+
+def repositories() -> dict[str, Repository]:
+    """Every runtime's repository role, by name (`tritongen verify` runs each one's checks)."""
+    return dict(RUNTIMES)
+
+
+def launches() -> dict[str, Launch]:
+    """Every runtime's launch role, by name (`tritongen pins`)."""
+    return dict(RUNTIMES)
 
 
 def names(where) -> str:

@@ -5,14 +5,16 @@ union) and plays five roles, each an ABC generic over that settings class, so a 
 section typed (`own(plan)`) with no narrowing:
 - `Planning`: the Spec becomes the runtime's section of the Plan, and the planner's questions (sequence length,
   instances, KV sequences, memory model, knobs, checks of a plan and of its GPUs);
-- `Repository`: the model files it puts in the repository and the checks of a rendered one;
+- `Repository`: the models it puts in the repository, each with its backend, and the checks of a rendered one (the
+  runtimes served through tritongen's ensemble share `runtimes/ensemble.py`);
 - `Launch`: its serving image, how a tritonserver is launched for it, the deploy targets' needs (weights in the
   container, HPA signals, the node's driver);
 - `EngineBuilder`: how the engine it serves is built from the checkpoint (`tritongen build`, the Kubernetes models
   Job); only runtimes with `builds_engine` implement it;
 - `Clients`: how tritongen's clients address it (its request `Dialect`, the server's token counter).
-`Runtime` adds the runtime's identity (name, its words for the docs) to the roles. Stages ask the runtime object
-(`tritongen.runtimes.runtime_of`); they never test its name.
+`Runtime` adds the runtime's words for the docs to the roles. A stage asks the registry for the one role it uses
+(`tritongen.runtimes.planning(plan)`, `repository`, `launch`, `builder`, `clients`), never for the whole runtime, and
+never tests its name.
 
 Layering: this package sits below plan, render, deploy and the load test and imports none of them, not even for
 annotations: it reads the Plan and the Spec through the views of `tritongen.core` (`PlanView`, `SpecView`), and the
@@ -30,14 +32,15 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, Typ
 
 from pydantic import BaseModel, ConfigDict
 
-from tritongen.core import AdapterPlan, Locations, PlanView, Ports, Renderer, ServerGroupPlan, SpecView, TokenizerPlan
+from tritongen.core import AdapterPlan, Locations, PlanView, Ports, Renderer, SpecView, TokenizerPlan
 from tritongen.runtimes.pins import ContainerPin, driver_version
 from tritongen.spec_base import RuntimeSection
 
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["BuiltEngine", "Clients", "Dialect", "EngineBuilder", "Knob", "Launch", "PlanContext", "Planning", "Ports",
+__all__ = ["BuiltEngine", "Clients", "Dialect", "EngineBuilder", "Knob", "Launch", "ModelRepository", "PlanContext",
+           "Planning", "Ports",
            "Renderer", "Repository", "RevisedText", "Runtime", "RuntimeSettings", "Signal", "TextDeltas",
            "TokenCounter", "Upstream", "driver_version", "quantity", "serving_knobs"]
 
@@ -230,6 +233,8 @@ class Knob:
     """Sample on a log scale (sizes that matter by ratio: batch, KV budget)."""
     why: str = ""
     """What it trades, in a phrase (the winning spec's diff says it next to each change)."""
+    admits: bool = False
+    """Its highest value admits the most work at once: tune's informed first trial sets every such knob to `high`."""
 
 
 S = TypeVar("S", bound=RuntimeSettings)
@@ -237,16 +242,19 @@ S = TypeVar("S", bound=RuntimeSettings)
 
 
 class _Owns(Generic[S]):
-    """What every role of one runtime shares: its name, its settings class and the typed view of its section of a
-    Plan."""
+    """What every role of one runtime shares: its name, its settings class, whether it is served through the ensemble,
+    and the typed view of its section of a Plan."""
 
     name: ClassVar[str]
     settings: ClassVar[type[RuntimeSettings]]
     """Its section of the Plan (Plan.runtime_settings)."""
+    ensemble: ClassVar[bool] = True
+    """Speaks the TensorRT-LLM C++ model's tensors, so tritongen's preprocessing, postprocessing, BLS, ensemble,
+    clients and OpenAI frontend serve it; False: the runtime's own model is the whole repository."""
 
     def own(self, plan: PlanView) -> S:
         """The plan's runtime section as this runtime's settings class (a Plan's section is always its runtime's:
-        `runtime_of` picks the runtime by the same tag the Plan checks against its section)."""
+        the registry picks the runtime by the same tag the Plan checks against its section)."""
         return cast(S, plan.runtime_settings)
 
 
@@ -257,9 +265,10 @@ def serving_knobs(rt: Planning, spec: SpecView) -> list[Knob]:
     # each length: a budget below the longest requests refuses them, which no search should try.
     io = math.ceil(load.input_tokens.mean + 3 * load.input_tokens.stddev
                    + load.output_tokens.mean + 3 * load.output_tokens.stddev)
-    knobs = [Knob("serving.max_batch_size", 1, 256, log=True, why="requests in one batch: throughput vs ITL"),
+    knobs = [Knob("serving.max_batch_size", 1, 256, log=True, why="requests in one batch: throughput vs ITL",
+                  admits=True),
              Knob("serving.kv_cache.max_tokens", io, max(io * 512, 4096), log=True,
-                  why="KV budget per instance: requests admitted at once vs memory")]
+                  why="KV budget per instance: requests admitted at once vs memory", admits=True)]
     if rt.honours_stream_interval:
         knobs.append(Knob("serving.stream_interval", 1, 16, log=True, why="tokens per streamed response: "
                           "fewer responses vs a later first token"))
@@ -284,6 +293,8 @@ class Planning(_Owns[S], ABC):
     """A server group may span nodes (deploy.nodes > 1)."""
     serves_adapters: ClassVar[bool] = False
     """Serves LoRA adapters (model.adapters) with some settings (`adapters_refused` says which)."""
+    group_configs: ClassVar[bool] = True
+    """The plan gives server groups that differ their own tensorrt_llm/configs/<group>.pbtxt."""
 
     def adapters_refused(self, spec: SpecView) -> str | None:
         """Why this runtime cannot serve the spec's model.adapters (validate says it, naming the runtime); None:
@@ -353,29 +364,30 @@ class Planning(_Owns[S], ABC):
         """Checks of the GPUs the placement uses ((label, product name) each)."""
 
 
+@dataclass(frozen=True)
+class ModelRepository:
+    """A model repository in memory, as a runtime renders it."""
+
+    files: dict[str, bytes]
+    """{posix path relative to the repository: content}."""
+    backends: dict[str, str]
+    """Each model's Triton backend (its config.pbtxt's `backend`, or `platform` for an ensemble), by model name:
+    the render manifest records them."""
+
+
 class Repository(_Owns[S], ABC):
     """The runtime's files in a model repository, and the checks of a rendered one."""
 
-    ensemble: ClassVar[bool] = True
-    """Speaks the TensorRT-LLM C++ model's tensors, so tritongen's preprocessing, postprocessing, BLS, ensemble,
-    clients and OpenAI frontend serve it; False: the runtime's own model is the whole repository."""
     python_model: ClassVar[bool] = True
     """The LLM model runs in a Python-backend stub (each instance a process: CPU and memory per instance)."""
-    group_configs: ClassVar[bool] = True
-    """Server groups that differ get their own tensorrt_llm/configs/<group>.pbtxt."""
 
     def check_before_render(self, plan: PlanView) -> None:
         """Checks against files that exist now (a built engine); render runs it before rendering."""
 
-    def llm_config(self, plan: PlanView, where: Locations, group: ServerGroupPlan | None
-                   ) -> tuple[str, dict[str, str], Any]:
-        """(backend, parameters, instance group) of tensorrt_llm/config.pbtxt (ensemble runtimes)."""
-        raise NotImplementedError(f"the {self.name} runtime renders its own repository")
-
     @abstractmethod
-    def model_files(self, plan: PlanView, where: Locations, render: Renderer) -> dict[str, bytes]:
-        """Files of the runtime's own model: for an ensemble runtime the tensorrt_llm model's version folder
-        (config.pbtxt comes from `llm_config`); otherwise the whole repository."""
+    def model_repository(self, plan: PlanView, where: Locations, render: Renderer) -> ModelRepository:
+        """The runtime's model repository: every model's files and backend (render adds the frontend's files and
+        the manifest). The engine-backed runtimes share one: `tritongen.runtimes.ensemble.EnsembleRepository`."""
 
     def check_repository(self, repo: Path) -> list[tuple[str, str]]:
         """(relative path, problem) for each of this runtime's own files in a rendered repository that its release
@@ -477,7 +489,7 @@ class EngineBuilder(_Owns[S], ABC):
         raise NotImplementedError(f"the {self.name} runtime serves the checkpoint as it is")
 
 
-class Clients(ABC):
+class Clients(_Owns[S], ABC):
     """How tritongen's clients (the OpenAI frontend, the load test) speak to the runtime's model."""
 
     output_token_counter: ClassVar[str | None] = None
@@ -490,7 +502,7 @@ class Clients(ABC):
         return None
 
 
-class Runtime(Planning[S], Repository[S], Launch[S], EngineBuilder[S], Clients, ABC):
+class Runtime(Planning[S], Repository[S], Launch[S], EngineBuilder[S], Clients[S], ABC):
     """One runtime: its words for the docs, and the five roles above (each a base class with its own members)."""
 
     summary: ClassVar[str]

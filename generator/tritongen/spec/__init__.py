@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field, ValidationError, ValidationInfo, create_m
 from pydantic_core import PydanticCustomError
 
 from tritongen.errors import SpecError, clip, problem, shown
-from tritongen.runtimes import CHOICES as RUNTIME_CHOICES, RUNTIMES, RuntimeName, names, runtime
+from tritongen.runtimes import CHOICES as RUNTIME_CHOICES, RuntimeName, names, planning, plannings
 from tritongen.spec.deploy import DeploySection
 from tritongen.spec.frontend import FrontendSection, OpenAIFrontendSection
 from tritongen.spec.kv_cache import KVCacheSection
@@ -39,7 +39,7 @@ __all__ = ["DeploySection", "DynamicBatchingSection", "FrontendSection", "KVCach
            "ValidationSection", "current_names", "explain", "explain_markdown", "load_spec", "parse_spec"]
 
 RUNTIME_SECTIONS: tuple[type[RuntimeSection], ...] = tuple(
-    r.spec_section for r in RUNTIMES.values() if r.spec_section is not None)
+    r.spec_section for r in plannings().values() if r.spec_section is not None)
 """Every runtime's own section, in the registry's order (each a top-level key of the spec)."""
 
 _NAME = re.compile(r"[a-z]([a-z0-9._-]{0,38}[a-z0-9])?")
@@ -151,7 +151,7 @@ class SpecCore(Section):
         if self.placement.device == "cpu" and self.placement.gpu_ids:
             problems.append(problem("placement.gpu_ids", "is set but placement.device is cpu",
                                     "set placement.device: gpu or remove gpu_ids"))
-        rt = runtime(self.runtime)
+        rt = planning(self.runtime)
         if not rt.runs_on_cpu and self.placement.device == "cpu":
             problems.append(problem("placement.device", f"cpu cannot run the {self.runtime} runtime",
                                     "set placement.device: gpu, or runtime: hf"))
@@ -179,7 +179,7 @@ class SpecCore(Section):
                              "give it a weight > 0, or leave it out") for name, weight in shares.items() if weight <= 0]
         if not self.model.adapters:
             return problems
-        refused = runtime(self.runtime).adapters_refused(self)
+        refused = planning(self.runtime).adapters_refused(self)
         if refused is not None:
             return problems + [problem("model.adapters", f"the {self.runtime} runtime cannot serve them: {refused}",
                             f"use runtime {names(lambda r: r.serves_adapters)}, or remove model.adapters")]
@@ -193,7 +193,7 @@ class SpecCore(Section):
         """A structured share of the load needs a runtime whose model takes a json_schema guide."""
         if self.validation.load.structured.share <= 0:
             return []
-        guide_types, how = runtime(self.runtime).guided_decoding(self)
+        guide_types, how = planning(self.runtime).guided_decoding(self)
         if "json_schema" in guide_types:
             return []
         return [problem("validation.load.structured.share", f"the {self.runtime} runtime cannot constrain decoding "

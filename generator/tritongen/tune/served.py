@@ -36,7 +36,7 @@ from tritongen.plan import Plan
 from tritongen.plan.make import make_plan
 from tritongen.readiness import model_states, server_ready, wait_until_ready
 from tritongen.render import render_for, write_repository
-from tritongen.runtimes import runtime_of
+from tritongen.runtimes import launch
 from tritongen.serve import TritonServer
 from tritongen.serve.causes import fatal_cause
 from tritongen.spec import Spec
@@ -128,7 +128,7 @@ class ServedEvaluator:
     def evaluate(self, spec: Spec, values: dict[str, Any], report: Report, where: Path) -> TrialResult:
         self.calls.append(dict(values))
         plan = make_plan(spec, self.spec_dir, self.inventory)
-        rt = runtime_of(plan)
+        rt = launch(plan)
         if not rt.embedded:
             raise EnvironmentMissing(problem("runtime", rt.not_embedded(), "tune serves every trial on the "
                                              "embedded tritonserver; pick a runtime it serves"))

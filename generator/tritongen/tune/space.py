@@ -9,7 +9,7 @@ import math
 from typing import Any
 
 from tritongen.errors import SpecError, problem
-from tritongen.runtimes import runtime
+from tritongen.runtimes import planning
 from tritongen.runtimes.base import Knob
 from tritongen.spec import Spec, parse_spec
 
@@ -27,7 +27,7 @@ def _number(text: str, knob: Knob, flag: str) -> float:
 def search_space(spec: Spec, overrides: list[str] | tuple[str, ...] = ()) -> list[Knob]:
     """The knobs a tune searches: the runtime's, with each `PATH=LOW:HIGH` (or `PATH=VALUE`, fixed) override
     applied. A path the runtime has no knob for, or a range beyond the runtime's, is bad input."""
-    rt = runtime(spec.runtime)
+    rt = planning(spec.runtime)
     knobs = {k.path: k for k in rt.knobs(spec)}
     for text in overrides:
         path, sep, bounds = text.partition("=")

@@ -55,8 +55,6 @@ FAILURES_IN_A_ROW = 3
 SAME_AS = "same_as"  # the user attribute of a trial answered from the store: the trial whose result it copies
 DUPLICATES_IN_A_ROW = 10
 """Proposals in a row that were all measured already, after which the search stops (nothing new to try)."""
-ADMITS = ("serving.max_batch_size", "serving.kv_cache.max_tokens", "llmapi.max_num_tokens")
-"""Knobs whose highest value admits the most work at once (informed first trial)."""
 
 
 def objective_value(r: TrialResult) -> float:
@@ -131,7 +129,7 @@ class Search:
             base = {k: v for k, v in current(self.spec, self.knobs).items()
                     if in_range(next(x for x in self.knobs if x.path == k), v)}
             study.enqueue_trial(base, user_attrs={BASELINE: sorted(base)})
-            admitted = {**base, **{k.path: cast(k, k.high) for k in self.knobs if k.path in ADMITS}}
+            admitted = {**base, **{k.path: cast(k, k.high) for k in self.knobs if k.admits}}
             if admitted != base:
                 study.enqueue_trial(admitted)
         elif finished:

@@ -9,11 +9,11 @@ from typing import Any
 
 from tritongen.core import Locations, PlanView, SpecView
 from tritongen.errors import SpecError, problem
-from tritongen.runtimes import llmapi
-from tritongen.runtimes.base import (Dialect, Knob, PlanContext, Renderer, Runtime, Signal, quantity,
+from tritongen.runtimes.llmapi import contract, model as llmapi_model
+from tritongen.runtimes.base import (Dialect, Knob, ModelRepository, PlanContext, Renderer, Runtime, Signal, quantity,
                                      serving_knobs)
 from tritongen.runtimes.llmapi.dialect import DIALECT
-from tritongen.runtimes.llmapi.plan import LlmApiPlan, make_llmapi_plan
+from tritongen.runtimes.llmapi.settings import LlmApiPlan, make_llmapi_plan
 from tritongen.runtimes.llmapi.spec import LlmApiSection
 from tritongen.runtimes.tensorrtllm.release import TRTLLM, upstream
 
@@ -33,6 +33,10 @@ def llmapi_instances(spec: SpecView) -> int:
             "set it to 1: placement runs one tritonserver per GPU (or MIG slice); raise llmapi.runtime_max_batch_size for "
             "more requests per GPU"))
     return 1
+
+
+BACKEND = "python"
+"""NVIDIA's llmapi model is a python model (its code comes from the serving container)."""
 
 
 class LlmApiRuntime(Runtime[LlmApiPlan]):
@@ -102,17 +106,18 @@ class LlmApiRuntime(Runtime[LlmApiPlan]):
         return make_llmapi_plan(ctx.spec, str(ctx.checkpoint), ctx.tokenizer.dir if ctx.spec.model.tokenizer else None,
                                 max_seq_len=ctx.max_seq_len, kv_tokens=ctx.kv_tokens)
 
-    def model_files(self, plan: PlanView, where: Locations, render: Renderer) -> dict[str, bytes]:
+    def model_repository(self, plan: PlanView, where: Locations, render: Renderer) -> ModelRepository:
         settings = self.own(plan)
         tokenizer = where.tokenizer if settings.tokenizer_dir else None
-        config = render.template("llmapi/config.pbtxt.j2", plan, inputs=llmapi.contract.INPUTS,
-                                 outputs=llmapi.contract.OUTPUTS, params={},
+        config = render.template("llmapi/config.pbtxt.j2", plan, inputs=contract.INPUTS,
+                                 outputs=contract.OUTPUTS, params={}, backend=BACKEND,
                                  group=plan.llm_instance_group, model_dir=TRTLLM.llmapi_model_dir)
-        return {"tensorrt_llm/1/model.yaml": llmapi.model_yaml_text(plan, render.header, where.checkpoint, tokenizer),
-                "tensorrt_llm/config.pbtxt": config}
+        model_yaml = llmapi_model.model_yaml_text(plan, render.header, where.checkpoint, tokenizer)
+        return ModelRepository({"tensorrt_llm/1/model.yaml": model_yaml, "tensorrt_llm/config.pbtxt": config},
+                               {"tensorrt_llm": BACKEND})
 
     def completes_own_config(self, repo: Path) -> bool:
-        return llmapi.completes_own_config(repo)
+        return llmapi_model.completes_own_config(repo)
 
     def missing_model_code(self, repo: Path) -> tuple[str, str, str] | None:
         if not self.completes_own_config(repo) or (repo / "tensorrt_llm" / "1" / "model.py").is_file():
@@ -127,7 +132,7 @@ class LlmApiRuntime(Runtime[LlmApiPlan]):
         """Every key of an llmapi model's 1/model.yaml is one the pinned release's LLM(...) and model.py accept."""
         import yaml
 
-        c = llmapi.contract
+        c = contract
         nested = {"kv_cache_config": c.KV_CACHE_CONFIG_KEYS, "cuda_graph_config": c.CUDA_GRAPH_CONFIG_KEYS,
                   "triton_config": c.TRITON_CONFIG_KEYS}
         findings = []
@@ -150,14 +155,15 @@ class LlmApiRuntime(Runtime[LlmApiPlan]):
 
     def knobs(self, spec: SpecView) -> list[Knob]:
         return serving_knobs(self, spec) + [Knob("llmapi.max_num_tokens", 256, 16384, log=True,
-                                                 why="tokens per forward pass: prefill throughput vs ITL")]
+                                                 why="tokens per forward pass: prefill throughput vs ITL",
+                                                 admits=True)]
 
     def image(self) -> str:
         return TRTLLM.container
 
     def server_command(self, plan: PlanView, world_size: int, repository: str, ports: tuple[int, int, int],
                        extra_args: Sequence[str]) -> list[str]:
-        return llmapi.launch_command(repository, ports, extra_args=tuple(extra_args))
+        return llmapi_model.launch_command(repository, ports, extra_args=tuple(extra_args))
 
     def hpa_signals(self, plan: PlanView) -> list[Signal]:
         """The model hands each request to its engine inside execute and returns, so Triton's pending count stays

@@ -32,8 +32,9 @@ from docker.types import DeviceRequest, Mount, Ulimit
 
 from tritongen.core import AdapterPlan
 from tritongen.errors import CheckFailed, EnvironmentMissing, SpecError, problem
-from tritongen.runtimes.tensorrtllm import (CONTAINER_EXAMPLES, LLAMA_FAMILY, TRTLLM, BuildSettings, TensorrtllmPlan,
-                                            build_commands, xgrammar_info)
+from tritongen.runtimes.tensorrtllm import xgrammar_info
+from tritongen.runtimes.tensorrtllm.backend import CONTAINER_EXAMPLES, LLAMA_FAMILY, TRTLLM, build_commands
+from tritongen.runtimes.tensorrtllm.settings import BuildSettings, TensorrtllmPlan
 
 MANIFEST = "tritongen-manifest.json"
 

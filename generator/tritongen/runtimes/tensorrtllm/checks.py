@@ -17,7 +17,9 @@ from typing import Any, cast
 
 from tritongen.core import PlanView
 from tritongen.errors import SpecError, problem
-from tritongen.runtimes.tensorrtllm import TRTLLM, TensorrtllmPlan, xgrammar_info
+from tritongen.runtimes.tensorrtllm import xgrammar_info
+from tritongen.runtimes.tensorrtllm.release import TRTLLM
+from tritongen.runtimes.tensorrtllm.settings import TensorrtllmPlan
 
 
 # pretrained_config.quantization.quant_algo written by conversion, per spec quantisation.

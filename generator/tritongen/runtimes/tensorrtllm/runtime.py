@@ -1,5 +1,5 @@
 """The tensorrtllm runtime: the C++ `tensorrtllm` backend serving an engine built with trtllm-build, behind
-tritongen's ensemble (the runtime object; the pure build, parameter and launch functions are in __init__)."""
+tritongen's ensemble (the runtime object; the pure build, parameter and launch functions are in backend.py)."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 from tritongen.core import GUIDE_TYPES, Locations, PlanView, ServerGroupPlan, SpecView
 from tritongen.errors import SpecError, problem
+from tritongen.runtimes.ensemble import EnsembleRepository
 from tritongen.runtimes.base import Knob, PlanContext, Renderer, Runtime, Signal, quantity, serving_knobs
-from tritongen.runtimes.tensorrtllm import (
-    DEFAULT_MAX_NUM_TOKENS, TRTLLM, BuildSettings, TensorrtllmPlan, build_commands, ensemble_server_command, id_groups,
-    tensorrt_llm_parameters,
-)
 from tritongen.runtimes.tensorrtllm import xgrammar_info
+from tritongen.runtimes.tensorrtllm.backend import (DEFAULT_MAX_NUM_TOKENS, TRTLLM, build_commands,
+                                                    ensemble_server_command, id_groups, tensorrt_llm_parameters)
 from tritongen.runtimes.tensorrtllm.lora import LoraBuild, lora_build, lora_plan
 from tritongen.runtimes.tensorrtllm.release import upstream
+from tritongen.runtimes.tensorrtllm.settings import BuildSettings, TensorrtllmPlan
 from tritongen.runtimes.tensorrtllm.spec import EngineSection
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ def _gpu_device_ids(spec: SpecView) -> list[int] | None:
     return spec.placement.gpu_ids[:world]
 
 
-class TensorrtllmRuntime(Runtime[TensorrtllmPlan]):
+class TensorrtllmRuntime(EnsembleRepository[TensorrtllmPlan], Runtime[TensorrtllmPlan]):
     name = "tensorrtllm"
 
     serves_adapters = True
@@ -191,6 +191,9 @@ class TensorrtllmRuntime(Runtime[TensorrtllmPlan]):
 
     def model_files(self, plan: PlanView, where: Locations, render: Renderer) -> dict[str, bytes]:
         return {"tensorrt_llm/1/.keep": b""}  # the backend loads the engine named in config.pbtxt
+
+    def max_input_tokens(self, plan: PlanView) -> str:
+        return str(self.own(plan).build.max_input_len)  # the engine's build bounds its input length
 
     # -------------------------------------------------------------------------------------------- serving
 
