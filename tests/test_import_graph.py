@@ -311,4 +311,5 @@ def test_the_checker_finds_placement_reaching_the_spec_through_another_module():
                "tritongen.placement.memory": "from tritongen.core.source import read_yaml\n"}
     assert standalone_violations(import_graph(planted)) == [
         "tritongen.placement reaches tritongen.runtimes", "tritongen.placement reaches tritongen.spec",
-        "tritongen.placement.inventory reaches tritongen.runtimes", "tritongen.placement.inventory reaches tritongen.spec"]
+        "tritongen.placement.inventory reaches tritongen.runtimes",
+        "tritongen.placement.inventory reaches tritongen.spec"]
