@@ -104,7 +104,7 @@ def main(argv=None) -> int:
         stub.__file__ = found.origin
         sys.modules["pytriton"] = stub
     from served import SPEC, make_prompts, run_level
-    from tritongen.pipeline import render_for
+    from tritongen.render import render_for
     from tritongen.plan import plan_from_file
     from tritongen.render import write_repository
     from tritongen.serve import TritonServer

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tritongen.client import stream_grpc
 from tritongen.frontend.server import FrontendProcess
-from tritongen.pipeline import render_for
+from tritongen.render import render_for
 from tritongen.plan import plan_from_file
 from tritongen.render import write_repository
 from tritongen.serve import TritonServer

@@ -29,7 +29,7 @@ import types
 import urllib.request
 from pathlib import Path
 
-from tritongen.pipeline import render_for
+from tritongen.render import render_for
 from tritongen.plan import plan_from_file
 from tritongen.render import write_repository
 from tritongen.serve import TritonServer

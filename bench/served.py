@@ -3,7 +3,7 @@
 Steps: build the Llama-3.2-1B-shaped random model (bench/benchlib.py, the same seed as bench/inprocess_cb.py),
 save it with save_pretrained plus a locally trained BPE tokenizer (generator/tritongen/demo_model.py's), write a tritongen
 spec (runtime hf, placement.device gpu -> KIND_GPU), render it with tritongen.plan.plan_from_file +
-tritongen.pipeline.render_for + tritongen.render.write_repository, start it with tritongen.serve.TritonServer,
+tritongen.render.render_for + tritongen.render.write_repository, start it with tritongen.serve.TritonServer,
 and drive the `ensemble` model (preprocessing -> tensorrt_llm -> postprocessing) with a closed-loop driver:
 one thread per in-flight request slot, each with its own tritonclient gRPC stream (ModelStreamInfer), sending
 text prompts of exactly --input-tokens tokens with max_tokens = min_tokens = --output-tokens (greedy: no top_k /
@@ -293,7 +293,7 @@ def main(argv=None) -> int:
         stub = types.ModuleType("pytriton")
         stub.__file__ = found.origin
         sys.modules["pytriton"] = stub
-    from tritongen.pipeline import render_for
+    from tritongen.render import render_for
     from tritongen.plan import plan_from_file
     from tritongen.render import write_repository
     from tritongen.serve import TritonServer

@@ -46,7 +46,7 @@ import yaml
 from tritongen.demo.model import make_demo_model
 from tritongen.loadtests.prom import scrape
 from tritongen.loadtests.samples import read_samples, sample_files
-from tritongen.pipeline import render_for
+from tritongen.render import render_for
 from tritongen.plan import plan_from_file
 from tritongen.render import write_repository
 from tritongen.serve import TritonServer

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from tritongen.errors import CheckFailed  # noqa: E402
 from tritongen.spec import parse_spec  # noqa: E402
-from tritongen.spec.source import read_yaml  # noqa: E402
+from tritongen.core.source import read_yaml  # noqa: E402
 from tritongen.tune import TuneOptions, tune  # noqa: E402
 from tritongen.tune.served import ServedEvaluator  # noqa: E402
 from tritongen.tune.space import apply  # noqa: E402

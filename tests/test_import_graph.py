@@ -309,3 +309,51 @@ def test_the_checker_finds_the_whole_runtime_named():
     assert whole_runtime_uses(planted) == ["tritongen.deploy:2: names Runtime", "tritongen.plan.make:3: names runtime_of",
                                            "tritongen.render:1: imports runtime_of", "tritongen.tune:2: names Runtime",
                                            "tritongen.verify:1: imports RUNTIMES"]
+
+
+# ------------------------------------------------------------------------------------------ placement stands alone
+
+STANDS_ALONE = {"tritongen.placement": ("tritongen.spec", "tritongen.runtimes")}
+"""Rooms that must not run the named rooms when imported, directly or through any module they import: placement
+reads an inventory and sizes a memory model; loading the spec would load every runtime's section with it."""
+
+
+def reaches(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module importing `start` runs, through any chain of executed imports."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for dst in graph.get(todo.pop(), ()):
+            if dst not in seen:
+                seen.add(dst)
+                todo.append(dst)
+    return seen
+
+
+def standalone_violations(graph: dict[str, set[str]]) -> list[str]:
+    """`module reaches room` for each module of a STANDS_ALONE room whose imports run a forbidden room."""
+    out = []
+    for name in graph:
+        for room, forbidden in STANDS_ALONE.items():
+            if name == room or name.startswith(room + "."):
+                run = reaches(graph, name)
+                out += [f"{name} reaches {top}" for top in forbidden
+                        if any(dst == top or dst.startswith(top + ".") for dst in run)]
+    return sorted(out)
+
+
+def test_placement_imports_no_spec_and_no_runtime():
+    assert standalone_violations(package_graph()) == []
+
+
+def test_the_checker_finds_placement_reaching_the_spec_through_another_module():
+    planted = {"tritongen": "", "tritongen.core": "", "tritongen.core.source": "import yaml\n",
+               "tritongen.spec": "from tritongen.runtimes import REGISTRY\n", "tritongen.runtimes": "",
+               "tritongen.placement": "from tritongen.placement.inventory import load_inventory\n",
+               "tritongen.placement.inventory": "from tritongen.errors import E\nfrom tritongen.spec.source import r\n",
+               "tritongen.spec.source": "", "tritongen.errors": "",
+               "tritongen.placement.memory": "from tritongen.core.source import read_yaml\n"}
+    assert standalone_violations(import_graph(planted)) == [
+        "tritongen.placement reaches tritongen.runtimes", "tritongen.placement reaches tritongen.spec",
+        "tritongen.placement.inventory reaches tritongen.runtimes",
+        "tritongen.placement.inventory reaches tritongen.spec"]

@@ -1,104 +1,105 @@
-"""Glue between stages that the CLI and `up` share: `up` itself and its OpenAI-frontend measurement."""
+"""`tritongen up` (a plan run once on this machine through tritongen.orchestrate, with one streamed answer and the
+OpenAI frontend when asked) and its OpenAI-frontend measurement."""
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from tritongen.client import stream_grpc
-from tritongen.errors import CheckFailed, EnvironmentMissing, SpecError, problem
+from tritongen.errors import CheckFailed, SpecError, problem
 from tritongen.frontend.metrics import histogram_buckets, quantiles
 from tritongen.frontend.server import FrontendProcess, FrontendWorkers
 from tritongen.loadtests.interrupt import on_interrupt
-from tritongen.loadtests.progress import wanted
-from tritongen.loadtests.runner import INTERRUPTED_EXIT, Endpoint, LoadTest, load_from_args, run_loadtest, say
+from tritongen.loadtests.runner import INTERRUPTED_EXIT, Endpoint, LoadTest, run_loadtest, say
+from tritongen.orchestrate import LocalRun, RunOptions, require_embedded
 from tritongen.plan import Plan, load_plan
 from tritongen.plan.checks import require_tokenizer
-from tritongen.render import render_for, write_repository
-from tritongen.runtimes import launch
-from tritongen.serve import TritonServer
-from tritongen.verify import verify_repository
 
 
-def _stage(number: int, total: int, name: str, detail: str = "") -> None:
-    say(f"[{number}/{total}] {name}" + (f": {detail}" if detail else ""))
+STAGES = ("validate", "plan", "render", "verify", "serve", "loadtest", "stop")
+"""`up`'s stages, numbered in this order as it reports them."""
 
 
-def up(args: argparse.Namespace) -> int:
+def _stage(name: str, detail: str = "") -> None:
+    say(f"[{STAGES.index(name) + 1}/{len(STAGES)}] {name}" + (f": {detail}" if detail else ""))
+
+
+@dataclass(frozen=True)
+class UpOptions:
+    """`tritongen up`'s settings (tritongen.cli.load builds them from its flags)."""
+
+    spec: str
+    """The spec, or a plan JSON."""
+    load: Callable[[Plan], LoadTest]
+    """The plan's load test with the command line's overrides, every combination checked (before any load)."""
+    out: str | None = None
+    """Output folder (default ./up-<name>)."""
+    engine_dir: str | None = None
+    server_timeout: float = 300.0
+    openai: int | None = None
+    """Start the OpenAI frontend on this port (-1: the plan's; 0: a free one); None: only when the plan or the
+    load's protocol asks for it."""
+    openai_overhead: bool = False
+    """Run the load twice, gRPC then OpenAI, and report the TTFT the frontend adds."""
+    progress: bool = True
+
+
+def up(opts: UpOptions) -> int:
     """validate -> plan -> render -> verify -> serve (embedded tritonserver) -> loadtest -> report -> stop."""
-    total = 7
-    plan = load_plan(args.spec, engine_dir=args.engine_dir)
-    rt = launch(plan)
-    if not rt.embedded:
-        raise EnvironmentMissing(problem(
-            "runtime", rt.not_embedded(),
-            "run `tritongen deploy SPEC --target docker` (or compose / k8s) and `tritongen loadtest` against it"))
+    plan = load_plan(opts.spec, engine_dir=opts.engine_dir)
+    require_embedded(plan)
     require_tokenizer(plan.tokenizer.dir)
-    _stage(1, total, "validate", f"{args.spec} ({plan.name}, runtime {plan.runtime})")
-    load = load_from_args(args, plan)
-    _stage(2, total, "plan", f"{plan.llm_instance_group.kind} x{plan.llm_instance_group.count}, "
+    _stage("validate", f"{opts.spec} ({plan.name}, runtime {plan.runtime})")
+    load = opts.load(plan)
+    _stage("plan", f"{plan.llm_instance_group.kind} x{plan.llm_instance_group.count}, "
            f"max_batch_size {plan.max_batch_size}, tokenizer {plan.tokenizer.dir}")
-    out = Path(args.out or f"up-{plan.name}").resolve()
-    repo = out / "model_repository"
-    files = render_for(plan)
-    # The repository under OUT is tritongen's own output, so a new run replaces it.
-    write_repository(files, repo, overwrite=True, flag="--out")
-    _stage(3, total, "render", f"{len(files)} files -> {repo}")
-    findings = verify_repository(repo)
-    if findings:
-        for finding in findings:
-            say(f"FAIL {finding}")
-        raise CheckFailed(f"{repo}: {len(findings)} verification finding(s)")
-    _stage(4, total, "verify", "configs parse, ensemble wiring consistent")
-    server = TritonServer(repo, log_path=out / "tritonserver.log")
+    out = Path(opts.out or f"up-{plan.name}").resolve()
+    run = LocalRun(RunOptions(out=out, server_timeout=opts.server_timeout), stage=_stage)
     frontends: list = []  # the OpenAI frontend once started, for the stop
     code = INTERRUPTED_EXIT
     try:
         with on_interrupt("stopping " + ("the OpenAI frontend and " if plan.frontend.enabled else "")
                           + "tritonserver", say):
-            code = _serve_and_load(args, plan, load, repo, out, server, total, frontends.append)
+            run.serve(plan)
+            code = _serve_and_load(opts, plan, load, run, frontends.append)
     except KeyboardInterrupt:
         say("nothing finished before Ctrl-C: no report (the load test had not begun)")
     finally:
-        _stage(7, total, "stop", "stopping " + ("the OpenAI frontend and " if frontends else "") + "tritonserver")
+        if run.server is not None or frontends:  # nothing to stop when the repository failed verification
+            _stage("stop", "stopping " + ("the OpenAI frontend and " if frontends else "") + "tritonserver")
         for frontend in frontends:
             frontend.stop()
-        server.stop()
+        run.stop()
     return code
 
 
-def _serve_and_load(args: argparse.Namespace, plan: Plan, load: LoadTest, repo: Path, out: Path, server, total: int,
-                    started: Callable) -> int:
-    """Stages 5 and 6 of `up`: the server (and the frontend, handed to `started` for the stop), then the load; the
+def _serve_and_load(opts: UpOptions, plan: Plan, load: LoadTest, run: LocalRun, started: Callable) -> int:
+    """After the server: one streamed answer, the frontend (handed to `started` for the stop), then the load; the
     load test's exit code (130 when Ctrl-C stopped it: it wrote the report of the levels that finished)."""
     profile = load.profile
-    _stage(5, total, "serve", "starting the embedded tritonserver ...")
-    server.start(timeout=args.server_timeout)
-    _stage(5, total, "serve", f"ready: http {server.http_url}, grpc {server.grpc_url}, "
-           f"metrics {server.metrics_url}, log {server.log_path}")
+    server = run.server
+    assert server is not None
     _stream_one(server.grpc_url, plan.max_tokens_default)
-    openai_port = getattr(args, "openai", None)
-    overhead = getattr(args, "openai_overhead", False)
     frontend = None
-    if openai_port is not None or overhead or profile.protocol == "openai" or plan.frontend.enabled:
-        frontend = _start_frontend(plan, repo, server.grpc_url, openai_port, out / "frontend.log")
+    if opts.openai is not None or opts.openai_overhead or profile.protocol == "openai" or plan.frontend.enabled:
+        frontend = _start_frontend(plan, run.repo, server.grpc_url, opts.openai, run.options.out / "frontend.log")
         started(frontend)
-        _stage(5, total, "serve", f"OpenAI API: {frontend.base_url} (model {plan.frontend.models[0].name})")
-    endpoint = Endpoint(grpc_url=server.grpc_url, http_url=server.http_url, metrics_url=server.metrics_url,
-                        openai_url=frontend.url if frontend else None)
+        _stage("serve", f"OpenAI API: {frontend.base_url} (model {plan.frontend.models[0].name})")
     levels = ", ".join(f"{x:g}" for x in profile.levels())
-    if overhead:
-        _stage(6, total, "loadtest", f"{profile.mode} loop, {profile.level_unit} {levels}, grpc then "
+    if opts.openai_overhead:
+        _stage("loadtest", f"{profile.mode} loop, {profile.level_unit} {levels}, grpc then "
                f"openai, {max(1, round(profile.duration_s))} s each")
-        return _with_server_check(lambda: openai_overhead(plan, endpoint, load, out, args.spec), server)
-    _stage(6, total, "loadtest", f"{profile.mode} loop, {profile.level_unit} {levels}, "
+        return run.checked(lambda: openai_overhead(plan, run.endpoint(frontend.url), load, run.options.out,
+                                                   opts.spec))
+    _stage("loadtest", f"{profile.mode} loop, {profile.level_unit} {levels}, "
            f"{profile.protocol}, {max(1, round(profile.duration_s))} s per level")
-    return _with_server_check(lambda: run_loadtest(plan, endpoint, load, out, spec_path=args.spec,
-                                                   progress=wanted(args.no_progress)), server)
+    return run.loadtest(plan, load, run.options.out, openai_url=frontend.url if frontend else None,
+                        spec_path=opts.spec, progress=opts.progress)
 
 
 def _start_frontend(plan: Plan, repo: Path, grpc_url: str, port: int | None, log: Path):
@@ -178,12 +179,3 @@ def _stream_one(grpc_url: str, max_tokens: int) -> None:
         chunks += 1
         print(text.encode("unicode_escape").decode(), end="", flush=True)
     print(f"   ({chunks} streamed responses)", flush=True)
-
-
-def _with_server_check(run: Callable[[], int], server) -> int:
-    """Run the load test; when the server died during it, say so with its log tail (not just an SLO failure)."""
-    code = run()
-    if server.process is not None and server.process.poll() is not None:
-        raise CheckFailed(f"tritonserver exited with code {server.process.returncode} during the load test:\n"
-                          + server.log_tail())
-    return code

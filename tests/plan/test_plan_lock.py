@@ -13,6 +13,10 @@ import pytest
 import yaml
 
 from tritongen.cli import main
+from tritongen.placement import DeviceFit, Placement, ServerGroup
+from tritongen.placement.inventory import Inventory
+from tritongen.placement.memory import MemoryModel, ModelShape
+from tritongen.plan import plan_from_json
 from tritongen.verify import parse_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,6 +113,32 @@ def test_deploy_from_the_lock_file_matches_deploy_from_the_spec(trt_mig_spec, ca
     assert main(["deploy", str(lock), "--target", "k8s", "-o", str(work / "b")]) == 0
     assert main(["deploy", str(lock), "--target", "compose", "-o", str(work / "c")]) == 0
     assert _files(work / "c") == _files(work / "a")
+
+
+def test_the_placement_reads_back_typed_and_writes_back_byte_for_byte(trt_mig_spec, capsys):
+    lock = _lock(capsys, trt_mig_spec, "--inventory", BALANCED)
+    plan = plan_from_json(lock)
+    placement = plan.placement
+    assert isinstance(placement.inventory, Inventory) and isinstance(placement.memory, MemoryModel)
+    assert isinstance(placement.result, Placement)
+    assert all(isinstance(g, ServerGroup) and isinstance(g.gpu_indices, tuple) for g in placement.result.server_groups)
+    assert all(isinstance(d, DeviceFit) for d in placement.result.devices)
+    assert isinstance(placement.memory.shape, ModelShape) and placement.inventory.gpus[0].mig_devices
+    assert [g.name for g in placement.result.server_groups] == [g.name for g in plan.server_groups]
+    # Each server group's environment is written for readers, and derived again (not stored) when read.
+    written = json.loads(lock.read_text())["placement"]["result"]["server_groups"]
+    assert [g["env"] for g in written] == [g.env for g in placement.result.server_groups]
+    assert all(g["env"]["CUDA_VISIBLE_DEVICES"].startswith("MIG-") for g in written)
+    assert plan.to_json() == lock.read_text()
+
+
+def test_a_lock_file_with_a_broken_placement_names_the_field(trt_mig_spec, capsys):
+    lock = _lock(capsys, trt_mig_spec, "--inventory", BALANCED)
+    data = json.loads(lock.read_text())
+    data["placement"]["inventory"]["gpus"][0]["memory_gib"] = 140
+    lock.write_text(json.dumps(data))
+    assert main(["deploy", str(lock), "--target", "compose", "-o", str(trt_mig_spec.parent / "x")]) == 2
+    assert f"error: {lock}: placement.inventory.gpus.0.memory_gib: " in capsys.readouterr().err
 
 
 def _kv(path: Path) -> int:

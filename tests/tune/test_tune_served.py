@@ -77,8 +77,8 @@ class ServerDiesInTrial(ServedEvaluator):
 
     def _rounds(self, plan, load, n, report, where):
         if len(self.calls) == self.at + 1:
-            os.kill(self.server.process.pid, signal.SIGTERM)
-            self.server.process.wait(timeout=60)
+            os.kill(self.run.server.process.pid, signal.SIGTERM)
+            self.run.server.process.wait(timeout=60)
         return super()._rounds(plan, load, n, report, where)
 
 
@@ -99,14 +99,14 @@ def test_a_trial_whose_server_dies_fails_alone_and_the_next_trial_starts_a_fresh
         rows = list(csv.DictReader(f))
     assert [r["state"] for r in rows] == ["complete", "failed", "complete"]
     assert rows[2]["tokens_equal"] == "True" and float(rows[2]["goodput"]) > 0 and rows[2]["errors"] == "0"
-    assert evaluator.restarts == 2
+    assert evaluator.run.restarts == 2
 
 
 def test_a_smaller_batch_keeps_the_tokenizer_models_loaded_and_a_larger_one_reloads_them(tmp_path, tiny_model):
     from tritongen.plan.make import make_plan
     from tritongen.render import render_for
     from tritongen.spec import parse_spec
-    from tritongen.tune.served import _models, keeps
+    from tritongen.orchestrate import _models, keeps
 
     data = yaml.safe_load(_spec(tmp_path, tiny_model).read_text())
 

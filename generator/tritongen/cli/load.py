@@ -13,7 +13,7 @@ from tritongen.errors import SpecError, problem
 from tritongen.loadtests.distributed import DEFAULT_MASTER_PORT, Distribution, free_port, run_worker
 from tritongen.loadtests.progress import wanted
 from tritongen.loadtests.runner import Endpoint, LoadTest, load_from_args, locust_config, run_loadtest
-from tritongen.pipeline import up
+from tritongen.pipeline import UpOptions, up
 from tritongen.plan import load_plan
 from tritongen.plan.checks import require_tokenizer
 
@@ -94,4 +94,6 @@ def _run_worker(args: argparse.Namespace, plan, load: LoadTest, endpoint: Endpoi
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    return up(args)
+    return up(UpOptions(spec=args.spec, load=lambda plan: load_from_args(args, plan), out=args.out,
+                        engine_dir=args.engine_dir, server_timeout=args.server_timeout, openai=args.openai,
+                        openai_overhead=args.openai_overhead, progress=wanted(args.no_progress)))

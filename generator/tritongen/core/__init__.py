@@ -9,6 +9,8 @@ them (plan, render, spec), so at the type level as at run time the runtimes sit 
   handed to a runtime (`Renderer`), a tritonserver's ports (`Ports`).
 - `tritongen.core.views`: `PlanView` and `SpecView`, the parts of the Plan and the Spec the runtimes read, as
   Protocols that `Plan` and `Spec` satisfy.
+- `tritongen.core.source`: the safe YAML reader every file-reading room shares (spec, inventory, tune); it adds
+  PyYAML and `tritongen.errors` to the imports above.
 """
 
 from tritongen.core.repository import Locations, Ports, Renderer

@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tritongen.deploy.common import (
@@ -106,9 +106,9 @@ def loadtest_files(dep: Deployment) -> dict[str, bytes]:
         moved = _container_paths(plan)
         pl = plan.placement
         updates["placement"] = pl.model_copy(update={
-            "inventory": {**pl.inventory, "source": moved(pl.inventory["source"])},
-            "memory": {**pl.memory, "source": moved(pl.memory["source"])},
-            "result": {**pl.result, "model": moved(pl.result["model"])}})
+            "inventory": replace(pl.inventory, source=moved(pl.inventory.source)),
+            "memory": replace(pl.memory, source=moved(pl.memory.source)),
+            "result": replace(pl.result, model=moved(pl.result.model))})
     files["plan.json"] = plan.model_copy(update=updates).to_json().encode()
     return dict(sorted(files.items()))
 

@@ -184,7 +184,7 @@ def prepare(source: str | Path, *, inventory: str | None = None, engine_config: 
     if plan.placement is None:
         placement, gpus, memory = cpu_placement(plan)
     else:
-        placement, gpus, memory = plan.placement.placed(), plan.placement.gpus(), plan.placement.memory_model()
+        placement, gpus, memory = plan.placement.result, plan.placement.inventory, plan.placement.memory
     return Deployment(plan, placement, gpus, memory, chosen, repository, tuple(mounts))
 
 

@@ -40,7 +40,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from tritongen.errors import EnvironmentMissing, SpecError, problem
-from tritongen.spec.source import read_yaml
+from tritongen.core.source import read_yaml
 
 GIB = 1 << 30
 

@@ -85,8 +85,7 @@ def plan_notes(plan) -> list[str]:
         from tritongen.runtimes.pins import datacenter_gpus
 
         inventory = plan.placement.inventory
-        driver = launch(plan).driver_problem(inventory.get("driver"),
-                                                 datacenter_gpus(g["name"] for g in inventory.get("gpus", ())))
+        driver = launch(plan).driver_problem(inventory.driver, datacenter_gpus(g.name for g in inventory.gpus))
         if driver is not None:
             notes.append(f"note: --inventory: {driver[1]}")
     return notes

@@ -10,6 +10,9 @@ import dataclasses
 from pathlib import Path
 
 from tritongen.errors import SpecError, clip, problem
+from tritongen.placement import place
+from tritongen.placement.inventory import Inventory, load_inventory
+from tritongen.placement.memory import load_memory_model
 from tritongen.plan.adapters import plan_adapters
 from tritongen.plan.checks import missing_tokenizer_files, read_config, require_round_trip
 from tritongen.plan.deploy import DeployPlan
@@ -106,10 +109,6 @@ def kv_tokens(spec: Spec, placed: int | None = None, planned: int | None = None)
 
 def _place(spec: Spec, plan: Plan, max_seq_len: int, inventory_source: str) -> PlacementPlan:
     """Place the model on a GPU inventory ('nvml', an inventory file or saved `nvidia-smi -L` text)."""
-    from dataclasses import asdict
-
-    from tritongen.placement import place
-    from tritongen.placement.inventory import load_inventory
     from tritongen.runtimes.pins import datacenter_gpus
 
     if spec.placement.device != "gpu":
@@ -121,8 +120,6 @@ def _place(spec: Spec, plan: Plan, max_seq_len: int, inventory_source: str) -> P
     if driver is not None and driver[0]:
         raise SpecError(problem("--inventory", f"{driver[1]} ({inventory.source})",
                                 "upgrade the nodes' driver, or plan for nodes that have it"))
-    from tritongen.placement.memory import load_memory_model
-
     config, settings = planning(spec.runtime).memory_model(spec, plan)
     memory = load_memory_model(config, **settings)
     if spec.deploy.nodes > 1:
@@ -131,16 +128,12 @@ def _place(spec: Spec, plan: Plan, max_seq_len: int, inventory_source: str) -> P
     placed = place(inventory, memory, max_seq_len=max_seq_len,
                    kv_fraction=spec.serving.kv_cache.free_gpu_mem_fraction, instances_per_device=instances,
                    gpu_ids=spec.placement.gpu_ids or None)
-    return PlacementPlan(inventory=asdict(inventory), memory=asdict(memory), result=placed.to_dict())
+    return PlacementPlan(inventory=inventory, memory=memory, result=placed)
 
 
-def _multi_node(spec: Spec, node, world: int):
+def _multi_node(spec: Spec, node: Inventory, world: int) -> Inventory:
     """`deploy.nodes` copies of the inventory's node, GPUs numbered on (node k: index + k x GPUs per node), so the
     placement checks a server group spanning nodes with the model's real per-rank memory."""
-    import dataclasses
-
-    from tritongen.placement.inventory import Inventory
-
     nodes = spec.deploy.nodes
     full = [g for g in node.gpus if not g.mig_enabled]
     if not planning(spec.runtime).spans_nodes or world % nodes or world // nodes > len(full):
@@ -158,8 +151,6 @@ def _multi_node(spec: Spec, node, world: int):
 
 
 def _inventory_gpus(inventory: str | None) -> list[tuple[int, str]]:
-    from tritongen.placement.inventory import load_inventory
-
     assert inventory is not None
     return [(g.index, g.name) for g in load_inventory(inventory).gpus]
 
@@ -199,12 +190,11 @@ def make_plan(spec: Spec, spec_dir: Path, inventory: str | None = None, *, engin
     if inventory is None:
         return plan
     placement = _place(spec, plan, ctx.max_seq_len, inventory)
-    used = {i for g in placement.result["server_groups"] for i in g["gpu_indices"]}
-    rt.check_placement(spec, plan, [(f"GPU {g['index']}", g["name"]) for g in placement.inventory["gpus"]
-                                    if g["index"] in used])
-    groups = tuple(ServerGroupPlan(name=g["name"], kv_tokens=kv_tokens(spec, g["kv_tokens"], sizing.tokens),
-                                   instances=g["instances"], gpu_device_ids=g["gpu_device_ids"])
-                   for g in placement.result["server_groups"])
+    used = {i for g in placement.result.server_groups for i in g.gpu_indices}
+    rt.check_placement(spec, plan, [(g.label, g.name) for g in placement.inventory.gpus if g.index in used])
+    groups = tuple(ServerGroupPlan(name=g.name, kv_tokens=kv_tokens(spec, g.kv_tokens, sizing.tokens),
+                                   instances=g.instances, gpu_device_ids=g.gpu_device_ids)
+                   for g in placement.result.server_groups)
     ctx = dataclasses.replace(ctx, kv_tokens=min(g.kv_tokens for g in groups))
     return _plan(rt, ctx, spec_dir, load, prepared, placed=True, kv_sizing=sizing.how, placement=placement,
                  server_groups=groups,

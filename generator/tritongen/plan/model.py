@@ -11,11 +11,14 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, field_serializer, field_validator, model_validator
 
 from tritongen.core.sections import (
     AdapterPlan, InstanceGroup, PathsPlan, ServerGroupPlan, StructuredOutputPlan, TokenizerPlan,
 )
+from tritongen.placement import Placement
+from tritongen.placement.inventory import Inventory
+from tritongen.placement.memory import MemoryModel
 from tritongen.plan.deploy import DeployPlan
 from tritongen.plan.frontend import FrontendPlan
 from tritongen.plan.load import LoadProfile
@@ -31,38 +34,31 @@ class _Frozen(BaseModel):
 
 
 class PlacementPlan(_Frozen):
-    """The placement over a GPU inventory, with what it was computed from (so deploy needs neither again)."""
+    """The placement over a GPU inventory, with what it was computed from (so deploy needs neither again).
 
-    inventory: dict[str, Any]
-    """The inventory as read (placement.inventory.Inventory as a mapping)."""
-    memory: dict[str, Any]
-    """The memory model placement sized with (placement.memory.MemoryModel as a mapping)."""
-    result: dict[str, Any]
-    """placement.Placement.to_dict(): every device's verdict and the server groups."""
+    The placement's own types (tritongen.placement: frozen dataclasses), validated from the JSON as they are."""
 
-    def placed(self):
-        """The placement.Placement this section was written from."""
-        from tritongen.placement import DeviceFit, Placement, ServerGroup
+    inventory: Inventory
+    """The inventory as read."""
+    memory: MemoryModel
+    """The memory model placement sized with."""
+    result: Placement
+    """Every device's verdict and the server groups."""
 
-        r = dict(self.result)
-        devices = tuple(DeviceFit(**d) for d in r.pop("devices"))
-        groups = tuple(ServerGroup(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in g.items() if k != "env"})
-                       for g in r.pop("server_groups"))
-        return Placement(**r, devices=devices, server_groups=groups)
+    @field_serializer("result")
+    def _with_env(self, placed: Placement) -> dict[str, Any]:
+        # Each server group's environment is written out for readers of the lock file (Placement.to_dict) ...
+        return placed.to_dict()
 
-    def gpus(self):
-        """The placement.inventory.Inventory placement ran on."""
-        from tritongen.placement.inventory import Gpu, Inventory, MigDevice
-
-        gpus = tuple(Gpu(**{**g, "mig_devices": tuple(MigDevice(**m) for m in g["mig_devices"])})
-                     for g in self.inventory["gpus"])
-        return Inventory(gpus=gpus, source=self.inventory["source"])
-
-    def memory_model(self):
-        """The placement.memory.MemoryModel placement sized with."""
-        from tritongen.placement.memory import MemoryModel, ModelShape
-
-        return MemoryModel(**{**self.memory, "shape": ModelShape(**self.memory["shape"])})
+    @field_validator("result", mode="before")
+    @classmethod
+    def _without_env(cls, value: Any) -> Any:
+        # ... and derived again from cuda_visible_devices when the file is read.
+        if isinstance(value, dict) and isinstance(value.get("server_groups"), list):
+            groups = [{k: v for k, v in g.items() if k != "env"} if isinstance(g, dict) else g
+                      for g in value["server_groups"]]
+            return {**value, "server_groups": groups}
+        return value
 
 
 class Plan(_Frozen):

@@ -176,7 +176,7 @@ def _server_groups(plan: Plan) -> list[str]:
 def _placement(plan: Plan) -> list[str]:
     if plan.placement is None:
         return []
-    placed = plan.placement.placed()
+    placed = plan.placement.result
     devices = [("device", "memory", "fits", "LLM instances", "weights / instance", "KV tokens / instance",
                 f"max batch at {placed.max_seq_len:,} tokens", "server group", "why")]
     for d in placed.devices:

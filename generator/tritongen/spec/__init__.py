@@ -297,7 +297,7 @@ def parse_spec(data: Any, source: str = "spec") -> Spec:
 
 def load_spec(path: str | Path) -> Spec:
     """Read and validate a spec file."""
-    from tritongen.spec.source import read_yaml
+    from tritongen.core.source import read_yaml
 
     p = Path(path)
     if p.is_dir():

@@ -15,7 +15,7 @@ from typing import Any
 
 from tritongen.errors import CheckFailed, SpecError, problem
 from tritongen.spec import Spec, current_names, parse_spec
-from tritongen.spec.source import read_yaml
+from tritongen.core.source import read_yaml
 from tritongen.tune import report
 from tritongen.loadtests.interrupt import EXIT, on_interrupt
 from tritongen.tune.confirm import decide

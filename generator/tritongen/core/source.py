@@ -1,4 +1,8 @@
-"""Reading a spec (or inventory) file safely: UTF-8 only, no duplicate keys, bounded nesting, nothing echoed whole."""
+"""Reading a spec (or inventory) file safely: UTF-8 only, no duplicate keys, bounded nesting, nothing echoed whole.
+
+In the bottom room so that every reader of a YAML file (spec, inventory, tune) shares it without importing the
+stage that owns the other files (placement reads an inventory without loading the spec and its runtimes).
+"""
 
 from __future__ import annotations
 
