@@ -5,6 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 NATIVE_STAMP := $(VENV)/.native-built
 NATIVE_SOURCES := $(wildcard generator/tritongen/native/*.h generator/tritongen/native/*.cc generator/tritongen/native/bls/* \
+	generator/tritongen/native/tokensource/* \
 	generator/tritongen/native/CMakeLists.txt)
 # The editable install, with this environment's scikit-build-core (so both calls use the same CMake generator) and a
 # kept CMake build folder, so that `make native` recompiles only what changed.

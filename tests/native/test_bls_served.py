@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -237,6 +238,33 @@ def test_a_backend_built_for_a_newer_api_refuses_to_load_naming_both_versions(ti
     assert len(lines) == 1, lines
     assert ("tritongen_tokensource backend: needs Triton backend API 1.99 or a newer 1.x; this tritonserver offers "
             "1.19; use tritonserver 2.51 (NGC 24.10) or newer, or rebuild the backend for this server") in lines[0]
+
+
+# ------------------------------------------------------------------ malformed config values
+def _set_parameter(config: Path, key: str, value: str) -> None:
+    text = config.read_text()
+    pattern = re.compile(r'(key:\s*"%s"\s*value:\s*\{\s*string_value:\s*)"[^"]*"' % re.escape(key))
+    assert pattern.search(text), f"{config} has no parameter {key}"
+    config.write_text(pattern.sub(lambda m: f'{m.group(1)}"{value}"', text, count=1))
+
+
+@pytest.mark.parametrize("model, key, value, message", [
+    ("tensorrt_llm", "ttft_ms", "fast", "tensorrt_llm: parameters.ttft_ms: expected a number >= 0, got 'fast'"),
+    ("tensorrt_llm_bls", "max_in_flight", "many",
+     "tensorrt_llm_bls: parameters.max_in_flight: expected an integer >= 0, got 'many'"),
+], ids=["tokensource", "bls"])
+def test_a_malformed_parameter_fails_the_load_naming_model_parameter_and_value(tiny_model, tmp_path, model, key,
+                                                                                value, message):
+    from tritongen.errors import CheckFailed
+    from tritongen.serve import TritonServer
+
+    repo = _render(tiny_model, tmp_path / "repo")
+    _set_parameter(repo / model / "config.pbtxt", key, value)
+    server = TritonServer(repo, log_path=tmp_path / "tritonserver.log", grace_s=5)
+    with pytest.raises(CheckFailed):
+        server.start(timeout=120)
+    errors = [line for line in (tmp_path / "tritonserver.log").read_text().splitlines() if line.startswith("E")]
+    assert any(f"failed to load '{model}'" in line and message in line for line in errors), errors
 
 
 # ------------------------------------------------------------------ stopping with streams in flight

@@ -1,4 +1,4 @@
-"""The synthetic runtime's native token source (generator/tritongen/native/tritongen_tokensource.cc) on the real tritonserver:
+"""The synthetic runtime's native token source (generator/tritongen/native/tokensource/) on the real tritonserver:
 the same responses as the python model it stands in for, cancellation, stop, bad requests, and its token counter
 against the client's count. One server holds both: `tensorrt_llm` (native) and `tensorrt_llm_python` (the python
 model, copied from a repository rendered with synthetic.source: python)."""

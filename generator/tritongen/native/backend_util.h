@@ -103,24 +103,32 @@ class Drain {
 };
 
 // The model configuration, read with a JSON parser from Triton's own serialisation (TRITONBACKEND_ModelConfig).
+// A value that is present but malformed is refused (INVALID_ARG naming the model, the field and the value), so the
+// model fails to load instead of serving with a default nobody asked for.
 class ModelConfig {
  public:
   static TRITONSERVER_Error* Read(TRITONBACKEND_Model* model, ModelConfig* out) {
+    const char* name = nullptr;
+    TG_RETURN_IF_ERROR(TRITONBACKEND_ModelName(model, &name));
     TRITONSERVER_Message* message = nullptr;
     TG_RETURN_IF_ERROR(TRITONBACKEND_ModelConfig(model, 1, &message));
     const char* base = nullptr;
     size_t size = 0;
     TRITONSERVER_Error* err = TRITONSERVER_MessageSerializeToJson(message, &base, &size);
-    if (err == nullptr) err = out->Parse(std::string(base, size));
+    if (err == nullptr) err = out->Parse(std::string(base, size), name);
     TRITONSERVER_MessageDelete(message);
     return err;
   }
 
-  TRITONSERVER_Error* Parse(const std::string& text) {
+  TRITONSERVER_Error* Parse(const std::string& text, const std::string& model) {
+    model_ = model;
     json_ = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (json_.is_discarded() || !json_.is_object()) return Internal("model config: not a JSON object");
+    if (json_.is_discarded() || !json_.is_object()) return Internal(model_ + ": model config: not a JSON object");
     return nullptr;
   }
+
+  // The model's name, for error messages.
+  const std::string& model() const { return model_; }
 
   // The string_value of parameters.<key>, or `fallback` when it is absent, empty or an unfilled "${...}".
   std::string Parameter(const std::string& key, const std::string& fallback) const {
@@ -134,24 +142,57 @@ class ModelConfig {
     return (text.empty() || text.rfind("${", 0) == 0) ? fallback : text;
   }
 
-  // An integer at `path` (e.g. {"dynamic_batching", "default_queue_policy", "max_queue_size"}); protobuf's JSON
-  // writes 64-bit integers as strings. `fallback` when absent.
-  int64_t Integer(std::initializer_list<const char*> path, int64_t fallback) const {
+  // parameters.<key> as an integer >= 0 (`fallback` as Parameter() has it); INVALID_ARG when malformed.
+  TRITONSERVER_Error* IntegerParameter(const std::string& key, const std::string& fallback, int64_t* out) const {
+    const std::string text = Parameter(key, fallback);
+    char* end = nullptr;
+    const long long v = std::strtoll(text.c_str(), &end, 10);
+    if (end == text.c_str() || *end != '\0' || v < 0)
+      return Malformed("parameters." + key, "an integer >= 0", text);
+    *out = v;
+    return nullptr;
+  }
+
+  // parameters.<key> as a number >= 0 (`fallback` as Parameter() has it); INVALID_ARG when malformed.
+  TRITONSERVER_Error* NumberParameter(const std::string& key, const std::string& fallback, double* out) const {
+    const std::string text = Parameter(key, fallback);
+    char* end = nullptr;
+    const double v = std::strtod(text.c_str(), &end);
+    if (end == text.c_str() || *end != '\0' || !(v >= 0)) return Malformed("parameters." + key, "a number >= 0", text);
+    *out = v;
+    return nullptr;
+  }
+
+  // The integer at `path` (e.g. {"dynamic_batching", "default_queue_policy", "max_queue_size"}); protobuf's JSON
+  // writes 64-bit integers as strings. `fallback` when absent; INVALID_ARG when present but not an integer.
+  TRITONSERVER_Error* Integer(std::initializer_list<const char*> path, int64_t fallback, int64_t* out) const {
+    std::string dotted;
+    for (const char* key : path) dotted += (dotted.empty() ? "" : ".") + std::string(key);
     const nlohmann::json* at = &json_;
     for (const char* key : path) {
-      if (!at->is_object()) return fallback;
+      if (!at->is_object()) return Malformed(dotted, "an integer", at->dump());
       auto it = at->find(key);
-      if (it == at->end()) return fallback;
+      if (it == at->end()) {
+        *out = fallback;
+        return nullptr;
+      }
       at = &*it;
     }
-    if (at->is_number_integer()) return at->get<int64_t>();
+    if (at->is_number_integer()) {
+      *out = at->get<int64_t>();
+      return nullptr;
+    }
     if (at->is_string()) {
       const std::string text = at->get<std::string>();
       char* end = nullptr;
-      long long v = std::strtoll(text.c_str(), &end, 10);
-      if (end != text.c_str() && *end == '\0') return v;
+      const long long v = std::strtoll(text.c_str(), &end, 10);
+      if (end != text.c_str() && *end == '\0') {
+        *out = v;
+        return nullptr;
+      }
+      return Malformed(dotted, "an integer", text);
     }
-    return fallback;
+    return Malformed(dotted, "an integer", at->dump());
   }
 
   bool Decoupled() const {
@@ -174,6 +215,11 @@ class ModelConfig {
   const nlohmann::json& json() const { return json_; }
 
  private:
+  TRITONSERVER_Error* Malformed(const std::string& field, const char* expected, const std::string& got) const {
+    return InvalidArg(model_ + ": " + field + ": expected " + expected + ", got '" + got + "'");
+  }
+
+  std::string model_;
   nlohmann::json json_;
 };
 

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -105,16 +106,21 @@ class EngineCore {
   int64_t kv_used_ = 0;
 };
 
-// EngineCore on a thread and the steady clock. `token(item)` emits one token of a running request and returns
-// true when the request has ended (last token, cancelled, stopped); `ended(item)` and, at shutdown for what is
-// still in flight, `abandon(item)` release it.
+// EngineCore on a thread and the steady clock. Owns the requests from Add() on (EngineCore orders them without
+// owning); `token(item)` emits one token of a running request and returns true when the request has ended (last
+// token, cancelled, stopped); `ended(item)` and, at shutdown for what is still in flight, `abandon(item)` receive
+// the request back, and it is destroyed when they return.
 template <class Item>
 class EngineLoop {
  public:
-  EngineLoop(const EngineParams& p, std::function<bool(Item*)> token, std::function<void(Item*)> ended,
-             std::function<void(Item*)> abandon)
+  using Owned = std::unique_ptr<Item>;
+
+  EngineLoop(const EngineParams& p, std::function<bool(Item*)> token, std::function<void(Owned)> ended,
+             std::function<void(Owned)> abandon)
       : p_(p), core_(p), token_(std::move(token)), ended_(std::move(ended)), abandon_(std::move(abandon)),
         thread_([this] { Loop(); }) {}
+  EngineLoop(const EngineLoop&) = delete;
+  EngineLoop& operator=(const EngineLoop&) = delete;
 
   ~EngineLoop() {
     {
@@ -123,12 +129,14 @@ class EngineLoop {
       cv_.notify_one();
     }
     thread_.join();
-    for (Item* item : core_.TakeAll()) abandon_(item);
+    for (Item* item : core_.TakeAll()) abandon_(Take(item));
   }
 
-  void Add(Item* item, int64_t prompt_len, int64_t n_out) {
+  void Add(Owned item, int64_t prompt_len, int64_t n_out) {
     std::lock_guard<std::mutex> lock(mu_);
-    core_.Enqueue(item, prompt_len, n_out);
+    Item* raw = item.get();
+    owned_.emplace(raw, std::move(item));
+    core_.Enqueue(raw, prompt_len, n_out);
     cv_.notify_one();
   }
 
@@ -140,6 +148,11 @@ class EngineLoop {
   }
 
  private:
+  Owned Take(Item* item) {  // with mu_ held, or once the thread is joined
+    auto node = owned_.extract(item);
+    return std::move(node.mapped());
+  }
+
   void Loop() {
     pthread_setname_np(pthread_self(), "tg-engine");
     using Clock = std::chrono::steady_clock;
@@ -164,8 +177,10 @@ class EngineLoop {
       }
       lock.lock();
       core_.Finish(ended);
+      std::vector<Owned> gone;
+      for (Item* item : ended) gone.push_back(Take(item));
       lock.unlock();
-      for (Item* item : ended) ended_(item);
+      for (Owned& item : gone) ended_(std::move(item));
       lock.lock();
       // Steps follow the model's clock: a host that fell behind emits the late steps back to back (lateness shows
       // as TTFT/ITL on the client, as with the fixed-timing source), it does not slow the model down.
@@ -175,9 +190,10 @@ class EngineLoop {
 
   EngineParams p_;
   EngineCore<Item> core_;
+  std::unordered_map<Item*, Owned> owned_;  // every request in core_, guarded by mu_
   std::function<bool(Item*)> token_;
-  std::function<void(Item*)> ended_;
-  std::function<void(Item*)> abandon_;
+  std::function<void(Owned)> ended_;
+  std::function<void(Owned)> abandon_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool running_ = true;

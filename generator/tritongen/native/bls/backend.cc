@@ -8,7 +8,7 @@
 // request (every call is asynchronous, through Triton's in-process API).
 //
 // Files, by concern: config (the model config, checked at load), inprocess (requests to other models and who owns
-// their inputs), table (the detokenisation table from preprocessing), stream (one client request), this file
+// their inputs), table (the detokenisation table from preprocessing), client_request (one client request), this file
 // (the model, its watcher, the entry points). wiring.h is generated from contract.py.
 //
 // Cancellation: a watcher polls each request's cancellation flag and cancels its LLM request, which stops
@@ -22,8 +22,9 @@
 
 #include "api_version.h"
 #include "bls/model.h"
-#include "bls/stream.h"
+#include "bls/client_request.h"
 #include "error_kinds.h"
+#include "export.h"
 
 namespace tritongen {
 namespace bls {
@@ -33,9 +34,9 @@ TRITONSERVER_Error* ModelState::Create(TRITONBACKEND_Model* model, std::shared_p
   m->self_ = m;
   TG_RETURN_IF_ERROR(BlsConfig::Read(model, &m->config_));
   TG_RETURN_IF_ERROR(TRITONBACKEND_ModelServer(model, &m->server_));
-  m->drain_.reset(new Drain(m->server_));
+  m->drain_ = std::make_unique<Drain>(m->server_);
   TG_RETURN_IF_ERROR(Allocator::Create(&m->allocator_));
-  m->tables_.reset(new TableLoader(m->server_, m->allocator_->get(), m->config_.skip_special_tokens));
+  m->tables_ = std::make_unique<TableLoader>(m->server_, m->allocator_->get(), m->config_.skip_special_tokens);
   m->watcher_ = std::thread(&ModelState::Watch, m.get());
   *out = std::move(m);
   return nullptr;
@@ -50,7 +51,7 @@ void ModelState::Shutdown() {
   }
   watcher_cv_.notify_all();
   if (watcher_.joinable() && watcher_.get_id() != std::this_thread::get_id()) watcher_.join();
-  std::vector<std::shared_ptr<Stream>> streams;
+  std::vector<std::shared_ptr<ClientRequest>> streams;
   {
     std::lock_guard<std::mutex> lk(live_mu_);
     for (auto& [ptr, weak] : live_)
@@ -60,12 +61,12 @@ void ModelState::Shutdown() {
     s->Abort(TRITONSERVER_ERROR_UNAVAILABLE, Tag(kUnavailable) + config_.name + ": the model is unloading");
 }
 
-void ModelState::Track(const std::shared_ptr<Stream>& s) {
+void ModelState::Track(const std::shared_ptr<ClientRequest>& s) {
   std::lock_guard<std::mutex> lk(live_mu_);
   live_[s.get()] = s;
 }
 
-void ModelState::Forget(Stream* s) {
+void ModelState::Forget(ClientRequest* s) {
   std::lock_guard<std::mutex> lk(live_mu_);
   live_.erase(s);
 }
@@ -78,7 +79,7 @@ void ModelState::Watch() {
     if (!running_) break;
     lk.unlock();
     const bool abort = drain_->Over(config_.name);
-    std::vector<std::shared_ptr<Stream>> streams;
+    std::vector<std::shared_ptr<ClientRequest>> streams;
     {
       std::lock_guard<std::mutex> live_lk(live_mu_);
       for (auto& [ptr, weak] : live_)
@@ -101,7 +102,7 @@ void ModelState::Execute(TRITONBACKEND_ModelInstance* instance, TRITONBACKEND_Re
   // Waits (no lock held) for the table on the first requests only; later calls return at once.
   TRITONSERVER_Error* table_error = tables_->Ensure(std::chrono::seconds(120));
   std::shared_ptr<ModelState> self = self_.lock();
-  for (uint32_t r = 0; r < count; ++r) Stream::Serve(self, instance, requests[r], start, table_error);
+  for (uint32_t r = 0; r < count; ++r) ClientRequest::Serve(self, instance, requests[r], start, table_error);
   if (table_error != nullptr) TRITONSERVER_ErrorDelete(table_error);
   const uint64_t end = NowNs();
   LogIfError(TRITONBACKEND_ModelInstanceReportBatchStatistics(instance, count, start, start, end, end),
@@ -112,8 +113,6 @@ void ModelState::Execute(TRITONBACKEND_ModelInstance* instance, TRITONBACKEND_Re
 }  // namespace tritongen
 
 using tritongen::bls::ModelState;
-
-#define TG_EXPORT extern "C" __attribute__((visibility("default")))
 
 TG_EXPORT TRITONSERVER_Error* TRITONBACKEND_Initialize(TRITONBACKEND_Backend* backend) {
   return tritongen::CheckApiVersion(backend);
@@ -132,8 +131,9 @@ TG_EXPORT TRITONSERVER_Error* TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model*
 TG_EXPORT TRITONSERVER_Error* TRITONBACKEND_ModelFinalize(TRITONBACKEND_Model* model) {
   void* state = nullptr;
   TG_RETURN_IF_ERROR(TRITONBACKEND_ModelState(model, &state));
+  // Null when ModelInitialize failed: Triton finalizes a model whose initialization returned an error too.
   std::unique_ptr<std::shared_ptr<ModelState>> held(static_cast<std::shared_ptr<ModelState>*>(state));
-  (*held)->Shutdown();
+  if (held != nullptr) (*held)->Shutdown();
   return nullptr;
 }
 

@@ -15,17 +15,6 @@ bool Truthy(std::string v) {
   return v == "true" || v == "1" || v == "yes" || v == "t";
 }
 
-TRITONSERVER_Error* IntegerParameter(const ModelConfig& config, const std::string& model, const char* key,
-                                     int64_t* out) {
-  const std::string text = config.Parameter(key, "0");
-  char* end = nullptr;
-  long long v = std::strtoll(text.c_str(), &end, 10);
-  if (end == text.c_str() || *end != '\0' || v < 0)
-    return InvalidArg(model + ": parameters." + key + ": expected an integer >= 0, got '" + text + "'");
-  *out = v;
-  return nullptr;
-}
-
 // The inputs and outputs this backend knows: what it forwards (wiring.h) and what it reads itself.
 std::set<std::string> KnownInputs() {
   std::set<std::string> names = {"num_draft_tokens", "use_draft_logits"};
@@ -37,11 +26,9 @@ std::set<std::string> KnownInputs() {
 }  // namespace
 
 TRITONSERVER_Error* BlsConfig::Read(TRITONBACKEND_Model* model, BlsConfig* out) {
-  const char* name = nullptr;
-  TG_RETURN_IF_ERROR(TRITONBACKEND_ModelName(model, &name));
-  out->name = name;
   ModelConfig config;
   TG_RETURN_IF_ERROR(ModelConfig::Read(model, &config));
+  out->name = config.model();
   out->llm_name = config.Parameter("tensorrt_llm_model_name", "tensorrt_llm");
   if (!config.Parameter("tensorrt_llm_draft_model_name", "").empty())
     return InvalidArg(out->name + ": the native BLS does not run speculative decoding (a draft model is "
@@ -49,10 +36,10 @@ TRITONSERVER_Error* BlsConfig::Read(TRITONBACKEND_Model* model, BlsConfig* out) 
   out->accumulate = Truthy(config.Parameter("accumulate_tokens", "false"));
   out->skip_special_tokens = Truthy(config.Parameter("skip_special_tokens", "true"));
   out->decoupled = config.Decoupled();
-  TG_RETURN_IF_ERROR(IntegerParameter(config, out->name, "max_input_tokens", &out->max_input_tokens));
-  int64_t in_flight = 0;
-  TG_RETURN_IF_ERROR(IntegerParameter(config, out->name, "max_in_flight", &in_flight));
-  const int64_t queue = config.Integer({"dynamic_batching", "default_queue_policy", "max_queue_size"}, 0);
+  TG_RETURN_IF_ERROR(config.IntegerParameter("max_input_tokens", "0", &out->max_input_tokens));
+  int64_t in_flight = 0, queue = 0;
+  TG_RETURN_IF_ERROR(config.IntegerParameter("max_in_flight", "0", &in_flight));
+  TG_RETURN_IF_ERROR(config.Integer({"dynamic_batching", "default_queue_policy", "max_queue_size"}, 0, &queue));
   // Triton's max_queue_size 0 is an unbounded queue: then nothing is refused here either (the LLM model's own
   // queue holds what its batch cannot run).
   out->capacity = in_flight > 0 && queue > 0 ? in_flight + queue : 0;

@@ -70,7 +70,10 @@ InferCall::~InferCall() {
 }
 
 void InferCall::Done() {
-  if (pending_.fetch_sub(1) == 1) delete this;
+  // Triton holds the call through its userp from Start() on: the last of the two callbacks takes it back.
+  if (pending_.fetch_sub(1) == 1) {
+    std::unique_ptr<InferCall> last(this);
+  }
 }
 
 void InferCall::Released(TRITONSERVER_InferenceRequest*, uint32_t flags, void* userp) {

@@ -1,7 +1,7 @@
 // The tensorrt_llm_bls model: its configuration, the shared in-process machinery, and the streams in flight.
 //
-// Ownership: Triton holds one std::shared_ptr<ModelState> (ModelSetState) until ModelFinalize; every Stream holds
-// another, so the allocator and table stay valid for callbacks that arrive while the model unloads.
+// Ownership: Triton holds one std::shared_ptr<ModelState> (ModelSetState) until ModelFinalize; every ClientRequest
+// holds another, so the allocator and table stay valid for callbacks that arrive while the model unloads.
 #pragma once
 
 #include <atomic>
@@ -18,7 +18,7 @@
 namespace tritongen {
 namespace bls {
 
-class Stream;
+class ClientRequest;
 
 class ModelState {
  public:
@@ -31,8 +31,8 @@ class ModelState {
   void Execute(TRITONBACKEND_ModelInstance* instance, TRITONBACKEND_Request** requests, uint32_t count);
 
   // Streams whose LLM request is in flight, for the watcher (cancellation and server shutdown).
-  void Track(const std::shared_ptr<Stream>& s);
-  void Forget(Stream* s);
+  void Track(const std::shared_ptr<ClientRequest>& s);
+  void Forget(ClientRequest* s);
 
   const BlsConfig& config() const { return config_; }
   TRITONSERVER_Server* server() const { return server_; }
@@ -52,7 +52,7 @@ class ModelState {
   std::atomic<int64_t> in_flight_{0};
 
   std::mutex live_mu_;
-  std::unordered_map<Stream*, std::weak_ptr<Stream>> live_;
+  std::unordered_map<ClientRequest*, std::weak_ptr<ClientRequest>> live_;
 
   std::mutex watcher_mu_;
   std::condition_variable watcher_cv_;

@@ -17,7 +17,7 @@ from tritongen.runtimes.tensorrtllm.backend import ensemble_server_command
 
 
 NATIVE_BACKEND = "tritongen_tokensource"
-"""The C++ token source (generator/tritongen/native/tritongen_tokensource.cc), behaviour equal to the python model."""
+"""The C++ token source (generator/tritongen/native/tokensource/), behaviour equal to the python model."""
 
 
 def synthetic_backend(plan: PlanView) -> str:

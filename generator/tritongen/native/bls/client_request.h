@@ -4,8 +4,8 @@
 // each LLM response is detokenised (detok.h) and sent on. The client's TRITONBACKEND_Request is held until the
 // final response, so that a frontend can still cancel through it and Triton's statistics span the whole request.
 //
-// Ownership: a Stream is shared (std::shared_ptr) by the responders and release hooks of its in-process calls and
-// by the model's watcher registry (weakly); it ends when the last of them lets go. `mu` guards every field that
+// Ownership: a ClientRequest is shared (std::shared_ptr) by the responders and release hooks of its in-process
+// calls and by the model's watcher registry (weakly); it ends when the last of them lets go. `mu` guards every field that
 // callbacks change; callbacks of one stream never run the state machine concurrently.
 #pragma once
 
@@ -34,13 +34,13 @@ struct Sequence {
   bool stopped = false;
 };
 
-class Stream : public std::enable_shared_from_this<Stream> {
+class ClientRequest : public std::enable_shared_from_this<ClientRequest> {
  public:
   // Takes `request` (released by the stream, after its final response). Never fails: errors become the final
   // response.
   static void Serve(const std::shared_ptr<ModelState>& model, TRITONBACKEND_ModelInstance* instance,
                     TRITONBACKEND_Request* request, uint64_t exec_start_ns, TRITONSERVER_Error* table_error);
-  ~Stream();
+  ~ClientRequest();
 
   // Called by the model's watcher: ends the stream if its client cancelled.
   void CheckCancelled();
@@ -50,7 +50,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
  private:
   friend class LlmResponder;
   friend class PreResponder;
-  Stream() = default;
+  ClientRequest() = default;
 
   TRITONSERVER_Error* ReadRequest();
   TRITONSERVER_Error* Admit();

@@ -1,4 +1,4 @@
-#include "bls/stream.h"
+#include "bls/client_request.h"
 
 #include <algorithm>
 #include <atomic>
@@ -72,7 +72,7 @@ class Ignore : public Responder {
 // preprocessing answers once; its response starts the LLM request.
 class PreResponder : public Responder {
  public:
-  explicit PreResponder(std::shared_ptr<Stream> s) : s_(std::move(s)) {}
+  explicit PreResponder(std::shared_ptr<ClientRequest> s) : s_(std::move(s)) {}
   void OnResponse(TRITONSERVER_InferenceResponse* response, uint32_t) override {
     if (response == nullptr) return;
     Outputs out;
@@ -97,29 +97,29 @@ class PreResponder : public Responder {
   }
 
  private:
-  std::shared_ptr<Stream> s_;
+  std::shared_ptr<ClientRequest> s_;
 };
 
 class LlmResponder : public Responder {
  public:
-  explicit LlmResponder(std::shared_ptr<Stream> s) : s_(std::move(s)) {}
+  explicit LlmResponder(std::shared_ptr<ClientRequest> s) : s_(std::move(s)) {}
   void OnResponse(TRITONSERVER_InferenceResponse* response, uint32_t flags) override {
     s_->OnLlmResponse(response, flags);
   }
 
  private:
-  std::shared_ptr<Stream> s_;
+  std::shared_ptr<ClientRequest> s_;
 };
 
-Stream::~Stream() {
+ClientRequest::~ClientRequest() {
   if (request_ != nullptr) ReleaseRequest(false);
   if (factory_ != nullptr) LogIfError(TRITONBACKEND_ResponseFactoryDelete(factory_), "tensorrt_llm_bls: factory");
 }
 
 // ------------------------------------------------------------------ admission
-void Stream::Serve(const std::shared_ptr<ModelState>& model, TRITONBACKEND_ModelInstance* instance,
+void ClientRequest::Serve(const std::shared_ptr<ModelState>& model, TRITONBACKEND_ModelInstance* instance,
                    TRITONBACKEND_Request* request, uint64_t exec_start_ns, TRITONSERVER_Error* table_error) {
-  std::shared_ptr<Stream> s(new Stream());
+  std::shared_ptr<ClientRequest> s(new ClientRequest());
   s->model_ = model;
   s->instance_ = instance;
   s->exec_start_ns_ = exec_start_ns;
@@ -147,7 +147,7 @@ void Stream::Serve(const std::shared_ptr<ModelState>& model, TRITONBACKEND_Model
   s->StartPreprocessing();
 }
 
-TRITONSERVER_Error* Stream::ReadRequest() {
+TRITONSERVER_Error* ClientRequest::ReadRequest() {
   uint32_t count = 0;
   TG_RETURN_IF_ERROR(TRITONBACKEND_RequestInputCount(request_, &count));
   for (uint32_t i = 0; i < count; ++i) {
@@ -170,7 +170,7 @@ TRITONSERVER_Error* Stream::ReadRequest() {
 // A place among the requests the model holds at once. Refused as Triton refuses a request its dynamic batcher's
 // full queue cannot take: UNAVAILABLE with "Exceeds maximum queue size", the code and wording of Triton's own
 // queue rejection (docs/serving-behaviour.md "Overload: the error code" says what each endpoint makes of it).
-TRITONSERVER_Error* Stream::Admit() {
+TRITONSERVER_Error* ClientRequest::Admit() {
   const int64_t capacity = model_->config().capacity;
   if (capacity <= 0) return nullptr;
   if (model_->in_flight().fetch_add(1) >= capacity) {
@@ -183,7 +183,7 @@ TRITONSERVER_Error* Stream::Admit() {
   return nullptr;
 }
 
-TRITONSERVER_Error* Stream::Validate() {
+TRITONSERVER_Error* ClientRequest::Validate() {
   const BlsConfig& c = model_->config();
   const Tensor* text = Input("text_input");
   if (text == nullptr || text->elements() == 0) return BadRequest("text_input", "required");
@@ -226,7 +226,7 @@ TRITONSERVER_Error* Stream::Validate() {
 }
 
 // ------------------------------------------------------------------ in-process calls
-void Stream::StartPreprocessing() {
+void ClientRequest::StartPreprocessing() {
   InferCall::Spec spec;
   spec.model = "preprocessing";
   for (const auto& [from, to] : kToPreprocessing) {
@@ -246,7 +246,7 @@ void Stream::StartPreprocessing() {
   }
 }
 
-void Stream::StartLlm(Outputs pre) {
+void ClientRequest::StartLlm(Outputs pre) {
   InferCall::Spec spec;
   spec.model = model_->config().llm_name;
   for (const auto& [from, to] : kFromPreprocessing) {
@@ -275,7 +275,7 @@ void Stream::StartLlm(Outputs pre) {
   llm_id_ = "tritongen-bls-" + std::to_string(reinterpret_cast<uintptr_t>(model_.get())) + "-" +
             std::to_string(++counter);
   spec.id = llm_id_;
-  std::shared_ptr<Stream> self = shared_from_this();
+  std::shared_ptr<ClientRequest> self = shared_from_this();
   std::lock_guard<std::mutex> lk(mu_);
   if (finished_) return;  // aborted while preprocessing answered
   TRITONSERVER_Error* err = InferCall::Start(
@@ -295,7 +295,7 @@ void Stream::StartLlm(Outputs pre) {
 // A `stop` request for the LLM request in flight: the backend's own input, sent with the same request id (as
 // NVIDIA's BLS does). Triton's cancellation alone does not reach a model that released its request early (the
 // python backend releases decoupled requests when execute returns).
-void Stream::SendStop() {
+void ClientRequest::SendStop() {
   InferCall::Spec spec;
   spec.model = model_->config().llm_name;
   spec.id = llm_id_;
@@ -311,7 +311,7 @@ void Stream::SendStop() {
              "tensorrt_llm_bls: stop request");
 }
 
-void Stream::CancelLlm(bool send_stop) {
+void ClientRequest::CancelLlm(bool send_stop) {
   // Ends the LLM request early: Triton's cancellation (it reaches the model's response factory), and the
   // backend's `stop` input by request id for a model that does not look at its factory.
   if (cancel_sent_ || !llm_started_) return;
@@ -321,7 +321,7 @@ void Stream::CancelLlm(bool send_stop) {
 }
 
 // ------------------------------------------------------------------ sending to the client
-void Stream::ReleasePlace() {
+void ClientRequest::ReleasePlace() {
   // The place goes back BEFORE the final response is sent: a client that starts its next request on receiving
   // this one's final must find the place free (a closed loop at exactly the capacity).
   if (counted_) {
@@ -330,7 +330,7 @@ void Stream::ReleasePlace() {
   }
 }
 
-void Stream::ReleaseRequest(bool success) {
+void ClientRequest::ReleaseRequest(bool success) {
   ReleasePlace();
   if (request_ == nullptr) return;
   // Statistics as Triton's own backends report them, once per request and in order: exec start (execute began),
@@ -345,7 +345,7 @@ void Stream::ReleaseRequest(bool success) {
   model_->Forget(this);
 }
 
-void Stream::SendError(TRITONSERVER_Error_Code code, const std::string& msg) {
+void ClientRequest::SendError(TRITONSERVER_Error_Code code, const std::string& msg) {
   // Exactly one final response, whatever came before.
   if (finished_) return;
   finished_ = true;
@@ -365,7 +365,7 @@ void Stream::SendError(TRITONSERVER_Error_Code code, const std::string& msg) {
   ReleaseRequest(false);
 }
 
-TRITONSERVER_Error* Stream::BuildResponse(const std::vector<std::string>& texts, const Outputs* passed,
+TRITONSERVER_Error* ClientRequest::BuildResponse(const std::vector<std::string>& texts, const Outputs* passed,
                                           TRITONBACKEND_Response** out) {
   TG_RETURN_IF_ERROR(TRITONBACKEND_ResponseNewFromFactory(out, factory_));
   std::string data;
@@ -387,7 +387,7 @@ TRITONSERVER_Error* Stream::BuildResponse(const std::vector<std::string>& texts,
   return err;
 }
 
-void Stream::Send(const std::vector<std::string>& texts, const Outputs* passed) {
+void ClientRequest::Send(const std::vector<std::string>& texts, const Outputs* passed) {
   TRITONBACKEND_Response* response = nullptr;
   TRITONSERVER_Error* err = BuildResponse(texts, passed, &response);
   if (err != nullptr) {
@@ -404,7 +404,7 @@ void Stream::Send(const std::vector<std::string>& texts, const Outputs* passed) 
   LogIfError(TRITONBACKEND_ResponseSend(response, 0, nullptr), "tensorrt_llm_bls: response");
 }
 
-void Stream::Finish() {
+void ClientRequest::Finish() {
   // Text held back at the very end goes out in one last response, then the final flag.
   if (finished_) return;
   if (streaming_) {
@@ -443,7 +443,7 @@ void Stream::Finish() {
 }
 
 // ------------------------------------------------------------------ cancellation and shutdown
-bool Stream::CancelledLocked() {
+bool ClientRequest::CancelledLocked() {
   bool cancelled = false;
   if (request_ != nullptr)
     LogIfError(TRITONBACKEND_RequestIsCancelled(request_, &cancelled), "tensorrt_llm_bls: is cancelled");
@@ -453,12 +453,12 @@ bool Stream::CancelledLocked() {
   return true;
 }
 
-void Stream::CheckCancelled() {
+void ClientRequest::CheckCancelled() {
   std::lock_guard<std::mutex> lk(mu_);
   if (!finished_) CancelledLocked();
 }
 
-void Stream::Abort(TRITONSERVER_Error_Code code, const std::string& message) {
+void ClientRequest::Abort(TRITONSERVER_Error_Code code, const std::string& message) {
   std::lock_guard<std::mutex> lk(mu_);
   if (finished_) return;
   CancelLlm(/*send_stop=*/false);  // a stopping server takes no new request, a `stop` included
@@ -466,7 +466,7 @@ void Stream::Abort(TRITONSERVER_Error_Code code, const std::string& message) {
 }
 
 // ------------------------------------------------------------------ LLM responses
-void Stream::OnLlmResponse(TRITONSERVER_InferenceResponse* response, uint32_t flags) {
+void ClientRequest::OnLlmResponse(TRITONSERVER_InferenceResponse* response, uint32_t flags) {
   std::lock_guard<std::mutex> lk(mu_);
   if (response != nullptr) {
     TRITONSERVER_Error* err = TRITONSERVER_InferenceResponseError(response);
@@ -499,7 +499,7 @@ void Stream::OnLlmResponse(TRITONSERVER_InferenceResponse* response, uint32_t fl
   }
 }
 
-void Stream::OnStreamed(const Outputs& out, const Tensor& ids_t, const Tensor& lengths_t) {
+void ClientRequest::OnStreamed(const Outputs& out, const Tensor& ids_t, const Tensor& lengths_t) {
   std::shared_ptr<const DetokTable> table = model_->tables().table();
   std::vector<int32_t> ids = AsInt32(ids_t), lengths = AsInt32(lengths_t);
   size_t width = ids_t.shape.empty() ? 0 : static_cast<size_t>(ids_t.shape.back());
@@ -555,7 +555,7 @@ void Stream::OnStreamed(const Outputs& out, const Tensor& ids_t, const Tensor& l
   }
 }
 
-void Stream::OnWhole(const Outputs& out, const Tensor& ids_t, const Tensor& lengths_t) {
+void ClientRequest::OnWhole(const Outputs& out, const Tensor& ids_t, const Tensor& lengths_t) {
   std::shared_ptr<const DetokTable> table = model_->tables().table();
   std::vector<int32_t> ids = AsInt32(ids_t), lengths = AsInt32(lengths_t);
   size_t width = ids_t.shape.empty() ? 0 : static_cast<size_t>(ids_t.shape.back());
