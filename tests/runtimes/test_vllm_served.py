@@ -114,9 +114,20 @@ def test_structured_outputs_constrain_the_backends_output(served):
 
 
 def test_a_grammar_vllm_refuses_fails_the_request_as_the_backend_does(served):
+    # vllm_backend r26.01 splats the constraint into StructuredOutputsParams unchecked; vLLM 0.13.0's
+    # _validate_structured_output refuses it (XGrammar, then the "auto" backend's guidance fallback: "Grammar
+    # error: ..."), which the backend answers as "Error generating stream: ..." (double_behaviours.structured_outputs).
     inputs = _inputs("a", 4, stream=False, guide=("ebnf_grammar", "root ::= foo"))
-    with pytest.raises(RuntimeError, match=_escape("'NoneType' object has no attribute 'lora_name'")):
+    with pytest.raises(RuntimeError, match=_escape("Error generating stream: Grammar error: ")):
         grpc_responses(served.grpc_url, MODEL, inputs)
+    # Two constraints in one value fail inside from_dict: the client sees only the None it returns.
+    params = {"max_tokens": 4, "structured_outputs": json.dumps({"regex": "a", "grammar": 'root ::= "a"'})}
+    with pytest.raises(RuntimeError, match=_escape("'NoneType' object has no attribute 'lora_name'")):
+        grpc_responses(served.grpc_url, MODEL, {"text_input": np.array([b"a"], dtype=np.object_),
+                                                "stream": np.array([False]),
+                                                "sampling_parameters": np.array([json.dumps(params).encode()],
+                                                                                dtype=np.object_),
+                                                "exclude_input_in_output": np.array([True])})
     assert _texts(grpc_responses(served.grpc_url, MODEL, _inputs("ok", 3, stream=False)))
 
 
