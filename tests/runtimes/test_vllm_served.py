@@ -86,11 +86,19 @@ def test_min_tokens_and_stop_strings_go_to_vllm(served):
     (_inputs("a", 0, stream=False), "Error generating stream: 'NoneType' object has no attribute 'lora_name'"),
     (_inputs("a", 4, stream=False, min_tokens=5),
      "Error generating stream: 'NoneType' object has no attribute 'lora_name'"),
-], ids=["prompt in a stream", "max_tokens 0", "min_tokens above max_tokens"])
+    (_inputs("a", 4, stream=False, temperature=-0.5),
+     "Error generating stream: 'NoneType' object has no attribute 'lora_name'"),
+], ids=["prompt in a stream", "max_tokens 0", "min_tokens above max_tokens", "negative temperature"])
 def test_a_bad_request_gets_one_error_and_others_go_on(served, inputs, message):
     with pytest.raises(RuntimeError, match=_escape(message)):
         grpc_responses(served.grpc_url, MODEL, inputs)
     assert _texts(grpc_responses(served.grpc_url, MODEL, _inputs("ok", 3, stream=False)))
+
+
+def test_a_temperature_above_2_is_vllms_to_take(served):
+    # vLLM 0.13.0 (vllm/sampling_params.py _verify_args) bounds temperature only below; OpenAI's [0, 2] is the
+    # frontend's rule, not the backend's.
+    assert _texts(grpc_responses(served.grpc_url, MODEL, _inputs("a", 3, stream=False, temperature=3.0, seed=1)))
 
 
 def test_structured_outputs_constrain_the_backends_output(served):
