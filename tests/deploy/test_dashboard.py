@@ -51,7 +51,16 @@ def test_queries_read_only_exported_series(runtime, frontend, gpu):
     titles = {p["title"] for p in board["panels"]}
     assert {"Throughput", "Queue", "Errors"} <= titles
     assert ("Time to first token" in titles) == (frontend or runtime == "vllm")
-    assert ("KV cache used" in titles) == (runtime in ("tensorrtllm", "vllm"))
+    assert ("KV cache used" in titles) == (runtime == "tensorrtllm")
+
+
+def test_the_vllm_series_are_the_families_the_pinned_backend_creates():
+    # vllm_backend r26.01 src/utils/metrics.py (tests/fixtures/nvidia/vllm_backend-r26.01.json, `metric_families`):
+    # Triton serves a counter under its name and a histogram as _bucket, _sum and _count.
+    facts = json.loads((ROOT / "tests" / "fixtures" / "nvidia" / "vllm_backend-r26.01.json").read_text())
+    families = facts["vllm_backend"]["request"]["metric_families"]
+    suffixes = {"counter": ("",), "histogram": ("_bucket", "_sum", "_count")}
+    assert set(dash.RUNTIME_SERIES["vllm"].names) == {n + s for n, kind in families.items() for s in suffixes[kind]}
 
 
 @pytest.mark.parametrize("runtime", sorted(OWN_MODELS))

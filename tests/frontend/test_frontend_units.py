@@ -241,6 +241,16 @@ def test_the_vllm_backends_swallowed_sampling_error_is_a_client_error():
     assert classify("Error generating stream: 'NoneType' object has no attribute 'outputs'").status == 500
 
 
+def test_a_guide_vllm_refuses_is_a_client_error():
+    # vLLM 0.13.0 validates the structured_outputs constraint itself (the guidance fallback's "Grammar error: ...",
+    # vllm/v1/structured_output/backend_guidance.py; the backend's "Error generating stream: ..." around it).
+    for message in ("Error generating stream: Grammar error: undefined rule foo",
+                    "Error generating stream: structured_outputs.grammar cannot be an empty string"):
+        err = classify(message)
+        assert (err.status, err.kind) == (400, "invalid_request_error") and message in err.message
+    assert classify("Error generating stream: KeyError('grammar')").status == 500
+
+
 def test_runtime_request_errors_are_client_errors():
     for message in ("[bad_request:seed] tensorrt_llm: seed: transformers' continuous batching has no per-request "
                     "seed; leave it unset", "[bad_request:temperature] tensorrt_llm: temperature: -1.0 is negative",

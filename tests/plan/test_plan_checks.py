@@ -193,7 +193,7 @@ def _inventory_with_driver(tmp_path: Path, driver: str | None) -> str:
 # Each release's notes state no minimum driver, so the rule is the driver bundled with the container's CUDA, or on
 # data-center GPUs (the inventory's H200) NVIDIA's R580 branch through compatibility (tests/runtimes/test_pins.py).
 @pytest.mark.parametrize("example, old, enough, image, need", [
-    ("llama3-8b-vllm.yaml", "610.43.02", "615.61", "tritonserver:26.08-vllm-python-py3", "615.61"),
+    ("llama3-8b-vllm.yaml", "575.57.08", "590.48.01", "tritonserver:26.01-vllm-python-py3", "590.48.01"),
     ("llama3-8b-llmapi.yaml", "575.57.08", "590.44.01", "tritonserver:26.07-trtllm-python-py3", "590.44.01"),
     ("llama3-8b-trtllm.yaml", "575.57.08", "595.58.03", "tritonserver:26.07-trtllm-python-py3", "590.44.01"),
 ], ids=["vllm", "trtllm", "tensorrtllm"])
@@ -221,6 +221,7 @@ def test_driver_versions_compare_as_numbers_and_the_hf_image_has_no_recorded_nee
     from tritongen.runtimes import RUNTIMES
 
     assert RUNTIMES["hf"].upstream.pin is None and RUNTIMES["hf"].driver_problem("450.80.02") is None
-    assert RUNTIMES["vllm"].driver_problem("615.60.9")[0] and RUNTIMES["vllm"].driver_problem("9.0")[0]
-    assert RUNTIMES["vllm"].driver_problem("615.61") is None
+    # 590.9.99 sorts above 590.48.01 as text and below it as numbers (26.01's bundled driver).
+    assert RUNTIMES["vllm"].driver_problem("590.9.99", False)[0] and RUNTIMES["vllm"].driver_problem("9.0")[0]
+    assert RUNTIMES["vllm"].driver_problem("590.48.01") is None
     assert RUNTIMES["vllm"].driver_problem("1000.1") is None  # compared as numbers, not as text

@@ -12,7 +12,7 @@ from tritongen.cli import main
 from tritongen.runtimes import RUNTIMES
 from tritongen.runtimes.pins import MATRIX, R580_CUDA13, SERVER, DriverRule, Fact, Source, datacenter_gpus
 from tritongen.runtimes.tensorrtllm.release import TRTLLM, TRTLLM_BACKEND_COMMIT, TRTLLM_PIN, TRTLLM_SUBMODULE
-from tritongen.runtimes.vllm.release import VLLM_PIN
+from tritongen.runtimes.vllm.release import VLLM_BACKEND_COMMIT, VLLM_PIN, VLLM_VERSION, VLLM_WHEEL_SHA256
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "nvidia"
 DOUBLES = Path(__file__).resolve().parent.parent / "doubles"
@@ -45,10 +45,10 @@ def test_an_r580_datacenter_driver_runs_the_vllm_image_under_compatibility_with_
     vllm = RUNTIMES["vllm"]
     refuse, message = vllm.driver_problem("580.95.05", datacenter_gpus(["NVIDIA H100 80GB HBM3"] * 8))
     assert not refuse
-    assert message.startswith("NVIDIA driver 580.95.05 runs nvcr.io/nvidia/tritonserver:26.08-vllm-python-py3 (vLLM "
-                              "0.27.1 under Triton 26.08's vllm_backend) under data-center compatibility (data-center "
+    assert message.startswith("NVIDIA driver 580.95.05 runs nvcr.io/nvidia/tritonserver:26.01-vllm-python-py3 (vLLM "
+                              "0.13.0 under Triton 26.01's vllm_backend) under data-center compatibility (data-center "
                               "GPUs): NVIDIA lists R580 as supporting CUDA 13.x through CUDA minor version "
-                              "compatibility, below the 615.61 bundled with CUDA 13.4.1.012")
+                              "compatibility, below the 590.48.01 bundled with CUDA 13.1.1.006")
     assert "supported-drivers-and-cuda-toolkit-versions.html" in message  # the rule names its source
     # GPUs the inventory does not classify: the same warning, saying it holds on data-center GPUs only.
     refuse, message = vllm.driver_problem("580.65.06", None)
@@ -58,7 +58,7 @@ def test_an_r580_datacenter_driver_runs_the_vllm_image_under_compatibility_with_
 def test_the_same_r580_driver_on_consumer_gpus_is_refused_naming_the_rule():
     refuse, message = RUNTIMES["vllm"].driver_problem("580.95.05", datacenter_gpus(["NVIDIA GeForce RTX 5090"]))
     assert refuse
-    assert message.endswith(": below the 615.61 bundled with CUDA 13.4.1.012 (the release notes state no minimum); "
+    assert message.endswith(": below the 590.48.01 bundled with CUDA 13.1.1.006 (the release notes state no minimum); "
                             "data-center compatibility (R580) does not apply: the GPUs are not data-center GPUs")
     refuse, message = RUNTIMES["trtllm"].driver_problem("575.57.08", True)  # R575: no CUDA 13 compatibility branch
     assert refuse and message.endswith("R575 is not such a branch")
@@ -138,6 +138,30 @@ def _facts_by_release() -> dict[tuple[str, str], set[str]]:
 
     vllm = json.loads((FIXTURES / "vllm_backend-r26.01.json").read_text())
     record(vllm["container"], "release", VLLM_PIN.release)
+    image, release = VLLM_PIN.image.value, vllm["release"]
+    for engine in (VLLM_PIN.engine.value.split("+", 1)[0], f"vLLM {VLLM_VERSION}", f"vLLM {release['vllm']}",
+                   f"vLLM {release['build_py']['vllm_version']}", f"vLLM {release['matrix']['vllm'].split('+')[0]}"):
+        record(image, "engine", engine)
+    record(image, "engine build", VLLM_PIN.engine.value.split(" ", 1)[1])
+    record(image, "engine build", release["matrix"]["vllm"])
+    record(release["container"], "release", release["build_py"]["triton_container_version"])
+    record(image, "cuda", release["matrix"]["cuda"])
+    record(image, "bundled driver", release["matrix"]["driver"])
+    record(image, "tritonserver", VLLM_PIN.tritonserver.value)
+    record(image, "tritonserver", release["tritonserver"])
+    record(image, "tritonserver", release["build_py"]["release_version"])
+    record(image, "backend commit", VLLM_PIN.backend.source.commit)
+    record(image, "backend commit", VLLM_BACKEND_COMMIT)
+    record(image, "backend commit", vllm["vllm_backend"]["commit"])
+    record(image, "server tag commit", VLLM_PIN.date.source.commit)
+    record(image, "server tag commit", release["matrix"]["commit"])
+    record(image, "server tag commit", release["build_py"]["commit"])
+    record(image, "vllm wheel sha256", VLLM_WHEEL_SHA256)
+    record(image, "vllm wheel sha256", release["vllm_source"]["sha256"])
+    for entry in vllm["double_behaviours"].values():  # every citation of the wheel names the same wheel
+        for cite in entry if isinstance(entry, list) else [entry]:
+            if isinstance(cite, dict) and "artifact_sha256" in cite:
+                record(image, "vllm wheel sha256", cite["artifact_sha256"])
     assert vllm["container"] in PINS_IMAGES, f"the vllm fixture describes {vllm['container']}, which no runtime pins"
     return seen
 
@@ -154,8 +178,8 @@ def test_the_pins_command_lists_every_runtime(capsys):
     assert main(["pins", "--json"]) == 0
     pins = json.loads(capsys.readouterr().out)
     assert sorted(pins) == sorted(RUNTIMES)
-    assert pins["vllm"]["image"] == "nvcr.io/nvidia/tritonserver:26.08-vllm-python-py3"
-    assert pins["vllm"]["driver"] == {"stated_minimum": None, "bundled": "615.61", "cuda": "13.4.1.012",
+    assert pins["vllm"]["image"] == "nvcr.io/nvidia/tritonserver:26.01-vllm-python-py3"
+    assert pins["vllm"]["driver"] == {"stated_minimum": None, "bundled": "590.48.01", "cuda": "13.1.1.006",
                                       "datacenter_branches": ["R580 (CUDA 13.x)"]}
     assert pins["hf"] is None
     facts = {f["what"]: f for f in pins["tensorrtllm"]["facts"]}
@@ -171,6 +195,6 @@ def test_the_docs_pin_table_states_what_the_pins_record():
             if line.startswith("| `")]
     for pin in PINS.values():
         (row,) = [r for r in rows if f"`{pin.image.value}`" in r]
-        version = pin.engine.value.split("+", 1)[0]  # "vLLM 0.27.1", "TensorRT-LLM 1.2.1"
+        version = pin.engine.value.split("+", 1)[0]  # "vLLM 0.13.0", "TensorRT-LLM 1.2.1"
         assert version in row and f"tritonserver {pin.tritonserver.value}" in row, row
         assert f"{pin.driver.bundled.value} (CUDA {pin.driver.cuda.value})" in row, row

@@ -64,9 +64,26 @@ def test_engine_args_keys_are_engine_args_fields():
     assert vllm.ENGINE_ARGS_KEYS <= set(FACTS["engine_args"]["fields"])
 
 
+def test_guides_and_lora_ranks_are_the_pinned_vllms():
+    from tritongen.runtimes.vllm.dialect import STRUCTURED_OUTPUTS_FIELDS
+
+    # vLLM 0.13.0's StructuredOutputsParams constraints and LoRAConfig ranks (the fixture's `sampling_params`,
+    # `engine_args`); the SamplingParams field is `structured_outputs`, which the fixture lists as used.
+    assert set(STRUCTURED_OUTPUTS_FIELDS.values()) <= set(
+        FACTS["sampling_params"]["structured_outputs_params"]["constraints"])
+    assert "structured_outputs" in FACTS["sampling_params"]["fields_used"]
+    assert vllm.MAX_LORA_RANKS == tuple(FACTS["engine_args"]["lora_config"]["max_lora_rank"])
+    assert vllm.GPU_MEMORY_UTILIZATION == FACTS["engine_args"]["defaults"]["gpu_memory_utilization"]
+    # The fixture describes the release the runtime pins (vllm/release.py).
+    release = FACTS["release"]
+    assert release["vllm"] == vllm.VLLM_VERSION == release["build_py"]["vllm_version"]
+    assert release["matrix"]["vllm"].split("+", 1)[0] == vllm.VLLM_VERSION
+    assert FACTS["vllm_backend"]["commit"] == runtime("vllm").upstream.pin.backend.source.commit
+
+
 def test_image_is_the_vllm_runtimes_own_pin():
     # Its own release: the vllm line goes on after the TensorRT-LLM one stopped at 26.07 (vllm/release.py).
-    assert vllm.IMAGE == "nvcr.io/nvidia/tritonserver:26.08-vllm-python-py3" == FACTS["container"]
+    assert vllm.IMAGE == "nvcr.io/nvidia/tritonserver:26.01-vllm-python-py3" == FACTS["container"]
     assert vllm.IMAGE != TRTLLM.container.replace("-trtllm-python-py3", "-vllm-python-py3")
     assert launch("vllm").image() == vllm.IMAGE
 

@@ -86,11 +86,19 @@ def test_min_tokens_and_stop_strings_go_to_vllm(served):
     (_inputs("a", 0, stream=False), "Error generating stream: 'NoneType' object has no attribute 'lora_name'"),
     (_inputs("a", 4, stream=False, min_tokens=5),
      "Error generating stream: 'NoneType' object has no attribute 'lora_name'"),
-], ids=["prompt in a stream", "max_tokens 0", "min_tokens above max_tokens"])
+    (_inputs("a", 4, stream=False, temperature=-0.5),
+     "Error generating stream: 'NoneType' object has no attribute 'lora_name'"),
+], ids=["prompt in a stream", "max_tokens 0", "min_tokens above max_tokens", "negative temperature"])
 def test_a_bad_request_gets_one_error_and_others_go_on(served, inputs, message):
     with pytest.raises(RuntimeError, match=_escape(message)):
         grpc_responses(served.grpc_url, MODEL, inputs)
     assert _texts(grpc_responses(served.grpc_url, MODEL, _inputs("ok", 3, stream=False)))
+
+
+def test_a_temperature_above_2_is_vllms_to_take(served):
+    # vLLM 0.13.0 (vllm/sampling_params.py _verify_args) bounds temperature only below; OpenAI's [0, 2] is the
+    # frontend's rule, not the backend's.
+    assert _texts(grpc_responses(served.grpc_url, MODEL, _inputs("a", 3, stream=False, temperature=3.0, seed=1)))
 
 
 def test_structured_outputs_constrain_the_backends_output(served):
@@ -114,9 +122,20 @@ def test_structured_outputs_constrain_the_backends_output(served):
 
 
 def test_a_grammar_vllm_refuses_fails_the_request_as_the_backend_does(served):
+    # vllm_backend r26.01 splats the constraint into StructuredOutputsParams unchecked; vLLM 0.13.0's
+    # _validate_structured_output refuses it (XGrammar, then the "auto" backend's guidance fallback: "Grammar
+    # error: ..."), which the backend answers as "Error generating stream: ..." (double_behaviours.structured_outputs).
     inputs = _inputs("a", 4, stream=False, guide=("ebnf_grammar", "root ::= foo"))
-    with pytest.raises(RuntimeError, match=_escape("'NoneType' object has no attribute 'lora_name'")):
+    with pytest.raises(RuntimeError, match=_escape("Error generating stream: Grammar error: ")):
         grpc_responses(served.grpc_url, MODEL, inputs)
+    # Two constraints in one value fail inside from_dict: the client sees only the None it returns.
+    params = {"max_tokens": 4, "structured_outputs": json.dumps({"regex": "a", "grammar": 'root ::= "a"'})}
+    with pytest.raises(RuntimeError, match=_escape("'NoneType' object has no attribute 'lora_name'")):
+        grpc_responses(served.grpc_url, MODEL, {"text_input": np.array([b"a"], dtype=np.object_),
+                                                "stream": np.array([False]),
+                                                "sampling_parameters": np.array([json.dumps(params).encode()],
+                                                                                dtype=np.object_),
+                                                "exclude_input_in_output": np.array([True])})
     assert _texts(grpc_responses(served.grpc_url, MODEL, _inputs("ok", 3, stream=False)))
 
 

@@ -85,20 +85,18 @@ RUNTIME_SERIES: dict[str, RuntimeSeries] = {
                "nv_llm_output_token_len_count", "nv_llm_input_token_len_bucket", "nv_llm_input_token_len_sum",
                "nv_llm_input_token_len_count")),
     "trtllm": RuntimeSeries(),  # NVIDIA's llmapi model: no series of its own
+    # Triton's metrics port carries only the families the backend creates with pb_utils.MetricFamily
+    # (vllm_backend r26.01 c70d6547 src/utils/metrics.py: two counters, six histograms). vLLM's own Prometheus
+    # series (vllm:num_requests_waiting, vllm:kv_cache_usage_perc, ...) live in the python process's registry,
+    # which tritonserver does not serve: no queue or KV panel of vLLM's own.
     "vllm": RuntimeSeries(
         output_tokens="sum by ({G}) (rate(vllm:generation_tokens_total[" + RATE + "]))",
-        waiting=(("waiting", "sum by ({G}) (vllm:num_requests_waiting)"),
-                 ("running", "sum by ({G}) (vllm:num_requests_running)")),
-        kv_fraction="max by ({G}) (vllm:gpu_cache_usage_perc)",
         ttft_bucket="vllm:time_to_first_token_seconds", itl_bucket="vllm:time_per_output_token_seconds",
-        names=("vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:num_preemptions_total",
-               "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:gpu_cache_usage_perc",
-               *(f"{h}_{s}" for h in ("vllm:iteration_tokens_total", "vllm:time_to_first_token_seconds",
-                                      "vllm:time_per_output_token_seconds", "vllm:e2e_request_latency_seconds",
-                                      "vllm:request_queue_time_seconds", "vllm:request_inference_time_seconds",
-                                      "vllm:request_prefill_time_seconds", "vllm:request_decode_time_seconds",
-                                      "vllm:request_prompt_tokens", "vllm:request_generation_tokens",
-                                      "vllm:request_params_n") for s in ("bucket", "sum", "count")))),
+        names=("vllm:prompt_tokens_total", "vllm:generation_tokens_total",
+               *(f"{h}_{s}" for h in ("vllm:time_to_first_token_seconds", "vllm:time_per_output_token_seconds",
+                                      "vllm:e2e_request_latency_seconds", "vllm:request_prompt_tokens",
+                                      "vllm:request_generation_tokens", "vllm:request_params_n")
+                 for s in ("bucket", "sum", "count")))),
 }
 
 FRONTEND_TTFT = "tritongen_openai_time_to_first_token_seconds"

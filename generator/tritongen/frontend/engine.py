@@ -89,6 +89,11 @@ _TOO_LONG = re.compile(r"prompt \(\d+ tokens\).*exceed|exceeds? the (?:model's )
 # Triton's vLLM backend turns every SamplingParams vLLM refuses into this (TritonSamplingParams.from_dict logs the
 # reason and returns None; the request then reads lora_name of None): the request's sampling values are wrong.
 _VLLM_SAMPLING = "'NoneType' object has no attribute 'lora_name'"
+# vLLM 0.13.0's refusals of a structured-outputs constraint (vllm/v1/engine/input_processor.py
+# _validate_structured_output; with the default backend "auto" a constraint XGrammar refuses is retried with guidance,
+# whose refusal is "Grammar error: ..." in vllm/v1/structured_output/backend_guidance.py): the request's guide is wrong.
+_VLLM_GUIDE = ("Grammar error: ", "structured_outputs.grammar cannot be an empty string", "cannot be an empty list",
+               "No valid structured output parameter found")
 _NAMED = re.compile(r"\b(?:sampling_param_)?([a-z_]+)(?::| \()")
 
 
@@ -118,6 +123,9 @@ def classify(message: str) -> EngineError:
         return EngineError(400, "the vLLM backend refused the request's sampling parameters (it logs vLLM's reason "
                            "and answers only: " + message + "); check temperature, top_p, seed, penalties and "
                            "min_tokens against vLLM's limits", "invalid_request_error")
+    if any(m in message for m in _VLLM_GUIDE):
+        return EngineError(400, f"vLLM refused the request's guide (response_format, structured_outputs or a named "
+                           f"tool's parameters): {message}", "invalid_request_error")
     param, code = _param(message)
     if any(m in text for m in _BAD_INPUT) or code is not None:
         return EngineError(400, message, "invalid_request_error", param, code)

@@ -1,4 +1,4 @@
-"""Test double of Triton's vLLM backend (vllm_backend r26.01), for machines without vLLM: a python-based backend
+"""Test double of Triton's vLLM backend (vllm_backend r26.01 with vLLM 0.13.0), for machines without vLLM: a python-based backend
 named `vllm` (tritonserver loads `<backend dir>/vllm/model.py` for a model whose config.pbtxt says backend "vllm").
 
 Written from the facts in tests/fixtures/nvidia/vllm_backend-r26.01.json (`model_py`, `request`,
@@ -20,7 +20,11 @@ Written from the facts in tests/fixtures/nvidia/vllm_backend-r26.01.json (`model
   `lora_name` of None, so the client sees "Error generating stream: 'NoneType' object has no attribute
   'lora_name'" and never vLLM's reason (the reason goes to the server log only);
 - a prompt of max_model_len tokens or more: "Error generating stream: The decoder prompt (length N) is longer than
-  the maximum model length of M. ...".
+  the maximum model length of M. ...";
+- structured_outputs: a value from_dict cannot splat into StructuredOutputsParams (not a JSON string, an unknown key,
+  two constraints) is the same "'NoneType' object has no attribute 'lora_name'"; a constraint vLLM's validation
+  refuses (xgrammar, then the guidance fallback of the "auto" backend) is "Error generating stream: Grammar error:
+  ..." (the double gives XGrammar's reason where llguidance's would follow).
 Each behaviour's upstream file and commit: `double_behaviours` in tests/fixtures/nvidia/vllm_backend-r26.01.json
 (the `# facts:` comments below name the entry).
 What it does not reproduce: vLLM. It generates with transformers on the CPU (the checkpoint of model.json, one
@@ -35,6 +39,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import threading
 import time
 from collections import deque
@@ -48,9 +53,10 @@ ENGINE_ARGS = {"model", "tokenizer", "dtype", "max_model_len", "max_num_seqs", "
                "max_loras"}
 SAMPLING = {"max_tokens": 16, "min_tokens": 0, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "seed": None,
             "stop": None, "presence_penalty": 0.0, "frequency_penalty": 0.0, "structured_outputs": None}
-# StructuredOutputsParams: exactly one constraint, and the options that shape it.
+# StructuredOutputsParams (vLLM 0.13.0): at most one constraint, and the options that shape it.
 CONSTRAINTS = ("json", "regex", "choice", "grammar", "json_object", "structural_tag")
-OPTIONS = ("disable_any_whitespace", "disable_additional_properties", "whitespace_pattern")
+OPTIONS = ("disable_fallback", "disable_any_whitespace", "disable_additional_properties", "whitespace_pattern")
+MIN_TEMPERATURE = 0.01  # vLLM's _MAX_TEMP: a temperature above 0 and below it is raised to it
 FLAGS = ("return_finish_reason", "return_num_input_tokens", "return_num_output_tokens")
 
 
@@ -92,8 +98,12 @@ def _sampling(text: str) -> dict:  # facts: sampling_limits
     if p["max_tokens"] is not None and not 0 <= p["min_tokens"] <= p["max_tokens"]:
         raise RequestError(f"min_tokens must be less than or equal to max_tokens={p['max_tokens']}, "
                            f"got {p['min_tokens']}.")
-    if not 0.0 <= p["temperature"] <= 2.0:
-        raise RequestError(f"temperature must be in [0, 2], got {p['temperature']}.")
+    if p["seed"] == -1:
+        p["seed"] = None
+    if 0 < p["temperature"] < MIN_TEMPERATURE:
+        p["temperature"] = MIN_TEMPERATURE
+    if p["temperature"] < 0.0:
+        raise RequestError(f"temperature must be non-negative, got {p['temperature']}.")
     if not 0.0 < p["top_p"] <= 1.0:
         raise RequestError(f"top_p must be in (0, 1], got {p['top_p']}.")
     if p["top_k"] < -1:
@@ -109,27 +119,49 @@ def _sampling(text: str) -> dict:  # facts: sampling_limits
 
 
 def _structured_outputs(value) -> dict:  # facts: structured_outputs
-    """StructuredOutputsParams(**json.loads(value)) and the backend's checks of it: the value is a JSON string, one
-    constraint is set, `json` is a dictionary, `choice` a list of strings, `grammar` parses."""
+    """StructuredOutputsParams(**json.loads(value)), as from_dict builds it: the value is a JSON string, its keys the
+    class's fields, at most one constraint set (None is "not set"). vLLM checks the constraint later
+    (_validate_structured_output)."""
     given = json.loads(value)  # a dict given as such fails here (json.loads of a dict), as upstream
     unknown = sorted(set(given) - set(CONSTRAINTS) - set(OPTIONS))
     if unknown:
-        raise RequestError(f"StructuredOutputsParams takes no {', '.join(unknown)}")
-    chosen = [k for k in CONSTRAINTS if given.get(k) not in (None, False)]
-    if len(chosen) != 1:
-        raise RequestError(f"You must use one kind of structured outputs constraint but got {chosen or 'none'}")
-    if "json" in given and not isinstance(given["json"], dict):
-        raise RequestError("structured_outputs.json must be a JSON schema dictionary")
-    if "choice" in given and not all(isinstance(c, str) for c in given.get("choice") or [None]):
-        raise RequestError("Each element in structured_outputs.choice must be a string")
-    if "grammar" in given:
-        import xgrammar
-
-        try:
-            xgrammar.Grammar.from_ebnf(given["grammar"])
-        except RuntimeError as err:
-            raise RequestError(f"Invalid BNF grammar for structured outputs: {err}") from None
+        raise TypeError(f"StructuredOutputsParams.__init__() got an unexpected keyword argument {unknown[0]!r}")
+    if sum(given.get(k) is not None for k in CONSTRAINTS) > 1:
+        raise ValueError("You can only use one kind of structured outputs constraint but multiple are specified: "
+                         f"{given}")
     return given
+
+
+def _validate_structured_outputs(constraint: dict) -> None:  # facts: structured_outputs
+    """vLLM's InputProcessor._validate_structured_output with the default backend "auto": its own checks, then
+    XGrammar's; a constraint XGrammar refuses goes to guidance, whose refusal is "Grammar error: ..." (the double
+    gives XGrammar's reason: llguidance's wording was not read)."""
+    import xgrammar
+
+    if isinstance(constraint.get("choice"), list) and not constraint["choice"]:
+        raise RequestError(f"Choice '{constraint['choice']}' cannot be an empty list")
+    if isinstance(constraint.get("grammar"), str) and constraint["grammar"].strip() == "":
+        raise RequestError("structured_outputs.grammar cannot be an empty string")
+    if all(constraint.get(k) is None for k in CONSTRAINTS):
+        raise RequestError("No valid structured output parameter found")
+    try:
+        if constraint.get("regex"):
+            xgrammar.Grammar.from_regex(constraint["regex"])
+        elif constraint.get("choice"):
+            xgrammar.Grammar.from_ebnf(_choice_grammar(constraint["choice"]))
+        elif constraint.get("json"):
+            schema = constraint["json"]
+            xgrammar.Grammar.from_json_schema(schema if isinstance(schema, str) else json.dumps(schema))
+        elif constraint.get("grammar"):
+            xgrammar.Grammar.from_ebnf(constraint["grammar"])
+    except Exception as err:  # noqa: BLE001 - any refusal sends the request to the guidance fallback
+        raise RequestError(f"Grammar error: {err}") from None
+
+
+def _choice_grammar(choice: list) -> str:
+    """vLLM's choice_as_grammar (vllm/v1/structured_output/utils.py): an EBNF alternation of the escaped strings."""
+    escaped = (re.sub(r'(["\\])', r"\\\1", c) for c in choice)
+    return "root ::= " + " | ".join(f'"{c}"' for c in escaped)
 
 
 @dataclass(eq=False)  # identity: a request is one generation
@@ -283,6 +315,8 @@ class TritonPythonModel:
                                          else request.parameters())
         if params is None:  # GenerateRequest.execute reads sampling_params.lora_name next  # facts: lora_name_of_none
             raise AttributeError("'NoneType' object has no attribute 'lora_name'")
+        if params["structured_outputs"] is not None:  # vLLM validates the parameters before the prompt
+            _validate_structured_outputs(params["structured_outputs"])
         prompt_ids = self.tokenizer.encode(prompt)
         if len(prompt_ids) > self.max_model_len:  # facts: prompt_too_long
             raise RequestError(f"The decoder prompt (length {len(prompt_ids)}) is longer than the maximum model "
@@ -308,13 +342,15 @@ class TritonPythonModel:
             self.compiler = xgrammar.GrammarCompiler(info, max_threads=1)
         c = self.compiler
         if constraint.get("json") is not None:
-            grammar = c.compile_json_schema(json.dumps(constraint["json"]), any_whitespace=False)
+            schema = constraint["json"]  # vLLM takes a str or a dict
+            grammar = c.compile_json_schema(schema if isinstance(schema, str) else json.dumps(schema),
+                                            any_whitespace=False)
         elif constraint.get("json_object"):
             grammar = c.compile_builtin_json_grammar()
         elif constraint.get("regex") is not None:
             grammar = c.compile_regex(constraint["regex"])
         elif constraint.get("choice") is not None:
-            grammar = c.compile_grammar("root ::= " + " | ".join(json.dumps(s) for s in constraint["choice"]))
+            grammar = c.compile_grammar(_choice_grammar(constraint["choice"]))
         elif constraint.get("grammar") is not None:
             grammar = c.compile_grammar(constraint["grammar"])
         else:

@@ -1,11 +1,20 @@
 """How a client speaks to Triton's vLLM backend (runtime `vllm`): its inputs, its delta outputs, its counts.
 
 `DIALECT` is the runtime's `Dialect` (what `Runtime.dialect()` returns); the OpenAI frontend and the load test's
-users call it through the seam. The facts, read from the backend's src/utils/request.py and src/model.py at
-vllm_backend r26.01 (tests/fixtures/nvidia/vllm_backend-r26.01.json, `request`):
-- inputs are 1-D (max_batch_size 0): `text_input`, `stream`, and `sampling_parameters`, one JSON string whose
-  keys are vLLM SamplingParams fields (max_tokens, stop, temperature, top_p, top_k, seed, min_tokens,
-  presence/frequency_penalty); without it vLLM's defaults apply (16 tokens, temperature 1);
+users call it through the seam. The facts, read at the pinned release (vllm/release.py: 26.01; the fixture
+tests/fixtures/nvidia/vllm_backend-r26.01.json, `request` and `sampling_params`, names each file):
+- triton-inference-server/vllm_backend@r26.01 (c70d6547):src/utils/request.py and src/model.py: inputs are 1-D
+  (max_batch_size 0): `text_input`, `stream`, and `sampling_parameters`, one JSON string that
+  TritonSamplingParams.from_dict (src/utils/vllm_backend_utils.py) splats into vLLM's SamplingParams plus the
+  backend's own `lora_name`;
+- vllm-project/vllm@v0.13.0:vllm/sampling_params.py (read in PyPI's vllm 0.13.0 wheel, the package the server's
+  v2.65.0 build.py installs): the SamplingParams fields sent here are max_tokens, stop, temperature, top_p, top_k,
+  seed, min_tokens, presence_penalty, frequency_penalty and structured_outputs; without them vLLM's defaults apply
+  (16 tokens, temperature 1); an empty stop string is refused ("stop cannot contain an empty string.");
+- LoRA: `lora_name` inside sampling_parameters; the backend's _verify_loras (src/model.py) refuses it when
+  model.json does not enable LoRA ("LoRA feature is not enabled.") or multi_lora.json does not name it, and
+  GenerateRequest (src/utils/request.py) sends LoRARequest(str(i + 1), i + 1, path), i its place in multi_lora.json
+  (vllm@v0.13.0:vllm/lora/request.py: lora_name, lora_int_id >= 1, lora_path);
 - the backend puts the prompt in front of an unstreamed answer unless `exclude_input_in_output` is true (and
   refuses it false on a stream), so every request here sets it;
 - a streamed text_output is the text new since the previous response (vLLM holds back an incomplete character
@@ -33,16 +42,19 @@ OUTPUTS = ("text_output", "finish_reason", "num_input_tokens", "num_output_token
 SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "seed", "presence_penalty", "frequency_penalty", "min_tokens")
 
 
-# NVIDIA's guide type -> the StructuredOutputsParams field that carries it (vllm/sampling_params.py).
+# NVIDIA's guide type -> the StructuredOutputsParams field that carries it (vllm-project/vllm@v0.13.0:
+# vllm/sampling_params.py: json (str or dict), regex, choice, grammar, json_object, structural_tag; the class is
+# StructuredOutputsParams and the SamplingParams field `structured_outputs`: 0.13.0 has no GuidedDecodingParams).
 STRUCTURED_OUTPUTS_FIELDS = {"json": "json_object", "json_schema": "json", "regex": "regex", "ebnf_grammar": "grammar"}
 
 
 def structured_outputs(guide_type: str, guide: str) -> str:
     """The value of sampling_parameters["structured_outputs"]: a JSON-encoded StructuredOutputsParams, because the
-    backend json.loads that key's value and splats it into the class, and its check refuses a `json` that is not a
-    dictionary (vllm_backend src/utils/vllm_backend_utils.py, TritonSamplingParams.from_dict and
-    _validate_guided_params, read at 0881a8a5; its CI sends `json.dumps({"choice": [...]})`). A schema that is not
-    JSON raises ValueError."""
+    backend json.loads that key's value and splats it into the class (vllm_backend@r26.01:
+    src/utils/vllm_backend_utils.py, TritonSamplingParams.from_dict; its CI sends `json.dumps({"choice": [...]})`).
+    The schema goes as a dictionary, which vLLM 0.13.0 takes as it takes a string (`json: str | dict`), so a schema
+    that is not JSON raises ValueError here rather than in the server. One constraint per request: the class refuses
+    two."""
     field = STRUCTURED_OUTPUTS_FIELDS.get(guide_type)
     if field is None:
         raise ValueError(f"unknown guide type {guide_type!r}; known: {', '.join(STRUCTURED_OUTPUTS_FIELDS)}")

@@ -31,7 +31,7 @@ from tritongen.errors import SpecError, problem
 from tritongen.runtimes.base import Dialect, ModelRepository, PlanContext, Renderer, Runtime, RuntimeSettings, Upstream
 from tritongen.runtimes.vllm.dialect import DIALECT, MODEL
 from tritongen.runtimes.vllm.settings import VllmPlan
-from tritongen.runtimes.vllm.release import IMAGE, RELEASE, VLLM_PIN, VLLM_VERSION
+from tritongen.runtimes.vllm.release import CHECKED, IMAGE, RELEASE, VLLM_PIN, VLLM_VERSION
 
 TRITONSERVER = "/opt/tritonserver/bin/tritonserver"
 
@@ -60,13 +60,13 @@ CONTRACT_OUTPUTS = (
 # vLLM's own default, written out so that model.json does not depend on the release's default.
 GPU_MEMORY_UTILIZATION = 0.9
 
-# model.json keys tritongen writes: fields of vLLM's EngineArgs (tests/fixtures/nvidia names where they were read;
-# the LoRA ones: vllm/engine/arg_utils.py and vllm/config/lora.py, and the backend's _setup_lora reads enable_lora).
+# model.json keys tritongen writes: fields of vLLM 0.13.0's EngineArgs (vllm/engine/arg_utils.py; the LoRA ones'
+# defaults in vllm/config/lora.py; the backend's _setup_lora reads enable_lora; tests/fixtures/nvidia cites them).
 ENGINE_ARGS_KEYS = frozenset({"model", "tokenizer", "dtype", "max_model_len", "max_num_seqs", "tensor_parallel_size",
                               "gpu_memory_utilization", "enable_prefix_caching", "trust_remote_code", "enable_lora",
                               "max_lora_rank", "max_loras"})
-# vLLM's LoRAConfig takes only these max_lora_rank values (vllm/config/lora.py, MaxLoRARanks, vLLM main as stored;
-# the pinned container's vLLM tag was not readable): the plan's maximum is rounded up to one of them.
+# vLLM's LoRAConfig takes only these max_lora_rank values (vllm/config/lora.py, MaxLoRARanks, vLLM 0.13.0 as
+# vllm/release.py says it was read): the plan's maximum is rounded up to one of them.
 MAX_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 # Next to model.json (the backend reads it from pb_utils.get_model_dir() when enable_lora is true): {name: folder};
 # the backend numbers the adapters 1, 2, ... in this order (LoRARequest(str(i + 1), i + 1, path)), as the plan does.
@@ -133,10 +133,7 @@ class VllmRuntime(Runtime[VllmPlan]):
                      "container never ran here")
     upstream = Upstream(
         release=f"vLLM {VLLM_VERSION} under Triton {RELEASE}'s vllm_backend", pin=VLLM_PIN,
-        checked=("vllm_backend src/ at r26.01 c70d6547 and main 8de0c148 (the snapshot has no r26.08 branch); vLLM "
-                 "EngineArgs fields, SamplingParams names and vllm:* metric names at vllm-project/vllm 99d7eb5d, "
-                 f"an older vLLM than {VLLM_VERSION}, whose tag could not be read here (tests/fixtures/nvidia/"
-                 "vllm_backend-r26.01.json, docs/runtimes.md)"))
+        checked=CHECKED)
     ensemble = False
     runs_on_cpu = False
     honours_stream_interval = False
