@@ -313,6 +313,11 @@ class Planning(_Owns[S], ABC):
         dtype = None if spec.model.dtype == "auto" else spec.model.dtype
         return Path(plan.paths.checkpoint), {"dtype": dtype, "tp": 1, "pp": 1, "max_batch_size": plan.max_batch_size}
 
+    def cache_rows(self, plan: PlanView) -> list[tuple[str, str, str]]:
+        """(setting, value, meaning) rows `tritongen plan` shows beside the KV budget: caches the runtime sizes
+        besides the KV cache (a LoRA cache)."""
+        return []
+
     def llm_instance_group(self, spec: SpecView, placed: bool) -> dict[str, Any]:
         """The tensorrt_llm model's instance_group (kind, count, gpus)."""
         if spec.placement.device == "cpu":
