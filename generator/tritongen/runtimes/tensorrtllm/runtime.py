@@ -123,6 +123,10 @@ class TensorrtllmRuntime(Runtime[TensorrtllmPlan]):
             "kv_cache_quant_algo": KV_QUANT_ALGO[e.kv_cache_dtype], "tp": e.tp_size, "pp": e.pp_size,
             "max_batch_size": e.build_max_batch_size, "max_num_tokens": e.max_num_tokens, **lora}
 
+    def bls_parameters(self, plan: PlanView) -> dict[str, str]:
+        trt = self.own(plan)
+        return {"lora_dir": trt.lora.prefetch_dir} if trt.lora is not None else {}
+
     def cache_rows(self, plan: PlanView) -> list[tuple[str, str, str]]:
         trt = self.own(plan)
         if trt.lora is None:
