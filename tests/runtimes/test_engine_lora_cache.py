@@ -132,6 +132,12 @@ def test_the_rendered_config_carries_the_planned_cache_and_kv_shrinks_by_it(lora
     assert fraction * free >= cache.gpu_cache_bytes and (fraction - 0.0001) * free < cache.gpu_cache_bytes
     assert params["lora_prefetch_dir"] == plan.runtime_settings.lora.prefetch_dir
     assert params["max_tokens_in_paged_kv_cache"] == str(plan.kv_tokens)
+    # The BLS resends a cache miss with the adapters the model prefetches.
+    bls = text_format.Parse(files["tensorrt_llm_bls/config.pbtxt"].decode(), model_config_pb2.ModelConfig())
+    assert bls.parameters["lora_dir"].string_value == plan.runtime_settings.lora.prefetch_dir
+    plain_bls = text_format.Parse(render_repository(plain)["tensorrt_llm_bls/config.pbtxt"].decode(),
+                                  model_config_pb2.ModelConfig())
+    assert "lora_dir" not in plain_bls.parameters
 
     text = plan_text(plan)
     line = next(line for line in text.splitlines() if line.strip().startswith("LoRA cache"))

@@ -130,7 +130,7 @@ def render_repository(plan: Plan, where: Locations | None = None) -> dict[str, b
         backend="tritongen_bls" if plan.bls_backend == "native" else "python",
         params={**plan.bls_parameters, "tokenizer_dir": where.tokenizer,
                 "skip_special_tokens": plan.tokenizer.skip_special_tokens, "max_input_tokens": max_input_tokens(plan),
-                "max_in_flight": str(plan.max_batch_size), **rt.bls_parameters(plan)},
+                "max_in_flight": str(plan.max_batch_size), **rt.bls_parameters(plan, where)},
         group=InstanceGroup(kind="KIND_CPU", count=plan.bls_instances))
     # The python BLS, with the detokenizer the ids path's clients also use (tritongen.token_ids), ships either way.
     files.update(served.model_files("bls", "tensorrt_llm_bls/1"))

@@ -313,10 +313,15 @@ class Planning(_Owns[S], ABC):
         dtype = None if spec.model.dtype == "auto" else spec.model.dtype
         return Path(plan.paths.checkpoint), {"dtype": dtype, "tp": 1, "pp": 1, "max_batch_size": plan.max_batch_size}
 
-    def bls_parameters(self, plan: PlanView) -> dict[str, str]:
+    def bls_parameters(self, plan: PlanView, where: Locations) -> dict[str, str]:
         """Parameters of the tensorrt_llm_bls model that come from this runtime (the tensorrtllm runtime's converted
         adapters, which the BLS resends on a LoRA cache miss)."""
         return {}
+
+    def adapter_folder(self, plan: PlanView) -> str | None:
+        """The one host folder holding every adapter file the served models read, which a deploy target mounts
+        (Locations.adapters); None: the runtime reads the adapters' own folders, which deploy does not carry."""
+        return None
 
     def cache_rows(self, plan: PlanView) -> list[tuple[str, str, str]]:
         """(setting, value, meaning) rows `tritongen plan` shows beside the KV budget: caches the runtime sizes

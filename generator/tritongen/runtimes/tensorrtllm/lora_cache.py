@@ -149,12 +149,13 @@ def lora_plan(lora: LoraBuild, adapters: Sequence[AdapterPlan], cache_dir: str, 
     return LoraPlan(prefetch_dir=str(Path(cache_dir) / "lora" / prefetch_key(adapters)), cache=cache)
 
 
-def cache_parameters(plan: LoraPlan, free_gpu_bytes: int | None) -> dict[str, str]:
+def cache_parameters(plan: LoraPlan, free_gpu_bytes: int | None, prefetch_dir: str | None = None) -> dict[str, str]:
     """The tensorrt_llm model's LoRA cache parameters. `free_gpu_bytes`: the GPU memory free after the engine loads
     on the smallest device of the server group (the placement's); None without a placement, when the GPU share
-    stays the backend's documented 0.05."""
+    stays the backend's documented 0.05. `prefetch_dir`: where the server sees the converted adapters (default the
+    plan's folder)."""
     c = plan.cache
     fraction = "0.05" if free_gpu_bytes is None else f"{gpu_memory_fraction(c.gpu_cache_bytes, free_gpu_bytes):g}"
     return {"lora_cache_optimal_adapter_size": str(c.optimal_adapter_size),
             "lora_cache_max_adapter_size": str(c.max_adapter_size), "lora_cache_gpu_memory_fraction": fraction,
-            "lora_cache_host_memory_bytes": str(c.host_memory_bytes), "lora_prefetch_dir": plan.prefetch_dir}
+            "lora_cache_host_memory_bytes": str(c.host_memory_bytes), "lora_prefetch_dir": prefetch_dir or plan.prefetch_dir}

@@ -55,6 +55,10 @@ def _gpu_device_ids(spec: SpecView) -> list[int] | None:
     return spec.placement.gpu_ids[:world]
 
 
+ADAPTERS_FOLDER = "lora"
+"""Where a container sees the converted adapters: <models>/lora (deploy mounts the prefetch folder there)."""
+
+
 def _kib(n: int) -> str:
     return f"{n / 2**20:.2f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"
 
@@ -123,9 +127,13 @@ class TensorrtllmRuntime(Runtime[TensorrtllmPlan]):
             "kv_cache_quant_algo": KV_QUANT_ALGO[e.kv_cache_dtype], "tp": e.tp_size, "pp": e.pp_size,
             "max_batch_size": e.build_max_batch_size, "max_num_tokens": e.max_num_tokens, **lora}
 
-    def bls_parameters(self, plan: PlanView) -> dict[str, str]:
+    def bls_parameters(self, plan: PlanView, where: Locations) -> dict[str, str]:
         trt = self.own(plan)
-        return {"lora_dir": trt.lora.prefetch_dir} if trt.lora is not None else {}
+        return {"lora_dir": where.adapters or trt.lora.prefetch_dir} if trt.lora is not None else {}
+
+    def adapter_folder(self, plan: PlanView) -> str | None:
+        trt = self.own(plan)
+        return trt.lora.prefetch_dir if trt.lora is not None else None
 
     def cache_rows(self, plan: PlanView) -> list[tuple[str, str, str]]:
         trt = self.own(plan)
@@ -239,7 +247,8 @@ class TensorrtllmRuntime(Runtime[TensorrtllmPlan]):
                 else id_groups(trt.gpu_device_ids)
             kv = plan.kv_tokens
         return "tensorrtllm", tensorrt_llm_parameters(plan, where.engine, ids, kv,
-                                                      free_gpu_bytes=lora_free_gpu_bytes(plan, group)), \
+                                                      free_gpu_bytes=lora_free_gpu_bytes(plan, group),
+                                                      lora_dir=where.adapters), \
             plan.llm_instance_group
 
     def model_files(self, plan: PlanView, where: Locations, render: Renderer) -> dict[str, bytes]:
@@ -264,8 +273,10 @@ class TensorrtllmRuntime(Runtime[TensorrtllmPlan]):
                              models: str) -> TensorrtllmPlan:
         # The models Job reads calibration data from the volume (deploy.artifacts), never from a host folder.
         calibration = f"{models}/calibration" if settings.calibration_dataset else None
+        lora = settings.lora.model_copy(update={"prefetch_dir": f"{models}/{ADAPTERS_FOLDER}"}) \
+            if settings.lora is not None else None
         return settings.model_copy(update={"engine_dir": engine, "cache_dir": models,
-                                           "calibration_dataset": calibration})
+                                           "calibration_dataset": calibration, "lora": lora})
 
     # -------------------------------------------------------------------------------------------- engine build
 
