@@ -131,19 +131,26 @@ def bls_module():
     utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
     saved = sys.modules.get("triton_python_backend_utils")
     sys.modules["triton_python_backend_utils"] = utils
-    for name in [n for n in sys.modules if n.startswith("tritongen.served.bls")]:
-        del sys.modules[name]
-    from tritongen.served import bls
+    # A BLS imported earlier in this process (against the real utils) is set aside: this one binds the stand-in.
+    import importlib
+
+    import tritongen.served
+
+    earlier = sys.modules.pop("tritongen.served.bls", None)
+    if hasattr(tritongen.served, "bls"):
+        delattr(tritongen.served, "bls")
+    bls = importlib.import_module("tritongen.served.bls")
 
     yield bls, InferenceRequest
     # The BLS imported against the stand-in leaves, so a later test imports it against the real utils.
     for name in (set(sys.modules) - before) | {"tritongen.served.bls"}:
         if name.startswith("tritongen.served"):
             sys.modules.pop(name, None)
-    import tritongen.served
-
     if hasattr(tritongen.served, "bls"):
         delattr(tritongen.served, "bls")
+    if earlier is not None:
+        sys.modules["tritongen.served.bls"] = earlier
+        tritongen.served.bls = earlier
     if saved is not None:
         sys.modules["triton_python_backend_utils"] = saved
     else:
