@@ -55,11 +55,12 @@ def test_the_plan_builds_the_lora_plugin_and_keys_the_engine_by_it(lora_model, t
     dtype = trt.build.dtype
     assert f"--lora_plugin {dtype} --lora_target_modules {' '.join(ALL)} --max_lora_rank 8" in out
     params = tensorrt_llm_parameters(plan, plan.paths.engine, "0", None)
+    # Pages sized for the smallest rank (4), the engine's max rank (8); no placement: the backend's GPU share.
     assert {k: params[k] for k in ("lora_cache_optimal_adapter_size", "lora_cache_max_adapter_size",
-                                   "lora_prefetch_dir")} == {"lora_cache_optimal_adapter_size": "8",
-                                                             "lora_cache_max_adapter_size": "8",
-                                                             "lora_prefetch_dir": trt.lora.prefetch_dir}
-    assert int(params["lora_cache_host_memory_bytes"]) == trt.lora.host_memory_bytes >= 1 << 30
+                                   "lora_cache_gpu_memory_fraction", "lora_prefetch_dir")} == {
+        "lora_cache_optimal_adapter_size": "4", "lora_cache_max_adapter_size": "8",
+        "lora_cache_gpu_memory_fraction": "0.05", "lora_prefetch_dir": trt.lora.prefetch_dir}
+    assert int(params["lora_cache_host_memory_bytes"]) == trt.lora.cache.host_memory_bytes
     plain_params = tensorrt_llm_parameters(plain, plain.paths.engine, "0", None)
     assert (plain_params["lora_prefetch_dir"], plain_params["lora_cache_max_adapter_size"]) == ("", "64")
 

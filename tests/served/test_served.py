@@ -74,7 +74,8 @@ def test_the_package_is_pyflakes_clean():
 def test_a_version_folder_holds_the_model_as_model_py_and_its_modules_beside_it():
     files = served.model_files("bls", "tensorrt_llm_bls/1")
     assert sorted(files) == ["tensorrt_llm_bls/1/detokenizer.py", "tensorrt_llm_bls/1/error_kinds.py",
-                             "tensorrt_llm_bls/1/model.py", "tensorrt_llm_bls/1/stub.py", "tensorrt_llm_bls/1/wiring.py"]
+                             "tensorrt_llm_bls/1/lora_resend.py", "tensorrt_llm_bls/1/model.py",
+                             "tensorrt_llm_bls/1/stub.py", "tensorrt_llm_bls/1/wiring.py"]
     assert files["tensorrt_llm_bls/1/model.py"] == (PACKAGE / "bls.py").read_bytes()
     with pytest.raises(ValueError, match="no served model 'tokenizer'"):
         served.model_files("tokenizer", "x/1")

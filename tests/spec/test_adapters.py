@@ -139,6 +139,8 @@ def test_deploy_targets_refuse_adapters_until_they_carry_them(models, tmp_path):
     base, paths, _ = models
     with pytest.raises(SpecError) as err:
         prepare(_spec(tmp_path, base, [{"name": "x", "path": str(paths[0])}]))
+    runtime = yaml.safe_load(_spec(tmp_path, base, []).read_text())["runtime"]
     assert err.value.problems == [
-        "model.adapters: deploy targets do not carry LoRA adapters into their containers yet; serve the adapters on "
-        "this machine (`tritongen serve` / `tritongen up`), or deploy without model.adapters"]
+        f"model.adapters: deploy targets do not carry the {runtime} runtime's LoRA adapters into their containers "
+        "yet; serve the adapters on this machine (`tritongen serve` / `tritongen up`), use runtime tensorrtllm, or "
+        "deploy without model.adapters"]

@@ -19,6 +19,9 @@ class Locations:
     tokenizer: str
     checkpoint: str
     engine: str | None
+    adapters: str | None = None
+    """The folder of adapter files the runtime reads (Launch.adapter_folder) as the server sees it; None: the
+    plan's own."""
 
     @classmethod
     def of(cls, plan: PlanView) -> Locations:

@@ -44,6 +44,8 @@ REPOSITORY = f"{MODELS}/model_repository"
 ENGINE = f"{MODELS}/engine"
 CHECKPOINT = f"{MODELS}/checkpoint"
 TOKENIZER = f"{MODELS}/tokenizer"
+ADAPTERS = f"{MODELS}/lora"
+"""The runtime's adapter files (Launch.adapter_folder: tensorrtllm's converted adapters), mounted read-only."""
 CONTAINER_PORTS = Ports(8000, 8001, 8002)
 
 STARTUP_MINUTES = 30
@@ -162,11 +164,14 @@ def prepare(source: str | Path, *, inventory: str | None = None, engine_config: 
     if plan.placement is None and not planned_on_cpu(plan):
         raise SpecError(problem(str(source), "is a plan made without --inventory, so it places no server groups",
                                 "make it with `tritongen plan SPEC --inventory nvml|FILE --json`"))
-    if plan.adapters:
-        # Their folders would need mounts and a place in the models volume, which no deploy target makes yet.
-        raise SpecError(problem("model.adapters", "deploy targets do not carry LoRA adapters into their containers "
-                                "yet", "serve the adapters on this machine (`tritongen serve` / `tritongen up`), or "
-                                "deploy without model.adapters"))
+    adapters = launch(plan).adapter_folder(plan) if plan.adapters else None
+    if plan.adapters and adapters is None:
+        # Each adapter's own folder would need a mount and a place in the models volume; only a runtime that reads
+        # one folder of converted adapters (tensorrtllm) is carried.
+        raise SpecError(problem("model.adapters", f"deploy targets do not carry the {plan.runtime} runtime's LoRA "
+                                "adapters into their containers yet", "serve the adapters on this machine "
+                                "(`tritongen serve` / `tritongen up`), use runtime tensorrtllm, or deploy without "
+                                "model.adapters"))
     # The host folders the servers read; compose names them by variable (see Mount.variable).
     # A tokenizer inside the checkpoint folder is the same host folder, so the same variable.
     same = plan.tokenizer.dir == plan.paths.checkpoint
@@ -176,8 +181,11 @@ def prepare(source: str | Path, *, inventory: str | None = None, engine_config: 
         mounts.append(Mount(plan.paths.engine, ENGINE, "TRITONGEN_ENGINE_DIR"))
     else:
         mounts.append(Mount(plan.paths.checkpoint, CHECKPOINT, "TRITONGEN_CHECKPOINT_DIR"))
+    if adapters is not None:
+        mounts.append(Mount(adapters, ADAPTERS, "TRITONGEN_LORA_DIR"))
     # Inside a container the files are under /models and each server sees its devices numbered from 0.
-    repository = render_for(plan, Locations(tokenizer=TOKENIZER, checkpoint=CHECKPOINT, engine=ENGINE))
+    repository = render_for(plan, Locations(tokenizer=TOKENIZER, checkpoint=CHECKPOINT, engine=ENGINE,
+                                            adapters=ADAPTERS if adapters is not None else None))
     # The serving image carries tritongen's native backends (and the runtime's python packages) when the
     # repository needs them; --image names one that already does.
     chosen = image or (serving_image.image_tag(plan) if serving_image.needed(plan, repository) else launch(plan).image())

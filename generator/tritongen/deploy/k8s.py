@@ -417,6 +417,11 @@ def images_comment(dep: Deployment) -> str:
 
 def render_k8s(dep: Deployment, *, mig_strategy: str = "mixed") -> dict[str, bytes]:
     """The base kustomization (k8s/base), the monitoring and load-test components, and overlays that apply them."""
+    if dep.plan.adapters:
+        # The pods read the models volume, which the models Job fills; it does not convert or copy adapters yet.
+        raise SpecError(problem("model.adapters", "the Kubernetes target's models Job does not put LoRA adapters "
+                                "into the models volume yet", "deploy with --target compose (it mounts the converted "
+                                "adapters), or without model.adapters"))
     ks = kinds(dep, mig_strategy)
     store = storage(dep, ks)
     labels = {"app.kubernetes.io/name": "tritonserver", "app.kubernetes.io/instance": dep.name,

@@ -14,7 +14,7 @@ Definitions used by the planner (all per tensor/pipeline rank, per model instanc
   split by tp, as TensorRT-LLM does). Quantisation applies to linear layers only; embeddings, lm_head and norms
   stay in the activation dtype, which is TensorRT-LLM's default (lm_head is in its quantisation exclude list).
 * headroom: `MemoryModel.headroom()`: CUDA context and libraries, one engine step's activations, float32 logits,
-  NCCL buffers under tp/pp. These are estimates from the constants below, not measurements; TensorRT-LLM's own
+  NCCL buffers under tp/pp, and the runtime's LoRA cache when adapters are served. These are estimates from the constants below, not measurements; TensorRT-LLM's own
   accounting when the engine loads is what finally decides, so the planner errs high.
 * free = device memory - instances x (weights + headroom).
 * KV token budget (``max_tokens_in_paged_kv_cache``) per instance
@@ -135,6 +135,9 @@ class MemoryModel:
     """The engine's longest prompt + completion; None for a checkpoint."""
     max_num_tokens: int = DEFAULT_MAX_NUM_TOKENS
     tokens_per_block: int = DEFAULT_TOKENS_PER_BLOCK
+    lora_cache_bytes: int = 0
+    """GPU memory of the runtime's LoRA cache per rank and instance (TensorRT-LLM makes it before the KV cache, so
+    it comes out of the memory the KV budget is a fraction of); 0 without adapters."""
 
     @property
     def world_size(self) -> int:
@@ -203,6 +206,8 @@ class MemoryModel:
                  "logits": batch * math.ceil(s.vocab_size / self.tp) * LOGITS_BYTES}
         if self.world_size > 1:
             parts["nccl"] = NCCL_BYTES
+        if self.lora_cache_bytes:
+            parts["lora_cache"] = self.lora_cache_bytes
         return parts
 
     @property
@@ -344,11 +349,13 @@ _SPEC_FIELDS = {"dtype": "engine.dtype", "quant_algo": "engine.quantization", "k
 
 def load_memory_model(path: str | Path, *, dtype: str | None = None, quant_algo: str | None = None,
                       kv_cache_quant_algo: str | None = None, tp: int | None = None, pp: int | None = None,
-                      max_batch_size: int | None = None, max_num_tokens: int | None = None) -> MemoryModel:
+                      max_batch_size: int | None = None, max_num_tokens: int | None = None,
+                      lora_cache_bytes: int = 0) -> MemoryModel:
     """Read a HF checkpoint or TensorRT-LLM engine config.json (or the folder holding it).
 
     The keyword arguments describe the engine to build from a checkpoint. A built engine decides for itself; an
-    argument that disagrees with it is bad input (SpecError naming the spec field).
+    argument that disagrees with it is bad input (SpecError naming the spec field). `lora_cache_bytes` is the
+    runtime's LoRA cache on each rank (planned from the adapters, not part of the engine).
     """
     p = Path(path)
     p = p / "config.json" if p.is_dir() else p
@@ -362,14 +369,15 @@ def load_memory_model(path: str | Path, *, dtype: str | None = None, quant_algo:
     asked = {"dtype": dtype, "quant_algo": quant_algo, "kv_cache_quant_algo": kv_cache_quant_algo, "tp": tp,
              "pp": pp, "max_batch_size": max_batch_size, "max_num_tokens": max_num_tokens}
     if "pretrained_config" not in config:
-        return memory_from_hf_config(config, str(p), **{**asked, "tp": tp or 1, "pp": pp or 1})
+        model = memory_from_hf_config(config, str(p), **{**asked, "tp": tp or 1, "pp": pp or 1})
+        return replace(model, lora_cache_bytes=lora_cache_bytes)
     model = memory_from_engine_config(config, str(p))
     mismatched = [problem(_SPEC_FIELDS[key], f"is {value!r} but the engine in {p.parent} was built with "
                           f"{getattr(model, key)!r}", "rebuild the engine or change the spec to match it")
                   for key, value in asked.items() if value is not None and value != getattr(model, key)]
     if mismatched:
         raise SpecError(mismatched)
-    return model
+    return replace(model, lora_cache_bytes=lora_cache_bytes)
 
 
 def with_mapping(model: MemoryModel, tp: int, pp: int = 1) -> MemoryModel:

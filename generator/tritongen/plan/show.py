@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from tritongen.plan.model import Plan
+from tritongen.runtimes import planning
 
 
 def table(rows: list[tuple[str, ...]], indent: str = "  ") -> str:
@@ -99,6 +100,7 @@ def _serving_rows(plan: Plan) -> list[tuple[str, str, str]]:
         ("LLM instances", _instances(plan), kind_meaning),
         ("KV cache", kv, "the budget each LLM instance holds (serving.kv_cache)"),
         *([("kv_sizing", plan.kv_sizing, "how the planner sized the KV budget")] if plan.kv_sizing else []),
+        *planning(plan).cache_rows(plan),
         ("streaming", "decoupled" if plan.decoupled else "one response per request",
          "decoupled models stream a response per step"),
         ("prompt in output", "no" if plan.exclude_input_in_output else "yes", "serving.exclude_input_in_output"),

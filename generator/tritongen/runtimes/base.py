@@ -324,6 +324,11 @@ class Planning(_Owns[S], ABC):
         dtype = None if spec.model.dtype == "auto" else spec.model.dtype
         return Path(plan.paths.checkpoint), {"dtype": dtype, "tp": 1, "pp": 1, "max_batch_size": plan.max_batch_size}
 
+    def cache_rows(self, plan: PlanView) -> list[tuple[str, str, str]]:
+        """(setting, value, meaning) rows `tritongen plan` shows beside the KV budget: caches the runtime sizes
+        besides the KV cache (a LoRA cache)."""
+        return []
+
     def llm_instance_group(self, spec: SpecView, placed: bool) -> dict[str, Any]:
         """The tensorrt_llm model's instance_group (kind, count, gpus)."""
         if spec.placement.device == "cpu":
@@ -381,6 +386,11 @@ class Repository(_Owns[S], ABC):
     python_model: ClassVar[bool] = True
     """The LLM model runs in a Python-backend stub (each instance a process: CPU and memory per instance)."""
 
+    def bls_parameters(self, plan: PlanView, where: Locations) -> dict[str, str]:
+        """Parameters of the tensorrt_llm_bls model that come from this runtime (the tensorrtllm runtime's converted
+        adapters, which the BLS resends on a LoRA cache miss)."""
+        return {}
+
     def check_before_render(self, plan: PlanView) -> None:
         """Checks against files that exist now (a built engine); render runs it before rendering."""
 
@@ -417,6 +427,11 @@ class Launch(_Owns[S], ABC):
     """`image()` is built from a generated Dockerfile (deploy writes it)."""
     base_image: ClassVar[str | None] = None
     """builds_image: the image that Dockerfile starts from."""
+
+    def adapter_folder(self, plan: PlanView) -> str | None:
+        """The one host folder holding every adapter file the served models read, which a deploy target mounts
+        (Locations.adapters); None: the runtime reads the adapters' own folders, which deploy does not carry."""
+        return None
 
     @abstractmethod
     def image(self) -> str:

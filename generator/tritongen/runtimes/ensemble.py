@@ -93,7 +93,7 @@ class EnsembleRepository(Repository[S], ABC):
             "tensorrt_llm_bls/config.pbtxt.j2", plan, inputs=bls_in, outputs=bls_out, backend=bls_backend,
             params={**plan.bls_parameters, "tokenizer_dir": where.tokenizer,
                     "skip_special_tokens": plan.tokenizer.skip_special_tokens, "max_input_tokens": max_input_tokens,
-                    "max_in_flight": str(plan.max_batch_size)},
+                    "max_in_flight": str(plan.max_batch_size), **self.bls_parameters(plan, where)},
             group=InstanceGroup(kind="KIND_CPU", count=plan.bls_instances))
         # The python BLS, with the detokenizer the ids path's clients also use (tritongen.token_ids), ships either
         # way.

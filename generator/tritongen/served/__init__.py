@@ -18,7 +18,7 @@ from importlib import resources
 SHIPPED: dict[str, tuple[str, ...]] = {
     "preprocessing": ("detok_table", "error_kinds", "stub"),
     "postprocessing": ("stub",),
-    "bls": ("detokenizer", "error_kinds", "stub", "wiring"),
+    "bls": ("detokenizer", "error_kinds", "lora_resend", "stub", "wiring"),
     "hf_model": ("error_kinds", "hf_adapters", "hf_guided", "hf_requests", "stub"),
     "synthetic": ("engine_model", "error_kinds", "stub"),
 }

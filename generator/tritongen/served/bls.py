@@ -26,6 +26,7 @@ from transformers import AutoTokenizer
 
 from .detokenizer import IncrementalDetokenizer, StopStrings, held_ids
 from .error_kinds import BAD_REQUEST, INTERNAL, OVERLOADED, RequestError, tagged, wrap
+from .lora_resend import with_resend
 from .stub import param
 from .wiring import load as load_wiring
 
@@ -107,6 +108,8 @@ class TritonPythonModel:
         self.accumulate = param(config, "accumulate_tokens", "false").lower() in ("true", "1", "yes", "t")
         self.llm_name = param(config, "tensorrt_llm_model_name", "tensorrt_llm")
         self.draft_name = param(config, "tensorrt_llm_draft_model_name")
+        # The converted adapters (the tensorrt_llm model's lora_prefetch_dir): sent again on a LoRA cache miss.
+        self.lora_dir = param(config, "lora_dir")
         self.skip_special_tokens = param(config, "skip_special_tokens", "true").lower() in ("true", "1", "yes", "t")
         # The arguments NVIDIA's preprocessing/postprocessing load tokenizers with.
         self.tokenizer = AutoTokenizer.from_pretrained(param(config, "tokenizer_dir"), legacy=False,
@@ -213,16 +216,31 @@ class TritonPythonModel:
             entry.llm_id = request_id
             if entry.cancelled:
                 raise Cancelled()
-        llm = pb_utils.InferenceRequest(model_name=self.llm_name, inputs=llm_inputs, request_id=request_id,
-                                        requested_output_names=["output_ids", "sequence_length",
-                                                                *self.wiring.passed_outputs])
-        responses = llm.exec(decoupled=True) if self.decoupled else [llm.exec()]
+        responses = self._exec_llm(llm_inputs, request_id, _input(request, "lora_task_id"),
+                                   _input(request, "lora_weights") is not None)
         if stream:
             self._stream(request, responses, batch, stop_words, request_id, send, entry)
         else:
             self._whole(responses, prompt_ids, prompt_lengths, stop_words, send)
         if entry is not None and entry.cancelled:
             raise Cancelled()
+
+    def _exec_llm(self, inputs, request_id, task_ids, with_weights):
+        """The tensorrt_llm responses of one request; a LoRA cache miss is answered by sending the adapter's
+        weights once (lora_resend.py)."""
+        def run(extra):
+            llm = pb_utils.InferenceRequest(model_name=self.llm_name, inputs=inputs + extra, request_id=request_id,
+                                            requested_output_names=["output_ids", "sequence_length",
+                                                                    *self.wiring.passed_outputs])
+            return llm.exec(decoupled=True) if self.decoupled else [llm.exec()]
+
+        responses = run([])
+        if task_ids is None or with_weights or not self.lora_dir:
+            return responses
+        return with_resend(responses, task_ids.reshape(-1), self.lora_dir,
+                           lambda r: r.error().message() if r.has_error() else None,
+                           lambda weights, config: run([pb_utils.Tensor("lora_weights", weights),
+                                                        pb_utils.Tensor("lora_config", config)]))
 
     def _output_ids(self, response):
         """The LLM response's output_ids; None for the empty final response of a decoupled model. Its error, raised."""

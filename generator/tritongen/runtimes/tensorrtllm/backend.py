@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from typing import Literal, cast
 
 from tritongen.core import PlanView, Ports
-from tritongen.runtimes.tensorrtllm.lora import build_flags, cache_parameters
+from tritongen.runtimes.tensorrtllm.lora import build_flags
+from tritongen.runtimes.tensorrtllm.lora_cache import cache_parameters
 from tritongen.runtimes.tensorrtllm.release import TRTLLM
 from tritongen.runtimes.tensorrtllm.settings import BuildSettings, TensorrtllmPlan
 from tritongen.runtimes.tensorrtllm import xgrammar_info
@@ -96,11 +97,15 @@ def id_groups(groups: Sequence[Sequence[int]] | None) -> str:
 
 
 def tensorrt_llm_parameters(plan: PlanView, engine_dir: str | os.PathLike[str], gpu_device_ids: str,
-                            kv_tokens: int | None, participant_ids: str = "") -> dict[str, str]:
+                            kv_tokens: int | None, participant_ids: str = "",
+                            free_gpu_bytes: int | None = None, lora_dir: str | None = None) -> dict[str, str]:
     """The `parameters` of the tensorrt_llm model (C++ backend), every key of the pinned release, as literals.
 
     Everything comes from the Plan; `engine_dir` is where the server sees the engine (a host or container path),
-    `gpu_device_ids` and `kv_tokens` are the server group's (or the plan's defaults).
+    `gpu_device_ids` and `kv_tokens` are the server group's (or the plan's defaults); `free_gpu_bytes` the GPU
+    memory its smallest device has free after the engine loads (the placement's; None without one), of which the
+    LoRA cache takes its planned share; `lora_dir` where the server sees the converted adapters (None: the plan's
+    prefetch folder).
     An empty string means "not set": the backend then logs that the parameter is not specified and uses its
     own default, exactly as for a template placeholder left unfilled. Values the backend defaults are written
     out where the default is documented, so a rendered config does not depend on the backend version's defaults
@@ -139,7 +144,7 @@ def tensorrt_llm_parameters(plan: PlanView, engine_dir: str | os.PathLike[str], 
         "lora_cache_gpu_memory_fraction": "0.05",
         "lora_cache_host_memory_bytes": str(1 << 30),
         "lora_prefetch_dir": "",
-        **(cache_parameters(trt.build.lora, trt.lora) if trt.lora is not None and trt.build.lora else {}),
+        **(cache_parameters(trt.lora, free_gpu_bytes, lora_dir) if trt.lora is not None else {}),
         "decoding_mode": "top_k_top_p" if beam == 1 else "beam_search",
         "executor_worker_path": TRTLLM.executor_worker_path,
         "lookahead_window_size": "",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tritongen.core import GUIDE_TYPES, Locations, PlanView, ServerGroupPlan, SpecView
 from tritongen.errors import SpecError, problem
@@ -15,7 +15,8 @@ from tritongen.runtimes.base import Knob, PlanContext, Renderer, Runtime, Signal
 from tritongen.runtimes.tensorrtllm import xgrammar_info
 from tritongen.runtimes.tensorrtllm.backend import (DEFAULT_MAX_NUM_TOKENS, TRTLLM, build_commands,
                                                     ensemble_server_command, id_groups, tensorrt_llm_parameters)
-from tritongen.runtimes.tensorrtllm.lora import LoraBuild, lora_build, lora_plan
+from tritongen.runtimes.tensorrtllm.lora import LoraBuild, lora_build
+from tritongen.runtimes.tensorrtllm.lora_cache import cache_parameters, lora_plan
 from tritongen.runtimes.tensorrtllm.release import upstream
 from tritongen.runtimes.tensorrtllm.settings import BuildSettings, TensorrtllmPlan
 from tritongen.runtimes.tensorrtllm.spec import EngineSection
@@ -52,6 +53,30 @@ def _gpu_device_ids(spec: SpecView) -> list[int] | None:
         raise SpecError(problem("placement.gpu_ids", f"lists {len(spec.placement.gpu_ids)} GPUs but the engine "
                                 f"needs tp_size*pp_size = {world}", f"list {world} GPU ids"))
     return spec.placement.gpu_ids[:world]
+
+
+ADAPTERS_FOLDER = "lora"
+"""Where a container sees the converted adapters: <models>/lora (deploy mounts the prefetch folder there)."""
+
+
+def _kib(n: int) -> str:
+    return f"{n / 2**20:.2f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"
+
+
+def lora_free_gpu_bytes(plan: PlanView, group: ServerGroupPlan | None) -> int | None:
+    """GPU memory free when the LoRA cache is made (after the engine and its buffers) on the smallest device of the
+    server group, or of every group for the default config; None without adapters or a placement."""
+    trt = cast(TensorrtllmPlan, plan.runtime_settings)
+    if trt.lora is None or plan.placement is None:
+        return None
+    devices = [d for d in plan.placement.result.devices
+               if d.fits and (group is None or d.server_group == group.name)]
+    if not devices:
+        return None
+    # The placement's headroom holds the LoRA cache itself (MemoryModel.lora_cache_bytes); the fraction is of the
+    # memory before it.
+    return min(d.memory_bytes - d.instances * (d.weight_bytes + d.headroom_bytes - trt.lora.cache.gpu_cache_bytes)
+               for d in devices)
 
 
 class TensorrtllmRuntime(EnsembleRepository[TensorrtllmPlan], Runtime[TensorrtllmPlan]):
@@ -91,13 +116,42 @@ class TensorrtllmRuntime(EnsembleRepository[TensorrtllmPlan], Runtime[Tensorrtll
 
     def memory_model(self, spec: SpecView, plan: PlanView) -> tuple[Path, dict[str, Any]]:
         e = spec.engine
+        trt = self.own(plan)
+        # The LoRA cache is made before the KV cache, out of the same free memory (lora_cache.py).
+        lora = {"lora_cache_bytes": trt.lora.cache.gpu_cache_bytes} if trt.lora is not None else {}
         engine_dir = Path(plan.paths.engine) if plan.paths.engine else None
         if engine_dir is not None and (engine_dir / "config.json").is_file():
-            return engine_dir / "config.json", {"tp": e.tp_size, "pp": e.pp_size}
+            return engine_dir / "config.json", {"tp": e.tp_size, "pp": e.pp_size, **lora}
         return Path(plan.paths.checkpoint), {
             "dtype": e.dtype, "quant_algo": QUANT_ALGO[e.quantization],
             "kv_cache_quant_algo": KV_QUANT_ALGO[e.kv_cache_dtype], "tp": e.tp_size, "pp": e.pp_size,
-            "max_batch_size": e.build_max_batch_size, "max_num_tokens": e.max_num_tokens}
+            "max_batch_size": e.build_max_batch_size, "max_num_tokens": e.max_num_tokens, **lora}
+
+    def bls_parameters(self, plan: PlanView, where: Locations) -> dict[str, str]:
+        trt = self.own(plan)
+        return {"lora_dir": where.adapters or trt.lora.prefetch_dir} if trt.lora is not None else {}
+
+    def adapter_folder(self, plan: PlanView) -> str | None:
+        trt = self.own(plan)
+        return trt.lora.prefetch_dir if trt.lora is not None else None
+
+    def cache_rows(self, plan: PlanView) -> list[tuple[str, str, str]]:
+        trt = self.own(plan)
+        if trt.lora is None:
+            return []
+        c = trt.lora.cache
+        pages = f"pages of {_kib(c.page_bytes)}"
+        host = (f"host {_kib(c.host_memory_bytes)}: all {len(c.adapter_pages)} adapters "
+                f"({sum(c.adapter_pages)} {pages}, ranks {c.optimal_adapter_size}-{c.max_adapter_size})")
+        gpu = f"GPU {_kib(c.gpu_cache_bytes)}: {c.gpu_adapters} adapters at once"
+        groups = plan.server_groups or (None,)
+        shares = sorted({cache_parameters(trt.lora, lora_free_gpu_bytes(plan, g))["lora_cache_gpu_memory_fraction"]
+                         for g in groups})
+        gpu += (f", lora_cache_gpu_memory_fraction {' / '.join(shares)} of the memory free after the engine loads"
+                if plan.placement is not None else
+                ", the backend's 0.05 of the memory free after the engine loads (plan with --inventory to size it)")
+        return [("LoRA cache", f"{host}; {gpu}", "tensorrt_llm lora_cache_* per rank; the GPU cache comes out of "
+                 "the memory the KV budget is sized from")]
 
     def llm_instance_group(self, spec: SpecView, placed: bool) -> dict[str, Any]:
         # The TensorRT-LLM backend places itself on GPUs through gpu_device_ids; instance_group stays CPU/1.
@@ -124,11 +178,16 @@ class TensorrtllmRuntime(EnsembleRepository[TensorrtllmPlan], Runtime[Tensorrtll
         else:
             gpu_arch = gpu_arch or detect_gpu_arch()
         gpu_ids = None if ctx.inventory else _gpu_device_ids(spec)
+        build = build_settings(e, ctx.max_batch_size, lora_build(ctx.adapters, ctx.max_adapter_rank))
+        lora = None
+        if build.lora is not None:
+            lora = lora_plan(build.lora, ctx.adapters, str(ctx.resolve(e.cache_dir)), ctx.config, tp=build.tp_size,
+                             pp=build.pp_size, dtype=build.dtype, max_batch_size=build.max_batch_size)
         section = TensorrtllmPlan(
             engine_dir=str(ctx.resolve(given)) if given else "", engine_key=None,
             cache_dir=str(ctx.resolve(e.cache_dir)),
             gpu_arch=gpu_arch,
-            build=build_settings(e, ctx.max_batch_size, lora_build(ctx.adapters, ctx.max_adapter_rank)),
+            build=build,
             calibration_dataset=str(ctx.resolve(e.calibration_dataset)) if e.calibration_dataset else None,
             build_gpus=tuple(spec.placement.gpu_ids), batching_strategy=e.batching_strategy,
             batch_scheduler_policy=e.batch_scheduler_policy,
@@ -136,7 +195,7 @@ class TensorrtllmRuntime(EnsembleRepository[TensorrtllmPlan], Runtime[Tensorrtll
             kv_cache_host_memory_bytes=s.kv_cache.host_memory_bytes, enable_kv_cache_reuse=s.kv_cache.enable_reuse,
             enable_chunked_context=e.enable_chunked_context,
             gpu_device_ids=(tuple(gpu_ids),) if gpu_ids else None,
-            lora=lora_plan(ctx.adapters, str(ctx.resolve(e.cache_dir))) if ctx.adapters else None)
+            lora=lora)
         if given:
             return section
         key = engine_key(section, ctx.checkpoint, planning=True)
@@ -187,7 +246,10 @@ class TensorrtllmRuntime(EnsembleRepository[TensorrtllmPlan], Runtime[Tensorrtll
             ids = ",".join(str(i) for i in range(trt.world_size)) if plan.placement is not None \
                 else id_groups(trt.gpu_device_ids)
             kv = plan.kv_tokens
-        return "tensorrtllm", tensorrt_llm_parameters(plan, where.engine, ids, kv), plan.llm_instance_group
+        return "tensorrtllm", tensorrt_llm_parameters(plan, where.engine, ids, kv,
+                                                      free_gpu_bytes=lora_free_gpu_bytes(plan, group),
+                                                      lora_dir=where.adapters), \
+            plan.llm_instance_group
 
     def model_files(self, plan: PlanView, where: Locations, render: Renderer) -> dict[str, bytes]:
         return {"tensorrt_llm/1/.keep": b""}  # the backend loads the engine named in config.pbtxt
@@ -214,8 +276,10 @@ class TensorrtllmRuntime(EnsembleRepository[TensorrtllmPlan], Runtime[Tensorrtll
                              models: str) -> TensorrtllmPlan:
         # The models Job reads calibration data from the volume (deploy.artifacts), never from a host folder.
         calibration = f"{models}/calibration" if settings.calibration_dataset else None
+        lora = settings.lora.model_copy(update={"prefetch_dir": f"{models}/{ADAPTERS_FOLDER}"}) \
+            if settings.lora is not None else None
         return settings.model_copy(update={"engine_dir": engine, "cache_dir": models,
-                                           "calibration_dataset": calibration})
+                                           "calibration_dataset": calibration, "lora": lora})
 
     # -------------------------------------------------------------------------------------------- engine build
 

@@ -8,7 +8,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from tritongen.runtimes.base import RuntimeSettings
-from tritongen.runtimes.tensorrtllm.lora import LoraBuild, LoraPlan
+from tritongen.runtimes.tensorrtllm.lora import LoraBuild
+from tritongen.runtimes.tensorrtllm.lora_cache import LoraPlan
 
 
 class BuildSettings(BaseModel):
@@ -76,7 +77,7 @@ class TensorrtllmPlan(RuntimeSettings):
     gpu_device_ids: tuple[tuple[int, ...], ...] | None
     """Without a placement: the GPUs of the one model instance (placement.gpu_ids); None means all visible."""
     lora: LoraPlan | None = None
-    """With adapters: the converted adapters' folder and the LoRA cache's host memory."""
+    """With adapters: the converted adapters' folder and the LoRA cache planned for them."""
 
     @property
     def world_size(self) -> int:
