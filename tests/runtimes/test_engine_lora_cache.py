@@ -111,13 +111,13 @@ def test_the_rendered_config_carries_the_planned_cache_and_kv_shrinks_by_it(lora
     _, plain = plan_from_file(_spec(tmp_path, model, []), str(INVENTORY))
     _, plan = plan_from_file(_spec(tmp_path, model, paths), str(INVENTORY))
     cache = plan.runtime_settings.lora.cache
-    device, plain_device = plan.placement.placed().devices[0], plain.placement.placed().devices[0]
+    device, plain_device = plan.placement.result.devices[0], plain.placement.result.devices[0]
     # The GPU cache is part of the instance's fixed memory; the KV budget is the fraction of what is left.
     assert device.headroom_bytes == plain_device.headroom_bytes + cache.gpu_cache_bytes
     free = device.memory_bytes - plain_device.weight_bytes - plain_device.headroom_bytes
-    memory = plan.placement.memory_model()
+    memory = plan.placement.memory
     per_token, block = memory.kv_bytes_per_token_per_rank, memory.tokens_per_block
-    kv_fraction = plan.placement.placed().kv_fraction
+    kv_fraction = plan.placement.result.kv_fraction
     assert plain_device.kv_tokens == int(free * kv_fraction) // per_token // block * block
     assert device.kv_tokens == int((free - cache.gpu_cache_bytes) * kv_fraction) // per_token // block * block
     assert device.kv_tokens < plain_device.kv_tokens

@@ -78,7 +78,7 @@ def test_guides_and_lora_ranks_are_the_pinned_vllms():
     release = FACTS["release"]
     assert release["vllm"] == vllm.VLLM_VERSION == release["build_py"]["vllm_version"]
     assert release["matrix"]["vllm"].split("+", 1)[0] == vllm.VLLM_VERSION
-    assert FACTS["vllm_backend"]["commit"] == runtime("vllm").upstream.pin.backend.source.commit
+    assert FACTS["vllm_backend"]["commit"] == launch("vllm").upstream.pin.backend.source.commit
 
 
 def test_image_is_the_vllm_runtimes_own_pin():
