@@ -144,3 +144,25 @@ def test_idle_hf_server_stops_in_seconds_without_a_crashed_stub_also_after_refus
     assert server.stop_warnings == []
     assert "Segmentation fault" not in log.read_text(errors="replace")
     assert took < 5, (took, server.log_tail(30))
+
+
+def test_the_drain_asks_the_servers_http_endpoint_not_the_stubs_ipc(tiny_repo, tmp_path):
+    """served/stub.py server_ready_probe: from tritonserver's own command line, the model's readiness over HTTP
+    (True while loaded, False for a model it does not serve and once the server is gone); a parent that is not
+    tritonserver keeps the IPC answer it was given."""
+    from tritongen.serve import TritonServer
+    from tritongen.served.stub import server_ready_probe
+
+    def ipc(name):
+        return "ipc"
+
+    assert server_ready_probe(ipc, pid=os.getpid()) is ipc
+    server = TritonServer(tiny_repo, log_path=tmp_path / "tritonserver.log", grace_s=10).start(300)
+    try:
+        probe = server_ready_probe(ipc, pid=server.process.pid)
+        assert probe is not ipc
+        assert probe("tensorrt_llm") is True and probe("ensemble") is True
+        assert probe("no_such_model") is False
+    finally:
+        server.stop(grace=10)
+    assert probe("tensorrt_llm") is False  # the port refuses the connection

@@ -8,6 +8,8 @@ import os
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 
 
 def param(config, key, default=None):
@@ -33,11 +35,12 @@ class Drain:
     """When a stopping server's drain is over, for a python model whose requests outlive `execute` (a decoupled
     model's response sender keeps the model loaded, so Triton waits for them until its exit timeout).
 
-    The server's stop is seen through `is_ready(name)` (pb_utils.is_model_ready of the model itself, asked at most
-    every POLL_S): once the model was ready, CONFIRM answers in a row of not ready, or errors ("Server not ready", as
-    TRITONSERVER_ServerModelIsReady answers a stopping server), start the drain of TRITONGEN_DRAIN_S seconds (set
-    by every generated deployment and `tritongen serve` from the Plan's stop budget; 15 when unset). One failed
-    answer of a busy server does not: a drain, once started, ends every request that comes after it."""
+    The server's stop is seen through `is_ready(name)` (asked at most every POLL_S; `server_ready_probe` gives the
+    one to use): once the model was ready, CONFIRM answers in a row of not ready (False), or errors ("Server not
+    ready", as TRITONSERVER_ServerModelIsReady answers a stopping server), start the drain of TRITONGEN_DRAIN_S
+    seconds (set by every generated deployment and `tritongen serve` from the Plan's stop budget; 15 when unset).
+    An answer of None (no answer in time) counts neither way, and one failed answer of a busy server does not start
+    the drain: a drain, once started, ends every request that comes after it."""
 
     POLL_S = 0.5
     CONFIRM = 3
@@ -60,9 +63,12 @@ class Drain:
                 return False
             self.last_poll = now
             try:
-                ready = bool(self.is_ready(self.name))
+                ready = self.is_ready(self.name)
             except Exception:  # a stopping server answers with an error
                 ready = False
+            if ready is None:
+                return False
+            ready = bool(ready)
             if ready or not self.was_ready:
                 self.was_ready, self.misses = self.was_ready or ready, 0
                 return False
@@ -72,6 +78,75 @@ class Drain:
             self.since = now
             self.log(f"{self.name}: the server is stopping; streams in flight may finish for {self.drain_s:g} s")
         return now - self.since >= self.drain_s
+
+
+def _server_flags(pid):
+    """tritonserver's command line flags (--name=value and --name value), from /proc; {} where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            args = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+    except OSError:
+        return {}
+    flags = {}
+    for i, arg in enumerate(args):
+        if arg.startswith("--"):
+            name, eq, value = arg[2:].partition("=")
+            if not eq and i + 1 < len(args) and not args[i + 1].startswith("--"):
+                value = args[i + 1]
+            flags[name] = value
+    return flags
+
+
+def server_ready_probe(ipc_is_ready, pid=None):
+    """The `is_ready(name)` a Drain should ask: the model's readiness from the HTTP endpoint of the tritonserver
+    that started this stub (GET /v2/models/<name>/ready), or `ipc_is_ready` (pb_utils.is_model_ready) where that
+    server serves no HTTP health endpoint.
+
+    Why not the stub's own IPC: the python backend answers the server's finalize request before it calls the
+    model's `finalize` (python_backend r24.10 src/pb_stub.cc), so a watcher thread still asking
+    pb_utils.is_model_ready then talks to a parent that is tearing the stub's shared memory down; seen on 2 cores:
+    the stub died by SIGSEGV freeing the answer (rbtree_best_fit::priv_deallocate under IsModelReady) and
+    tritonserver aborted with boost::interprocess::lock_exception. An HTTP request touches nothing of the stub's
+    shared memory. The probe answers True (200), False (any other status, or the port refusing the connection: a
+    server that stopped serving) and None (no answer within a second: a busy server says nothing)."""
+    pid = os.getppid() if pid is None else pid
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            parent = f.read().strip()
+    except OSError:
+        parent = ""
+    if parent != "tritonserver":  # only tritonserver's own command line names its HTTP endpoint
+        return ipc_is_ready
+    flags = _server_flags(pid)
+    if flags.get("allow-http", "true").lower() in ("false", "0", "no", "off"):
+        return ipc_is_ready
+    if "health" in flags.get("http-restricted-api", ""):
+        return ipc_is_ready
+    try:
+        port = int(flags.get("http-port", "8000"))
+    except ValueError:
+        return ipc_is_ready
+    host = flags.get("http-address", "") or "127.0.0.1"
+    if host in ("0.0.0.0", "::", "[::]"):
+        host = "127.0.0.1"
+    elif ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    base = f"http://{host}:{port}/v2/models/"
+
+    def is_ready(name):
+        try:
+            with urllib.request.urlopen(base + urllib.request.quote(name, safe="") + "/ready", timeout=1.0) as r:
+                return r.status == 200
+        except urllib.error.HTTPError:
+            return False
+        except ConnectionRefusedError:
+            return False
+        except urllib.error.URLError as err:
+            return False if isinstance(err.reason, ConnectionRefusedError) else None
+        except OSError:  # a timeout: no answer is no evidence either way
+            return None
+
+    return is_ready
 
 
 def leave_without_teardown():
