@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 
@@ -135,11 +136,9 @@ def server_ready_probe(ipc_is_ready, pid=None):
 
     def is_ready(name):
         try:
-            with urllib.request.urlopen(base + urllib.request.quote(name, safe="") + "/ready", timeout=1.0) as r:
+            with urllib.request.urlopen(base + urllib.parse.quote(name, safe="") + "/ready", timeout=1.0) as r:
                 return r.status == 200
         except urllib.error.HTTPError:
-            return False
-        except ConnectionRefusedError:
             return False
         except urllib.error.URLError as err:
             return False if isinstance(err.reason, ConnectionRefusedError) else None

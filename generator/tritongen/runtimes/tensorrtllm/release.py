@@ -93,9 +93,9 @@ TRTLLM_PIN = ContainerPin(
     notes=(Fact("the last Triton TensorRT-LLM container: the 2.75 (26.11) release notes say \"The Triton "
                 "TensorRT-LLM Backend container image is not included in this release\"",
                 Source("docs.nvidia.com", "deeplearning/triton-inference-server/release-notes (26.11)", None,
-                       "quoted in issue 38; the page was not read here")),
+                       "cited by its quoted words; the page itself was not read")),
            Fact("the engine path (trtllm-build, the C++ inflight_batcher_llm backend) is removed on TensorRT-LLM main",
-                Source("NVIDIA/TensorRT-LLM", "pull request #15907", None, "quoted in issue 38; not read here"))),
+                Source("NVIDIA/TensorRT-LLM", "pull request #15907", None, "cited by number; the pull request itself was not read"))),
     newer=(Fact("none: the r26.08 matrix lists no 26.08 trtllm-python-py3 row (its newest is 26.07)",
                 Source(SERVER, MATRIX, _R2608)),),
 )
