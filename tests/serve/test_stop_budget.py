@@ -83,13 +83,17 @@ def test_sigterm_under_load_drains_every_entry_within_the_grace_period(tiny_mode
     _stop_under_load(repo, tmp_path, PER_ENTRY, 100000)
 
 
-def test_sigterm_under_load_drains_every_entry_of_the_hf_runtime(tiny_model, tmp_path):
+def test_sigterm_under_load_drains_every_entry_of_the_hf_runtime(tmp_path):
     """hf runtime: the hf python model drains its own streams (pb_utils.is_model_ready sees the stop), so streams
     sent to it directly end with the stopping error too, and its stub exits 0."""
-    # One stream per entry of 1,900 tokens (the tiny model's 2,048 positions), KV for all three: the streams
-    # outlast the 5 s drain however fast the host (the tiny model makes 100-200 tokens/s a stream on 2 cores).
-    repo = _render(tiny_model, tmp_path / "repo", "tiny-cpu", **{"serving.kv_cache.max_tokens": 8192})
-    _stop_under_load(repo, tmp_path, 1, 1900, min_tokens=1900)
+    from tritongen.demo.model import make_demo_model
+
+    # One stream per entry of 15,000 tokens from a tiny model with 16,384 positions, KV for all three: a stream
+    # outlasts the drain (5 s, starting up to ~1.5 s after SIGTERM) unless the hf loop made over 2,000 tokens/s a
+    # stream; it makes 100-300 on 2 cores (at 2,048 positions a stream once finished inside the drain).
+    model = make_demo_model(tmp_path / "long-llama", max_positions=16384)
+    repo = _render(model, tmp_path / "repo", "tiny-cpu", **{"serving.kv_cache.max_tokens": 3 * 16384})
+    _stop_under_load(repo, tmp_path, 1, 15000, min_tokens=15000)
 
 
 def _refused_requests(server) -> list[str]:

@@ -116,7 +116,7 @@ def _recite(model, tokenizer, text: str) -> None:
 
 def make_demo_model(out_dir: str | Path, *, seed: int = 0, vocab_size: int = 512, hidden_size: int = 64,
                     layers: int = 2, heads: int = 4, kv_heads: int = 2, force: bool = False,
-                    tokenizer: str = "bytelevel", recite: str | None = None) -> Path:
+                    tokenizer: str = "bytelevel", recite: str | None = None, max_positions: int = 2048) -> Path:
     """Write a tiny LlamaForCausalLM + tokenizer to `out_dir` (atomically) and return the path.
 
     `tokenizer` picks one of TOKENIZERS. With `recite`, the tokenizer is trained on that text too and the weights
@@ -136,7 +136,7 @@ def make_demo_model(out_dir: str | Path, *, seed: int = 0, vocab_size: int = 512
     config = LlamaConfig(
         vocab_size=len(tok), hidden_size=hidden_size, intermediate_size=hidden_size * 2,
         num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
-        max_position_embeddings=2048, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+        max_position_embeddings=max_positions, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
         pad_token_id=tok.pad_token_id, tie_word_embeddings=False, torch_dtype="float32",
     )
     torch.manual_seed(seed)
