@@ -34,7 +34,7 @@ def test_render_lists_every_model_its_backend_served_code_and_files(tiny_spec_pa
     on_disk = {p.parent.name for p in tiny_repo.glob("*/config.pbtxt")}
     assert set(rendered.models) == on_disk
     assert {name: (m.backend, m.served) for name, m in rendered.models.items()} == {
-        "ensemble": ("ensemble", None), "preprocessing": ("python", "preprocessing"),
+        "ensemble": ("tritongen_bls", "bls"), "preprocessing": ("python", "preprocessing"),
         "postprocessing": ("python", "postprocessing"), "tensorrt_llm": ("python", "hf_model"),
         "tensorrt_llm_bls": ("tritongen_bls", "bls")}
     written = sorted(p.relative_to(tiny_repo).as_posix() for p in tiny_repo.rglob("*")

@@ -137,8 +137,8 @@ def test_open_loop_grpc_at_a_low_rate_with_many_idle_slots(synthetic_spec, synth
 
 def test_cancelled_streams_free_the_server(synthetic_spec, synthetic_server, tmp_path):
     # Long streams (200 tokens at 10 ms ITL, ~2 s), cancelled at 150 ms: the server must count the requests as
-    # cancelled (not run them to their end) and end the level with no active request. With --cancel-rate the
-    # load test calls tensorrt_llm_bls (the ensemble's only step), which a cancellation reaches.
+    # cancelled (not run them to their end) and end the level with no active request. The load test calls
+    # `ensemble`, which is the BLS itself (serving.ensemble: bls), so a cancellation reaches the LLM.
     data = yaml.safe_load(synthetic_spec.read_text())
     data["validation"]["load"]["output_tokens"] = {"mean": 200, "stddev": 0}
     spec = tmp_path / "long.yaml"
@@ -148,13 +148,13 @@ def test_cancelled_streams_free_the_server(synthetic_spec, synthetic_server, tmp
                   "--warmup", "1")
     level = summary["levels"][0]
     m = level["metrics"]
-    assert summary["metadata"]["workload"]["model"] == "tensorrt_llm_bls"
+    assert summary["metadata"]["workload"]["model"] == "ensemble"
     assert m["cancelled_count"] > 0 and m["error_count"] == 0
     assert level["server_active_after"] == 0
     # Triton's own per-model failure counters do not see it (a decoupled python model's request counts as a
     # success when execute() returns), so the proof is the server's token counter: every request that ran to its
     # end made 200 tokens; each cancelled one stopped well before (at 150 ms plus up to one response of delay).
-    bls = next(m for m in level["server_run"]["models"] if m["model"] == "tensorrt_llm_bls")
+    bls = next(m for m in level["server_run"]["models"] if m["model"] == "ensemble")
     # The native BLS reports a cancelled request as a failure (at its final response), the python BLS as a success.
     requests = bls["request_success"] + sum(f["count"] for f in bls["request_failure"])
     assert 0 < level["tokens"]["server_output_tokens"] <= 200 * requests - 100 * m["cancelled_count"], level["tokens"]

@@ -1,8 +1,9 @@
-"""Cancellation through each entry (issue 37 item 4), as it is today: a client that leaves a `tensorrt_llm_bls` or
-`tensorrt_llm` stream stops generation within a few steps; one that leaves an `ensemble` stream does not, because
-Triton's ensemble scheduler does not pass a cancellation on to a running step (server #6739, docs/serving-behaviour.md).
-This test pins that behaviour so a fix (tritongen's own native `ensemble` entry, the design note in
-docs/serving-behaviour.md "Cancellation through the ensemble") shows up as a change here. Synthetic runtime, read through the token source's own counter of active requests."""
+"""Cancellation through each entry (issue 37 item 4): a client that leaves a `tensorrt_llm_bls`, `tensorrt_llm` or
+`ensemble` stream stops generation within a few steps when `ensemble` is the BLS itself (serving.ensemble: bls, the
+default). With serving.ensemble: triton (Triton's ensemble scheduler, NVIDIA's shape) an `ensemble` stream is not
+stopped, because the scheduler does not pass a cancellation on to a running step (server #6739,
+docs/serving-behaviour.md); this test pins that too, so an upstream fix shows up as a change here. Synthetic runtime,
+read through the token source's own counter of active requests."""
 
 from __future__ import annotations
 
@@ -23,15 +24,16 @@ ROOT = Path(__file__).resolve().parents[2]
 MAX_TOKENS = 400  # 4 s at a 10 ms ITL: far longer than the few steps a cancellation may take
 
 
-@pytest.fixture(scope="module")
-def server(tiny_model, tmp_path_factory):
+@pytest.fixture(scope="module", params=["bls", "triton"])
+def server(request, tiny_model, tmp_path_factory):
     base = tmp_path_factory.mktemp("cancel")
     data = yaml.safe_load((ROOT / "examples" / "synthetic-cpu.yaml").read_text())
     data["model"]["checkpoint"] = str(tiny_model)
-    apply_overrides(data, {"synthetic.ttft_ms": 5, "synthetic.itl_ms": 10})
+    apply_overrides(data, {"synthetic.ttft_ms": 5, "synthetic.itl_ms": 10, "serving.ensemble": request.param})
     (base / "spec.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     render_spec(base / "spec.yaml", base / "repo")
     s = start_server(base / "repo", base / "tritonserver.log")
+    s.ensemble_entry = request.param
     yield s
     s.stop()
 
@@ -43,8 +45,9 @@ def _active(server) -> float:
                for s in f.samples if s.labels.get("model") == "tensorrt_llm")
 
 
-@pytest.mark.parametrize("entry,stops", [("tensorrt_llm_bls", True), ("tensorrt_llm", True), ("ensemble", False)])
-def test_a_client_that_leaves_stops_generation(server, entry, stops):
+@pytest.mark.parametrize("entry", ["tensorrt_llm_bls", "tensorrt_llm", "ensemble"])
+def test_a_client_that_leaves_stops_generation(server, entry):
+    stops = entry != "ensemble" or server.ensemble_entry == "bls"
     deadline = time.monotonic() + 30
     while _active(server) and time.monotonic() < deadline:  # the previous case's request, if any, is gone
         time.sleep(0.1)

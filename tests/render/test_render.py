@@ -30,6 +30,19 @@ def rendered(tiny_spec_path):
     return spec, plan, render_for(plan)
 
 
+@pytest.fixture(scope="module")
+def rendered_scheduler(tiny_spec_path, tmp_path_factory):
+    """The tiny spec with serving.ensemble: triton (NVIDIA's ensemble scheduler in front of tensorrt_llm_bls)."""
+    import yaml
+
+    data = yaml.safe_load(tiny_spec_path.read_text())
+    data.setdefault("serving", {})["ensemble"] = "triton"
+    path = tmp_path_factory.mktemp("scheduler") / "tiny-cpu.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    spec, plan = plan_from_file(path)
+    return spec, plan, render_for(plan)
+
+
 def test_golden_repository(rendered, tiny_model):
     # The python models are shipped verbatim; they are compared with their source, not kept twice.
     files = _normalised({k: v for k, v in rendered[2].items() if not k.endswith(".py")}, tiny_model)
@@ -69,12 +82,13 @@ def test_rendered_repo_matches_contract(rendered, tmp_path):
     assert [t.name for t in llm.input] == [t.name for t in contract.TENSORRT_LLM_INPUTS]
     assert llm.dynamic_batching.default_queue_policy.max_queue_size == 64
     assert llm.parameters["exclude_input_in_output"].string_value == "true"
+    # serving.ensemble: bls (the default): `ensemble` is the BLS itself, with NVIDIA's ensemble tensors exactly.
     ens = parse_config(tmp_path / "repo" / "ensemble" / "config.pbtxt")
-    # One step: every ensemble input and output goes to and from tensorrt_llm_bls under its own name.
-    assert [s.model_name for s in ens.ensemble_scheduling.step] == ["tensorrt_llm_bls"]
-    step = ens.ensemble_scheduling.step[0]
-    assert dict(step.input_map) == {t.name: t.name for t in contract.ENSEMBLE_INPUTS}
-    assert dict(step.output_map) == {t.name: t.name for t in contract.ENSEMBLE_OUTPUTS}
+    assert ens.platform == "" and ens.backend == "tritongen_bls" and not ens.ensemble_scheduling.step
+    assert [(t.name, t.optional) for t in ens.input] == [(t.name, t.optional) for t in contract.ENSEMBLE_INPUTS]
+    assert [t.name for t in ens.output] == [t.name for t in contract.ENSEMBLE_OUTPUTS]
+    assert ens.model_transaction_policy.decoupled is True
+    assert ens.parameters["tokenizer_dir"].string_value == plan.tokenizer.dir
     bls = parse_config(tmp_path / "repo" / "tensorrt_llm_bls" / "config.pbtxt")
     assert bls.model_transaction_policy.decoupled is True
     assert bls.parameters["tokenizer_dir"].string_value == plan.tokenizer.dir
@@ -82,9 +96,22 @@ def test_rendered_repo_matches_contract(rendered, tmp_path):
     assert {parse_config(p).max_batch_size for p in (tmp_path / "repo").glob("*/config.pbtxt")} == {8}
 
 
-def test_verify_catches_dtype_mismatch_and_missing_step_model(rendered, tmp_path):
+def test_the_ensemble_scheduler_has_one_step_mapping_every_tensor_by_name(rendered_scheduler, tmp_path):
+    write_repository(rendered_scheduler[2], tmp_path / "repo")
+    assert verify_repository(tmp_path / "repo") == []
+    ens = parse_config(tmp_path / "repo" / "ensemble" / "config.pbtxt")
+    assert ens.platform == "ensemble"
+    # One step: every ensemble input and output goes to and from tensorrt_llm_bls under its own name.
+    assert [s.model_name for s in ens.ensemble_scheduling.step] == ["tensorrt_llm_bls"]
+    step = ens.ensemble_scheduling.step[0]
+    assert dict(step.input_map) == {t.name: t.name for t in contract.ENSEMBLE_INPUTS}
+    assert dict(step.output_map) == {t.name: t.name for t in contract.ENSEMBLE_OUTPUTS}
+    assert not (tmp_path / "repo" / "ensemble" / "1" / "model.py").exists()
+
+
+def test_verify_catches_dtype_mismatch_and_missing_step_model(rendered_scheduler, tmp_path):
     repo = tmp_path / "repo"
-    write_repository(rendered[2], repo)
+    write_repository(rendered_scheduler[2], repo)
     cfg = repo / "tensorrt_llm_bls" / "config.pbtxt"
     cfg.write_text(cfg.read_text().replace('name: "max_tokens"\n    data_type: TYPE_INT32',
                                            'name: "max_tokens"\n    data_type: TYPE_INT64'))

@@ -171,10 +171,10 @@ def load_from_args(args: argparse.Namespace, plan) -> LoadTest:
             "use --protocol grpc" if profile.protocol != "grpc" else f"use the text path for the {plan.runtime} runtime"
         raise SpecError(problem("--path", "ids streams token ids from tensorrt_llm over gRPC, with the C++ "
                                 "backend's tensors (not NVIDIA's LLM-API model, not HTTP or OpenAI)", why))
-    if profile.cancel_rate > 0 and load.model == "ensemble":
-        say("warning: --cancel-rate through `ensemble`: Triton's ensemble scheduler checks cancellation only between "
-            "steps, so cancelled streams keep generating to their end (drop --model to cancel through "
-            "tensorrt_llm_bls, the ensemble's only step)")
+    if profile.cancel_rate > 0 and load.model == "ensemble" and plan.ensemble_entry == "triton":
+        say("warning: --cancel-rate through `ensemble` rendered with serving.ensemble: triton: Triton's ensemble "
+            "scheduler checks cancellation only between steps, so cancelled streams keep generating to their end "
+            "(drop --model to cancel through tensorrt_llm_bls, the ensemble's only step)")
     if profile.mode == "closed" and any(x != int(x) for x in profile.sweep):
         raise SpecError(problem("--sweep", "closed-loop levels are user counts", "pass whole numbers, or "
                                 "--request-rate to sweep request rates"))
@@ -262,9 +262,10 @@ def workload(config: LocustConfig) -> dict:
 def _target_model(plan, load: LoadTest) -> dict:
     """The LocustConfig keys that name what the users call: the OpenAI frontend's public model name (and its API
     key's variable), a runtime's own model in its request dialect (its own tensor names), else `--model`,
-    else the ensemble -- or, when streams are cancelled, tensorrt_llm_bls: the same tensors as the ensemble (its
-    only step), and the one a cancellation reaches (Triton's ensemble scheduler checks cancellation only between
-    steps, so a cancelled ensemble request keeps generating)."""
+    else the ensemble -- or, when streams are cancelled and the ensemble is Triton's scheduler (serving.ensemble:
+    triton), tensorrt_llm_bls: the same tensors as the ensemble (its only step), and the one a cancellation reaches
+    (Triton's ensemble scheduler checks cancellation only between steps, so a cancelled ensemble request keeps
+    generating)."""
     if load.profile.protocol == "openai" and plan.frontend is not None:
         # The users read usage the way the route's dialect counts (the frontend counts for a model that has none).
         return {"model": plan.frontend.models[0].name, "api_key_env": plan.frontend.api_key_env,
@@ -276,7 +277,8 @@ def _target_model(plan, load: LoadTest) -> dict:
         return {"model": LLM_MODEL}
     if load.model is not None:
         return {"model": load.model}
-    return {"model": BLS_MODEL if load.profile.cancel_rate > 0 else "ensemble"}
+    triton_ensemble = plan.ensemble_entry == "triton"
+    return {"model": BLS_MODEL if load.profile.cancel_rate > 0 and triton_ensemble else "ensemble"}
 
 
 def _run_level(plan, endpoint: Endpoint, load: LoadTest, out: Path, level: float, url: str,

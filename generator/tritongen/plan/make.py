@@ -221,7 +221,7 @@ def _plan(rt: Planning, ctx: PlanContext, spec_dir: Path, load: LoadProfile, pre
         max_queue_delay_us=s.dynamic_batching.max_queue_delay_us, max_queue_size=s.dynamic_batching.max_queue_size,
         logits_datatype=rt.logits_datatype(settings), llm_instance_group=_llm_instance_group(spec, placed),
         runtime_settings=settings, bls_instances=s.bls_instances or _bls_instances(s.streaming, ctx.max_batch_size),
-        bls_parameters=bls_parameters(s.bls_accumulate_tokens), load=load, slo=resolve_slo(spec.validation.slo),
+        bls_parameters=bls_parameters(s.bls_accumulate_tokens), ensemble_entry=s.ensemble, load=load, slo=resolve_slo(spec.validation.slo),
         deploy=_deploy_plan(spec), kv_tokens=ctx.kv_tokens, structured_output=_structured_output(rt, spec),
         adapters=ctx.adapters, max_adapter_rank=ctx.max_adapter_rank, **_bls_backend(spec, tokenizer), **placement,
         frontend=_frontend(rt, spec, spec_dir, Path(tokenizer.dir), ctx.max_batch_size,

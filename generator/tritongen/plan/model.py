@@ -89,6 +89,9 @@ class Plan(_Frozen):
     bls_parameters: dict[str, str]
     bls_backend: Literal["native", "python"] = "python"
     """Triton backend of tensorrt_llm_bls: `native` (tritongen_bls, C++) or `python` (serving.bls)."""
+    ensemble_entry: Literal["bls", "triton"] = "triton"
+    """What serves the `ensemble` model (serving.ensemble): the BLS under that name, or Triton's ensemble scheduler
+    (plans written before the field existed: triton)."""
     bls_backend_reason: str = ""
     """Why `serving.bls: auto` chose the python BLS (the tokenizer's decoder is not table-decodable), else empty."""
     load: LoadProfile

@@ -110,8 +110,12 @@ def _serving_rows(plan: Plan) -> list[tuple[str, str, str]]:
         ("preprocessing", _count(plan.preprocessing_instances, "instance"), "tokenizes each request once"),
         ("postprocessing", _count(plan.postprocessing_instances, "instance"),
          "rendered for clients that call it; the BLS detokenizes"),
-        ("tensorrt_llm_bls", bls, plan.bls_backend_reason or "the ensemble's step: calls the LLM, detokenizes "
-                                                            "each response incrementally"),
+        ("tensorrt_llm_bls", bls, plan.bls_backend_reason or "calls the LLM, detokenizes each response "
+                                                            "incrementally"),
+        ("ensemble", f"the BLS ({plan.bls_backend})" if plan.ensemble_entry == "bls" else "Triton's ensemble",
+         "NVIDIA's text entry; the BLS itself: a client that leaves stops generation (serving.ensemble)"
+         if plan.ensemble_entry == "bls" else "scheduler with tensorrt_llm_bls as its step; a client that leaves "
+         "does not stop generation (serving.ensemble: bls does)"),
         _structured_row(plan),
     ]
     return rows

@@ -73,10 +73,6 @@ class EnsembleRepository(Repository[S], ABC):
             "postprocessing/config.pbtxt.j2", plan, inputs=post_in, outputs=post_out,
             params={"tokenizer_dir": where.tokenizer, "skip_special_tokens": plan.tokenizer.skip_special_tokens},
             group=InstanceGroup(kind="KIND_CPU", count=plan.postprocessing_instances))
-        ens_in, ens_out = tensors("ensemble", plan)
-        files["ensemble/config.pbtxt"] = render.template("ensemble/config.pbtxt.j2", plan, inputs=ens_in,
-                                                         outputs=ens_out, steps=contract.ENSEMBLE_STEPS)
-        files["ensemble/1/.keep"] = b""
         # preprocessing also builds the native BLS's detokenisation table from its tokenizer (served.detok_table).
         files.update(served.model_files("preprocessing", "preprocessing/1"))
         files.update(served.model_files("postprocessing", "postprocessing/1"))
@@ -88,18 +84,29 @@ class EnsembleRepository(Repository[S], ABC):
                 files[f"tensorrt_llm/configs/{group.name}.pbtxt"] = self._llm_config(plan, where, group, render)[1]
         # The ensemble's only step: always rendered (docs/streaming.md says why the text path lives here).
         bls_backend = BLS_BACKENDS[plan.bls_backend]
-        bls_in, bls_out = tensors("tensorrt_llm_bls", plan)
-        files["tensorrt_llm_bls/config.pbtxt"] = render.template(
-            "tensorrt_llm_bls/config.pbtxt.j2", plan, inputs=bls_in, outputs=bls_out, backend=bls_backend,
-            params={**plan.bls_parameters, "tokenizer_dir": where.tokenizer,
-                    "skip_special_tokens": plan.tokenizer.skip_special_tokens, "max_input_tokens": max_input_tokens,
-                    "max_in_flight": str(plan.max_batch_size), **self.bls_parameters(plan, where)},
-            group=InstanceGroup(kind="KIND_CPU", count=plan.bls_instances))
-        # The python BLS, with the detokenizer the ids path's clients also use (tritongen.token_ids), ships either
-        # way.
-        files.update(served.model_files("bls", "tensorrt_llm_bls/1"))
-        # What the python BLS forwards between the models, from the contract (the native BLS compiles the same
-        # tables).
-        files["tensorrt_llm_bls/1/wiring.json"] = (json.dumps(contract.bls_wiring(), indent=1) + "\n").encode()
-        return ModelRepository(files, {"ensemble": "ensemble", "preprocessing": "python", "postprocessing": "python",
+        bls_params = {**plan.bls_parameters, "tokenizer_dir": where.tokenizer,
+                      "skip_special_tokens": plan.tokenizer.skip_special_tokens, "max_input_tokens": max_input_tokens,
+                      "max_in_flight": str(plan.max_batch_size), **self.bls_parameters(plan, where)}
+        bls_group = InstanceGroup(kind="KIND_CPU", count=plan.bls_instances)
+        ens_in, ens_out = tensors("ensemble", plan)
+        entries = [("tensorrt_llm_bls", tensors("tensorrt_llm_bls", plan))]
+        if plan.ensemble_entry == "bls":
+            # `ensemble` is the BLS itself with NVIDIA's ensemble tensors: cancellation reaches the LLM, one hop fewer.
+            entries.append(("ensemble", (ens_in, ens_out)))
+        else:
+            files["ensemble/config.pbtxt"] = render.template("ensemble/config.pbtxt.j2", plan, inputs=ens_in,
+                                                             outputs=ens_out, steps=contract.ENSEMBLE_STEPS)
+            files["ensemble/1/.keep"] = b""
+        for name, (bls_in, bls_out) in entries:
+            files[f"{name}/config.pbtxt"] = render.template(
+                "tensorrt_llm_bls/config.pbtxt.j2", plan, name=name, inputs=bls_in, outputs=bls_out,
+                backend=bls_backend, params=bls_params, group=bls_group)
+            # The python BLS, with the detokenizer the ids path's clients also use (tritongen.token_ids), ships
+            # either way.
+            files.update(served.model_files("bls", f"{name}/1"))
+            # What the python BLS forwards between the models, from the contract (the native BLS compiles the
+            # same tables).
+            files[f"{name}/1/wiring.json"] = (json.dumps(contract.bls_wiring(), indent=1) + "\n").encode()
+        entry = bls_backend if plan.ensemble_entry == "bls" else "ensemble"
+        return ModelRepository(files, {"ensemble": entry, "preprocessing": "python", "postprocessing": "python",
                                        "tensorrt_llm": llm_backend, "tensorrt_llm_bls": bls_backend})

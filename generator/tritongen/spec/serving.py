@@ -60,6 +60,14 @@ class ServingSection(Section):
     Neither does speculative decoding: neither has a draft loop, and both refuse num_draft_tokens > 0. auto: native
     when the tokenizer allows it, else python."""
 
+    ensemble: Literal["bls", "triton"] = "bls"
+    """What serves the public `ensemble` model (NVIDIA's text I/O contract, the same tensors either way).
+    bls: the BLS itself (serving.bls's backend) under the name `ensemble`: one hop fewer, and a client that leaves
+    a stream stops generation within a few steps. triton: Triton's ensemble scheduler (`platform: "ensemble"`) with
+    tensorrt_llm_bls as its only step, as NVIDIA's templates render it; it does not pass a client's cancellation on
+    to the running step (triton-inference-server/server#6739), so generation runs to max_tokens after the client
+    left, and each response takes one more hop (docs/serving-behaviour.md)."""
+
     bls_accumulate_tokens: bool = False
     """tensorrt_llm_bls streams the text of all tokens so far in each response (beam width 1)."""
 
