@@ -51,8 +51,6 @@ from pathlib import Path
 import psutil
 import yaml
 
-from tritongen.frontend.server import FrontendWorkers
-from tritongen.plan.frontend import FrontendPlan
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
@@ -182,6 +180,9 @@ def render_and_start(args, workdir: Path):
 def start_frontend(args, workdir: Path, server, layout: str):
     """The OpenAI frontend for one openai layout, as `tritongen serve REPO --openai 0 --triton-url URL
     --openai-workers W --openai-path P` starts it (FrontendWorkers), on a free port."""
+    from tritongen.frontend.server import FrontendWorkers  # the openai layouts only (fastapi, uvicorn)
+    from tritongen.plan.frontend import FrontendPlan
+
     repo = workdir / "model_repository"
     if args.openai_workers is None:  # what `tritongen serve --openai` starts: the Plan's count, capped by the host
         args.openai_workers, why = FrontendPlan.read(repo).workers_on_host()

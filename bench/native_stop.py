@@ -73,7 +73,8 @@ def _stacks(pid: int, path: Path) -> None:
     print(f"server {pid} did not exit: thread stacks in {path}", file=sys.stderr)
 
 
-def _one(target: str, repo: Path, work: Path, streams: int, grace: float, client_processes: int) -> dict:
+def _one(target: str, repo: Path, work: Path, streams: int, grace: float, client_processes: int,
+         entries: tuple[str, ...] = ("tensorrt_llm_bls",), budget_for: str = "serve") -> dict:
     import psutil
 
     from stopclients import ProcessStreams, Streams, clean
@@ -81,7 +82,8 @@ def _one(target: str, repo: Path, work: Path, streams: int, grace: float, client
     http, grpc, metrics = free_ports(3)
     if target == "tritonserver":
         server = TritonServer(repo, http_port=http, grpc_port=grpc, metrics_port=metrics, grace_s=grace,
-                              log_path=work / "tritonserver.log", supervise=False).start(timeout=600)
+                              log_path=work / "tritonserver.log", supervise=False,
+                              budget_for=budget_for).start(timeout=600)
         proc = server.process
     else:
         proc = subprocess.Popen([sys.executable, "-m", "tritongen.cli", "serve", str(repo), "--http-port", str(http),
@@ -93,8 +95,8 @@ def _one(target: str, repo: Path, work: Path, streams: int, grace: float, client
     children = psutil.Process(proc.pid).children(recursive=True)
     regions = {a for c in children for a in c.cmdline() if a.startswith(SHM_PREFIX)}
     url = f"127.0.0.1:{grpc}"
-    clients = (ProcessStreams(url, streams, processes=client_processes) if client_processes > 1
-               else Streams(url, streams)).start()
+    clients = (ProcessStreams(url, streams, processes=client_processes, models=entries) if client_processes > 1
+               else Streams(url, streams, model=entries[0])).start()
     clients.wait_streaming(timeout=600)
     t0 = time.monotonic()
     at_stop = sum(o.responses for o in getattr(clients, "outcomes", []))
@@ -132,6 +134,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--grace", type=float, default=30.0, help="grace period (s), spent as StopBudget.of(grace, 'serve') says (30: "
                    "drain 15 s, --exit-timeout-secs=27, as the generated compose file)")
     p.add_argument("--itl-ms", type=float, default=5.0)
+    p.add_argument("--budget", choices=("serve", "compose", "k8s"), default="serve",
+                   help="--target tritonserver: the stop budget (drain, --exit-timeout-secs) of this deployment kind")
+    p.add_argument("--entries", default="tensorrt_llm_bls",
+                   help="entry models the client processes take in turn, e.g. ensemble,tensorrt_llm_bls,tensorrt_llm "
+                        "(needs --client-processes >= their count; one process: the first)")
     p.add_argument("--client-processes", type=int, default=8,
                    help="client processes holding the streams (one reads about 4,000 responses/s: fewer than the "
                         "server streams builds a backlog that a stopping server cannot deliver in its grace period)")
@@ -144,14 +151,15 @@ def main(argv: list[str] | None = None) -> int:
     runs = []
     for rep in range(args.reps):
         for target in targets:
-            run = _one(target, repo, work, args.streams, args.grace, args.client_processes)
+            run = _one(target, repo, work, args.streams, args.grace, args.client_processes,
+                       tuple(args.entries.split(",")), args.budget)
             run["rep"] = rep
             print(json.dumps(run), flush=True)
             runs.append(run)
     totals = {t: {k: sum(r[k] for r in runs if r["target"] == t)
                   for k in ("crashed", "orphans", "shm_left", "without_clean_final")} |
               {"max_seconds_to_exit": max(r["seconds_to_exit"] for r in runs if r["target"] == t)} for t in targets}
-    result = {"streams": args.streams, "client_processes": args.client_processes, "reps": args.reps, "grace_s": args.grace, "itl_ms": args.itl_ms,
+    result = {"streams": args.streams, "entries": args.entries, "budget": args.budget, "client_processes": args.client_processes, "reps": args.reps, "grace_s": args.grace, "itl_ms": args.itl_ms,
               "totals": totals, "runs": runs}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")

@@ -132,6 +132,8 @@ class ProcessStreams:
     processes: int = 8
     max_tokens: int = 100000
     model: str = "tensorrt_llm_bls"
+    models: tuple[str, ...] = ()
+    """Entry models taken in turn by the client processes (process i calls models[i % len]); empty: `model`."""
 
     def start(self) -> ProcessStreams:
         import multiprocessing as mp
@@ -139,8 +141,10 @@ class ProcessStreams:
         ctx = mp.get_context("spawn")
         self._ready, self._results = ctx.Queue(), ctx.Queue()
         sizes = [self.n // self.processes + (i < self.n % self.processes) for i in range(self.processes)]
-        self._procs = [ctx.Process(target=_child, args=(self.url, k, self.model, self.max_tokens, self._ready,
-                                                        self._results), daemon=True) for k in sizes if k]
+        models = self.models or (self.model,)
+        self._procs = [ctx.Process(target=_child, args=(self.url, k, models[i % len(models)], self.max_tokens,
+                                                        self._ready, self._results), daemon=True)
+                       for i, k in enumerate(sizes) if k]
         for p in self._procs:
             p.start()
         return self

@@ -195,6 +195,9 @@ class TritonServer:
     """Seconds a stop may take, spent as `budget` says: streams in flight run on for its drain, then end with an
     UNAVAILABLE "the server is stopping" final response; the clients' lag and the unload fill tritonserver's
     --exit-timeout-secs."""
+    budget_for: str = "serve"
+    """Whose stop budget (StopBudget.of's target): `serve`, or a deployment's (`compose`, `k8s`) to run the server
+    exactly as that deployment's command line and environment do."""
     process: subprocess.Popen | None = None
     failure: str | None = None
     stubs: dict[int, str] = field(default_factory=dict)
@@ -218,7 +221,7 @@ class TritonServer:
 
     @property
     def budget(self) -> StopBudget:
-        return StopBudget.of(self.grace_s, "serve")
+        return StopBudget.of(self.grace_s, self.budget_for)
 
     @property
     def http_url(self) -> str:

@@ -20,9 +20,10 @@ class OpenAIFrontendSection(Section):
     """The public model name clients pass as `model` (the only name /v1/models lists); default: the spec's name."""
 
     triton_model: Literal["ensemble", "tensorrt_llm_bls"] = "tensorrt_llm_bls"
-    """The Triton model the frontend calls. tensorrt_llm_bls (the ensemble's only step, same tensors): a client that
-    disconnects cancels its generation; through `ensemble`, Triton checks cancellation only between steps, so a
-    dropped stream keeps generating to its end. Runtime trtllm: always tensorrt_llm (its only model)."""
+    """The Triton model the frontend calls (same tensors). tensorrt_llm_bls: a client that disconnects cancels its
+    generation. `ensemble`: the same with serving.ensemble: bls (the BLS itself under that name); with
+    serving.ensemble: triton, Triton's scheduler checks cancellation only between steps, so a dropped stream keeps
+    generating to its end. Runtime trtllm: always tensorrt_llm (its only model)."""
 
     default_max_tokens: int | None = Field(None, ge=1)
     """Completion length when a request sets none; default: serving.max_tokens_default."""
