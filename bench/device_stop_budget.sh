@@ -7,19 +7,7 @@
 # with the stop budget of the generated compose file (grace 30 s: --exit-timeout-secs=27, TRITONGEN_DRAIN_S=15):
 # SIGTERM to tritonserver with 256 streams of a 5 ms ITL source read by 8 client processes (bench/native_stop.py).
 # Usage: bash .whl/stop-b/device_stop_budget.sh REPS
-export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; W=${W:-.whl/stop-b}; PY=/tmp/venv/bin/python3
-python3 -m pip uninstall -y -q scikit-learn scipy 2>&1 | tail -1
-bash bench/device_setup.sh $W/*.whl > "$OUT/setup.log" 2>&1 || { cat "$OUT/setup.log"; exit 3; }
-mkdir -p /tmp/nl && dpkg -x $W/nlohmann-json3-dev_*.deb /tmp/nl
-PKG=$($PY -c 'import os, tritongen; print(os.path.dirname(tritongen.__file__))')
-# `import pytriton` imports its own client (gevent, pyzmq, ...), which the machine lacks: only the package's folder
-# is needed (serve's _pytriton_root), so the installed copy finds it without importing it.
-sed -i 's/^        import pytriton$/        import importlib.util, types; pytriton = types.SimpleNamespace(__file__=importlib.util.find_spec("pytriton").origin)/' \
-  "$PKG/serve/__init__.py"
-CMAKE_PREFIX_PATH=/tmp/nl/usr bash "$PKG/native/build.sh" --prefix /tmp/backends --build-dir /tmp/native-build \
-  > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 3; }
-export TRITONGEN_BACKEND_DIR=/tmp/backends
+. bench/device_stop_setup.sh
 { nproc; nvidia-smi -L; $PY -c 'from tritongen.plan.deploy import StopBudget as B; print(B.of(30, "compose").describe())'; } \
   | tee "$OUT/env.txt"
 timeout "${LIMIT:-400}" $PY bench/native_stop.py --streams 256 --reps "${1:-8}" --target tritonserver --itl-ms 5 \

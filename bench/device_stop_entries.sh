@@ -6,19 +6,7 @@
 # a 5 ms ITL source over 9 client processes, 3 per entry): SIGTERM to tritonserver with the Kubernetes stop budget
 # (grace 30 s: preStop 5, drain 10, --exit-timeout-secs=22), then SIGTERM to `tritongen serve` (grace 30 s).
 # Usage: bash bench/device_stop_entries.sh K8S_REPS SERVE_REPS   (results under $OUT)
-export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; W=.whl/stop-b; PY=/tmp/venv/bin/python3
-ls -d /tmp/venv/lib/python3*/site-packages/pytriton >/dev/null 2>&1 || { echo "pytriton missing in /tmp/venv: run call 1 first"; exit 3; }
-python3 -m pip uninstall -y -q scikit-learn scipy 2>&1 | tail -1
-bash bench/device_setup.sh $W/*.whl > "$OUT/setup.log" 2>&1 || { tail -20 "$OUT/setup.log"; exit 3; }
-mkdir -p /tmp/nl && dpkg -x $W/nlohmann-json3-dev_*.deb /tmp/nl
-PKG=$($PY -c 'import os, tritongen; print(os.path.dirname(tritongen.__file__))')
-# `import pytriton` imports its own client, which the machine lacks: serve only needs the package's folder.
-sed -i 's/^        import pytriton$/        import importlib.util, types; pytriton = types.SimpleNamespace(__file__=importlib.util.find_spec("pytriton").origin)/' \
-  "$PKG/serve/__init__.py"
-CMAKE_PREFIX_PATH=/tmp/nl/usr bash "$PKG/native/build.sh" --prefix /tmp/backends --build-dir /tmp/native-build \
-  > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 3; }
-export TRITONGEN_BACKEND_DIR=/tmp/backends
+. bench/device_stop_setup.sh
 { nproc; nvidia-smi -L; $PY -c 'from tritongen.plan.deploy import StopBudget as B; print(B.of(30, "k8s").describe())'; } \
   | tee "$OUT/env.txt"
 E=ensemble,tensorrt_llm_bls,tensorrt_llm
