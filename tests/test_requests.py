@@ -68,8 +68,8 @@ def test_every_field_reaches_tensorrt_llm_on_the_ids_path_through_the_codec_or_t
 
 
 def test_an_unknown_keyword_is_refused_naming_the_known_ones():
-    with pytest.raises(ValueError, match="unknown ensemble input 'priority'; known: beam_width, end_id"):
-        Request.of(PROMPT, 4, stream=False, priority=1)
+    with pytest.raises(ValueError, match="unknown ensemble input 'best_of'; known: beam_width, end_id"):
+        Request.of(PROMPT, 4, stream=False, best_of=2)
     assert "text_input" not in OPTIONAL_FIELDS and "lora_task_id" in OPTIONAL_FIELDS
 
 
