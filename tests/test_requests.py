@@ -4,6 +4,7 @@ the same tensors for the same request, over gRPC and HTTP, on the text path and 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -24,6 +25,9 @@ BLS = {t.name: t for t in contract.BLS_INPUTS}
 LLM = {t.name: t for t in contract.TENSORRT_LLM_INPUTS}
 # The Python type of a field -> the config data types it may carry.
 KINDS = {str: {"TYPE_STRING"}, bool: {"TYPE_BOOL"}, int: {"TYPE_INT32", "TYPE_UINT64"}, float: {"TYPE_FP32"}}
+# A config data type -> its numpy type and wire name, as tritonclient's triton_to_np_dtype maps them.
+NUMPY = {"TYPE_STRING": (np.object_, "BYTES"), "TYPE_BOOL": (np.bool_, "BOOL"), "TYPE_INT32": (np.int32, "INT32"),
+         "TYPE_UINT64": (np.uint64, "UINT64"), "TYPE_FP32": (np.float32, "FP32")}
 PROMPT, MAX_TOKENS, SCHEMA = "Answer in JSON:", 24, '{"type":"object"}'
 # Every field set, so a test over it covers every input the builder can send.
 FULL = Request(PROMPT, MAX_TOKENS, True, ("\n\n", "END"), end_id=2, pad_id=0, min_tokens=3, temperature=0.5,
@@ -48,8 +52,7 @@ def test_every_field_sets_the_ensemble_and_bls_input_of_its_name_with_the_contra
             assert table[f.name].data_type == ENSEMBLE[f.name].data_type, f.name
     for name, datatype, array in FULL.inputs():
         tensor = ENSEMBLE[name]
-        assert datatype == ("BYTES" if tensor.data_type == "TYPE_STRING" else tensor.data_type[5:]), name
-        assert array.dtype == tensor_array(tensor, [0 if tensor.data_type != "TYPE_STRING" else ""]).dtype, name
+        assert (array.dtype, datatype) == NUMPY[tensor.data_type], name
         # batch 1, then the declared dims (a -1 holds as many values as were given)
         assert array.shape[0] == 1 and len(array.shape) == 1 + len(tensor.dims), name
         assert all(d == -1 or d == n for d, n in zip(tensor.dims, array.shape[1:])), name
@@ -59,9 +62,9 @@ def test_every_field_reaches_tensorrt_llm_on_the_ids_path_through_the_codec_or_t
     passed_on = dict(contract.bls_wiring()["to_llm"])
     for f in fields(Request):
         assert (f.name in ENCODED) != (f.name in passed_on), f.name
-    arrays = _codec().inputs(_replace(FULL, beam_width=None))
+    arrays = _codec().inputs(dataclasses.replace(FULL, beam_width=None))
     for name, array in arrays.items():
-        assert name in LLM and array.dtype == tensor_array(LLM[name], [""] if array.dtype == object else [0]).dtype
+        assert name in LLM and array.dtype == NUMPY[LLM[name].data_type][0], name
     assert {passed_on[n] for n in FULL.values() if n in passed_on} - {"beam_width"} <= set(arrays)
     with pytest.raises(ValueError, match="beam_width"):
         _codec().inputs(FULL)
@@ -81,12 +84,6 @@ def test_the_http_body_is_the_grpc_tensors_as_triton_reads_json():
 
 
 # --- each client, driven through its own entry point ------------------------------------------------------------
-
-def _replace(request: Request, **changes) -> Request:
-    import dataclasses
-
-    return dataclasses.replace(request, **changes)
-
 
 class _Tokenizer:
     """One id per character: enough for a Codec."""

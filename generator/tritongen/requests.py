@@ -21,8 +21,9 @@ from tritongen import contract
 Input = tuple[str, str, np.ndarray]
 """(name, Triton data type, array) of one request input; a runtime's Dialect gives its own inputs in this form."""
 
+# The data types of the inputs a Request sets (a field of another type fails here, naming it).
 _NUMPY = {"TYPE_STRING": np.object_, "TYPE_BOOL": np.bool_, "TYPE_INT32": np.int32, "TYPE_UINT64": np.uint64,
-          "TYPE_FP32": np.float32, "TYPE_FP16": np.float16, "TYPE_UINT8": np.uint8}
+          "TYPE_FP32": np.float32}
 _ENSEMBLE = {t.name: t for t in contract.ENSEMBLE_INPUTS}
 _LLM = {t.name: t for t in contract.TENSORRT_LLM_INPUTS}
 # ensemble input -> the tensorrt_llm input tensorrt_llm_bls passes it on as, unchanged (NVIDIA's ensemble wiring).
@@ -108,6 +109,7 @@ class Request:
                 for name, value in self.values().items()]
 
     def arrays(self) -> dict[str, np.ndarray]:
+        """The same inputs' arrays by name."""
         return {name: array for name, _, array in self.inputs()}
 
     def http_body(self) -> dict[str, Any]:
