@@ -1,6 +1,7 @@
 """Clients for a deployed ensemble: gRPC ModelStreamInfer and HTTP generate / generate_stream.
 
-The same request shape serves every runtime, because the ensemble's inputs are the TensorRT-LLM contract's.
+The same request shape serves every runtime, because the ensemble's inputs are the TensorRT-LLM contract's; every
+request is a tritongen.requests.Request, as the load test's and the OpenAI frontend's are.
 """
 
 from __future__ import annotations
@@ -13,67 +14,24 @@ import urllib.request
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-import numpy as np
-
-from tritongen.core import GUIDE_INPUT, GUIDE_TYPE_INPUT
 from tritongen.errors import CheckFailed, EnvironmentMissing, problem
+from tritongen.requests import Request, grpc_tensors, llm_inputs
 from tritongen.token_ids import LLM_MODEL, OUTPUTS, Codec, response_ids
 
 # tritonclient (about 0.5 s of CPU to import: grpc, protobuf, numpy) is imported in the functions that call
 # Triton; the OpenAI frontend, the load test's users and `tritongen generate --protocol http` use this module's text
 # helpers without it.
 
-_NUMPY = {"INT32": np.int32, "FP32": np.float32, "UINT64": np.uint64, "BOOL": np.bool_}
-# Ensemble inputs a caller may pass as keyword arguments, with their Triton data types.
-OPTIONAL_INPUTS = {"min_tokens": "INT32", "temperature": "FP32", "top_k": "INT32", "top_p": "FP32",
-                   "end_id": "INT32", "pad_id": "INT32", "exclude_input_in_output": "BOOL",
-                   "return_num_output_tokens": "BOOL", "return_num_input_tokens": "BOOL",
-                   "seed": "UINT64", "beam_width": "INT32", "lora_task_id": "UINT64"}
+
+def request_body(prompt: str, max_tokens: int, *, stream: bool, **inputs: Any) -> dict[str, Any]:
+    """The JSON body of an HTTP generate request (tritongen.requests.Request.of: `stop_words`, `guide` as (guide
+    type, guide), any other keyword the ensemble input of its name)."""
+    return Request.of(prompt, max_tokens, stream=stream, **inputs).http_body()
 
 
-GUIDE_INPUTS = (GUIDE_TYPE_INPUT, GUIDE_INPUT)
-"""The ensemble's guided-decoding inputs, in the order of a `guide` tuple (type, guide)."""
-
-
-def request_body(prompt: str, max_tokens: int, *, stream: bool, stop_words: list[str] | None = None,
-                 guide: tuple[str, str] | None = None, **params: Any) -> dict[str, Any]:
-    """The JSON body of an HTTP generate request (extra fields map to ensemble inputs); `guide`: (guide type, guide)
-    as guided_decoding_guide_type / guided_decoding_guide."""
-    body: dict[str, Any] = {"text_input": prompt, "max_tokens": max_tokens, "stream": stream}
-    if stop_words:
-        body["stop_words"] = stop_words
-    if guide is not None:
-        body.update(zip(GUIDE_INPUTS, guide))
-    body.update({k: v for k, v in params.items() if v is not None})
-    return body
-
-
-def grpc_inputs(prompt: str, max_tokens: int, *, stream: bool, stop_words: list[str] | None = None,
-                guide: tuple[str, str] | None = None, **params: Any) -> list:
-    import tritonclient.grpc as grpcclient
-
-    def tensor(name: str, value: np.ndarray, dtype: str):
-        t = grpcclient.InferInput(name, list(value.shape), dtype)
-        t.set_data_from_numpy(value)
-        return t
-
-    inputs = [
-        tensor("text_input", np.array([[prompt.encode()]], dtype=np.object_), "BYTES"),
-        tensor("max_tokens", np.array([[max_tokens]], dtype=np.int32), "INT32"),
-        tensor("stream", np.array([[stream]], dtype=np.bool_), "BOOL"),
-    ]
-    if stop_words:
-        inputs.append(tensor("stop_words", np.array([[w.encode() for w in stop_words]], dtype=np.object_), "BYTES"))
-    for name, value in zip(GUIDE_INPUTS, guide or ()):
-        inputs.append(tensor(name, np.array([[value.encode("utf-8")]], dtype=np.object_), "BYTES"))
-    for name, value in params.items():
-        if value is None:
-            continue
-        if name not in OPTIONAL_INPUTS:
-            raise ValueError(f"unknown ensemble input {name!r}; known: {', '.join(sorted(OPTIONAL_INPUTS))}")
-        dtype = OPTIONAL_INPUTS[name]
-        inputs.append(tensor(name, np.array([[value]], dtype=_NUMPY[dtype]), dtype))
-    return inputs
+def grpc_inputs(prompt: str, max_tokens: int, *, stream: bool, **inputs: Any) -> list:
+    """tritonclient InferInputs of one ensemble / tensorrt_llm_bls request (keywords as `request_body`'s)."""
+    return grpc_tensors(Request.of(prompt, max_tokens, stream=stream, **inputs).inputs())
 
 
 def require_server(url: str, protocol: str, timeout: float = 5.0) -> None:
@@ -202,14 +160,8 @@ def stream_ids(url: str, codec, prompt: str, max_tokens: int, *, stream: bool = 
     """The ids path (tritongen.token_ids): `tensorrt_llm` called with the prompt's token ids; yields the text of
     each response, decoded here incrementally with `codec` (a token_ids.Codec), the same text the ensemble sends.
     A stop string ends the text (after it) and the request."""
-    import tritonclient.grpc as grpcclient
-    from tritonclient.utils import np_to_triton_dtype
-
-    inputs = []
-    for name, value in codec.inputs(prompt, max_tokens, stream=stream, stop=stop_words or (), **params).items():
-        tensor = grpcclient.InferInput(name, list(value.shape), np_to_triton_dtype(value.dtype))
-        tensor.set_data_from_numpy(value)
-        inputs.append(tensor)
+    request = Request.of(prompt, max_tokens, stream=stream, stop_words=stop_words, **params)
+    inputs = grpc_tensors(llm_inputs(codec.inputs(request)))
     text = codec.text(max_tokens, stop_words or ())
     with contextlib.closing(_grpc_results(url, LLM_MODEL, inputs, timeout, OUTPUTS)) as results:
         for result, final in results:

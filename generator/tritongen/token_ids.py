@@ -2,11 +2,12 @@
 
 The text path (ensemble -> tensorrt_llm_bls) tokenizes, runs the LLM and detokenizes inside tritonserver, at the
 cost of a Python model round trip per streamed response. On the ids path the client does both ends itself with the
-deployment's tokenizer: it sends the TensorRT-LLM contract's `tensorrt_llm` inputs (input_ids, input_lengths,
-request_output_len, streaming, end_id, pad_id, stop_words_list, return_num_*_tokens, exclude_input_in_output,
-sampling inputs) and decodes the streamed output_ids with the detokenizer the BLS ships (tritongen.served.detokenizer), so
-the text is byte for byte the text path's: the same tokenizer, loaded with the same arguments, the same prompt ids
-(preprocessing's encode), the same end and pad ids, the same incremental decoding and text stop sequences.
+deployment's tokenizer: it sends the `tensorrt_llm` inputs of a tritongen.requests.Request (input_ids,
+input_lengths, request_output_len, end_id, pad_id and stop_words_list made here as preprocessing makes them; streaming,
+sampling, adapter and guide inputs as tensorrt_llm_bls passes them on) and decodes the streamed output_ids with the
+detokenizer the BLS ships (tritongen.served.detokenizer), so the text is byte for byte the text path's: the same
+tokenizer, loaded with the same arguments, the same prompt ids (preprocessing's encode), the same end and pad ids, the
+same incremental decoding and text stop sequences.
 
 Token counts still come from the server: `tensorrt_llm` answers num_input_tokens and num_output_tokens itself.
 """
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tritongen.requests import COUNTS, Request
 from tritongen.served.detokenizer import IncrementalDetokenizer, StopStrings, held_ids
 
 # transformers (about 1.8 s of CPU to import) is imported where a tokenizer is loaded; the CLI and the runner
@@ -26,13 +28,9 @@ from tritongen.served.detokenizer import IncrementalDetokenizer, StopStrings, he
 LLM_MODEL = "tensorrt_llm"
 # Outputs the ids path asks tensorrt_llm for: the tokens, how many of them are valid, and the server's counts.
 OUTPUTS = ("output_ids", "sequence_length", "num_input_tokens", "num_output_tokens")
-# Caller-facing sampling names (the ensemble's) -> tensorrt_llm input and dtype, as tensorrt_llm_bls maps them.
-SAMPLING = {"temperature": ("temperature", np.float32), "top_k": ("runtime_top_k", np.int32),
-            "top_p": ("runtime_top_p", np.float32), "seed": ("seed", np.uint64),
-            "min_tokens": ("min_tokens", np.int32), "presence_penalty": ("presence_penalty", np.float32),
-            "frequency_penalty": ("frequency_penalty", np.float32),
-            "repetition_penalty": ("repetition_penalty", np.float32)}
-# Not on the ids path: beam search (each response then carries whole beams, which the BLS decodes whole).
+# The request inputs that preprocessing turns into tensorrt_llm's (prompt ids, output length, stop word ids, end and
+# pad ids): the codec encodes them; tensorrt_llm_bls passes every other input on as it is.
+ENCODED = ("text_input", "max_tokens", "stop_words", "end_id", "pad_id")
 
 
 def load_tokenizer(directory: str):
@@ -85,32 +83,27 @@ class Codec:
         out[0, 1, : len(offsets)] = offsets
         return out
 
-    def inputs(self, prompt: str, max_tokens: int, *, stream: bool, stop: Sequence[str] = (),
-               **params: object) -> dict[str, np.ndarray]:
-        """The tensorrt_llm inputs of one request ([1, ...]: batch 1), with the server's token counts asked for
-        and the prompt left out of the output (a non-streamed response then counts only the completion)."""
-        ids = self.encode(prompt)
-        inputs = {
+    def inputs(self, request: Request) -> dict[str, np.ndarray]:
+        """The tensorrt_llm inputs of one request ([1, ...]: batch 1): what preprocessing would make of its prompt,
+        max_tokens, stop words and end and pad ids, then every input tensorrt_llm_bls passes on as it is
+        (tritongen.requests.Request.llm_arrays), with the server's token counts asked for and the prompt left out of
+        the output (a non-streamed response then counts only the completion)."""
+        if request.beam_width is not None:
+            # Each response would carry whole beams, which the BLS decodes whole.
+            raise ValueError("beam_width: not on the ids path; leave it unset")
+        ids = self.encode(request.text_input)
+        inputs = request.llm_arrays(encoded=ENCODED)
+        inputs.update({
             "input_ids": np.array([ids], dtype=np.int32),
             "input_lengths": np.array([[len(ids)]], dtype=np.int32),
-            "request_output_len": np.array([[max_tokens]], dtype=np.int32),
-            "streaming": np.array([[stream]], dtype=np.bool_),
-            "end_id": np.array([[self.end_id]], dtype=np.int32),
-            "pad_id": np.array([[self.pad_id]], dtype=np.int32),
-            "exclude_input_in_output": np.array([[True]], dtype=np.bool_),
-            "return_num_input_tokens": np.array([[True]], dtype=np.bool_),
-            "return_num_output_tokens": np.array([[True]], dtype=np.bool_),
-        }
-        words = self.word_list(stop)
+            "request_output_len": np.array([[request.max_tokens]], dtype=np.int32),
+            "end_id": np.array([[self.end_id if request.end_id is None else request.end_id]], dtype=np.int32),
+            "pad_id": np.array([[self.pad_id if request.pad_id is None else request.pad_id]], dtype=np.int32),
+            **{name: np.array([[True]], dtype=np.bool_) for name in COUNTS},
+        })
+        words = self.word_list(request.stop_words)
         if words is not None:
             inputs["stop_words_list"] = words
-        for name, value in params.items():
-            if value is None:
-                continue
-            if name not in SAMPLING:
-                raise ValueError(f"unknown input {name!r} on the ids path; known: {', '.join(sorted(SAMPLING))}")
-            target, dtype = SAMPLING[name]
-            inputs[target] = np.array([[value]], dtype=dtype)
         return inputs
 
     def text(self, max_tokens: int, stop: Sequence[str] = ()) -> SequenceText:

@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from tritongen.frontend.engine import Counts, Delta, Generation, build_request, classify
+from tritongen.requests import Request
 from tritongen.frontend.metrics import quantiles
 from tritongen.frontend.schemas import ChatCompletionRequest, CompletionRequest
 from tritongen.frontend.text import StopMatcher
@@ -106,8 +107,8 @@ def test_histogram_quantiles():
 
 
 def test_request_tensors_are_inputs_of_the_rendered_ensemble_and_bls(rendered_configs):
-    gen = Generation(prompt="p", max_tokens=4, stream=True, stop=("x",), temperature=0.5, top_p=0.9, seed=3,
-                     presence_penalty=0.0, frequency_penalty=0.0, min_tokens=1)
+    gen = Generation(Request("p", 4, True, ("x",), temperature=0.5, top_p=0.9, seed=3, presence_penalty=0.0,
+                             frequency_penalty=0.0, min_tokens=1))
     request = build_request("ensemble", gen, "id")
     sent = {t.name: _DTYPE[t.datatype] for t in request.inputs}
     assert all(len(t.shape) == 2 and t.shape[0] == 1 for t in request.inputs)  # batch dimension first
@@ -122,7 +123,8 @@ def test_request_tensors_are_inputs_of_the_rendered_ensemble_and_bls(rendered_co
 
 def test_guide_tensors_are_inputs_of_every_entry_model(rendered_configs):
     """The guide reaches the ensemble and the BLS (text path) and tensorrt_llm (ids path) in NVIDIA's tensors."""
-    gen = Generation(prompt="p", max_tokens=4, stream=True, guide_type="json_schema", guide='{"type":"object"}')
+    gen = Generation(Request("p", 4, True, guided_decoding_guide_type="json_schema",
+                             guided_decoding_guide='{"type":"object"}'))
     for request, models in ((build_request("ensemble", gen, "id"), ("ensemble", "tensorrt_llm_bls")),
                             (_ids_request(gen), ("tensorrt_llm",))):
         sent = {t.name: _DTYPE[t.datatype] for t in request.inputs if t.name.startswith("guided")}
@@ -131,18 +133,30 @@ def test_guide_tensors_are_inputs_of_every_entry_model(rendered_configs):
             assert {n: rendered_configs[model][0].get(n) for n in sent} == sent, model
 
 
+class _Tokenizer:
+    """A tokenizer of one id per character, enough for a Codec."""
+
+    eos_token_id, pad_token_id, all_special_ids = 2, None, [2]
+
+    def get_vocab(self):
+        return {}
+
+    def encode(self, text, add_special_tokens=True):
+        return [ord(c) for c in text]
+
+
 def _ids_request(gen):
-    from types import SimpleNamespace
-
     from tritongen.frontend.ids import build_ids_request
+    from tritongen.token_ids import Codec
 
-    codec = SimpleNamespace(inputs=lambda *a, **k: {"input_ids": np.array([[1, 2]], dtype=np.int32)})
-    return build_ids_request(codec, gen, "id")
+    return build_ids_request(Codec(_Tokenizer()), gen, "id")
 
 
 def test_temperature_alone_brings_top_p_one():
+    from tritongen.frontend.service import generation
+
     def top_p(**kwargs):
-        request = build_request("ensemble", Generation(prompt="p", max_tokens=4, stream=False, **kwargs), "id")
+        request = build_request("ensemble", generation(_route("ensemble"), _chat(**kwargs), "p"), "id")
         names = [t.name for t in request.inputs]
         if "top_p" not in names:
             return None
@@ -335,7 +349,7 @@ def test_min_tokens_above_the_requests_maximum_is_refused_before_sending(dialect
     route = ModelRoute(name="m", triton_model="tensorrt_llm", dialect=dialect, tokenizer_dir="/t", default_max_tokens=8)
     if dialect != "llmapi":  # llmapi has no min_tokens input at all: refused with the same param for that reason
         equal = CompletionRequest(model="m", prompt="p", max_tokens=5, min_tokens=5)
-        assert generation(route, equal, "p").min_tokens == 5
+        assert generation(route, equal, "p").request.min_tokens == 5
     for request, limit in ((CompletionRequest(model="m", prompt="p", max_tokens=4, min_tokens=5), 4),
                            (CompletionRequest(model="m", prompt="p", min_tokens=9), 8)):
         with pytest.raises(APIError) as info:
@@ -387,9 +401,9 @@ def test_ignore_eos_keeps_generating_to_the_token_limit_where_a_runtime_can():
 
     # The ensemble (hf, synthetic, TensorRT-LLM) and vLLM take min_tokens, which masks the end token.
     for dialect in ("ensemble", "vllm"):
-        assert generation(_route(dialect), _chat(ignore_eos=True, max_tokens=5), "p").min_tokens == 5
-        assert generation(_route(dialect), _chat(ignore_eos=True), "p").min_tokens == 9  # the route's default
-        assert generation(_route(dialect), _chat(), "p").min_tokens is None
+        assert generation(_route(dialect), _chat(ignore_eos=True, max_tokens=5), "p").request.min_tokens == 5
+        assert generation(_route(dialect), _chat(ignore_eos=True), "p").request.min_tokens == 9  # the route's default
+        assert generation(_route(dialect), _chat(), "p").request.min_tokens is None
     # NVIDIA's llmapi model has no such input: refused by name, as is continuous usage (it returns no counts).
     with pytest.raises(APIError) as info:
         generation(_route("llmapi"), _chat(ignore_eos=True), "p")

@@ -9,10 +9,11 @@ import json
 import pytest
 
 from tritongen.frontend.engine import Delta, Generation, build_request
+from tritongen.frontend.structured import Guide, guided, required_schema, response_format_guide, tool_plan
 from tritongen.frontend.errors import APIError
 from tritongen.frontend.schemas import ChatCompletionRequest, ResponseFormat
-from tritongen.frontend.structured import required_schema, response_format_guide, tool_plan
 from tritongen.plan.frontend import FrontendPlan, ModelRoute, StructuredRoute
+from tritongen.requests import Request
 
 openai = pytest.importorskip("openai")
 jsonschema = pytest.importorskip("jsonschema")
@@ -203,14 +204,15 @@ def test_bad_tools_and_tool_choice_are_400s_naming_them():
 
 
 def test_build_request_sends_nvidias_guide_tensors():
-    gen = Generation(prompt="p", max_tokens=4, stream=False, guide_type="json_schema", guide='{"type":"object"}')
+    plain = Generation(Request("p", 4, False))
+    gen = guided(plain, Guide("json_schema", '{"type":"object"}', "response_format"), _chat())
     request = build_request("ensemble", gen, "id")
     names = [t.name for t in request.inputs]
     assert {"guided_decoding_guide_type", "guided_decoding_guide"} <= set(names)
     raw = request.raw_input_contents[names.index("guided_decoding_guide")]
     assert raw[4:] == b'{"type":"object"}'  # BYTES: a 4-byte length, then the text
-    plain = build_request("ensemble", Generation(prompt="p", max_tokens=4, stream=False, guide_type="json"), "id")
-    assert [t.name for t in plain.inputs if t.name.startswith("guided")] == ["guided_decoding_guide_type"]
+    any_json = build_request("ensemble", guided(plain, Guide("json", "", "response_format"), _chat()), "id")
+    assert [t.name for t in any_json.inputs if t.name.startswith("guided")] == ["guided_decoding_guide_type"]
 
 
 # --- the chat route over a scripted engine ------------------------------------------------------------------------
@@ -225,11 +227,11 @@ TOOL_TEMPLATE = (
 
 
 class ScriptedEngine:
-    """Answers every request with `script` (one response per piece) and keeps what it was asked."""
+    """Answers every request with `script` (one response per piece) and keeps the requests it was asked."""
 
     def __init__(self):
         self.script: list[str] = []
-        self.asked: list[Generation] = []
+        self.asked: list[Request] = []
 
     async def start(self):
         pass
@@ -238,7 +240,7 @@ class ScriptedEngine:
         pass
 
     async def generate(self, model, gen, request_id, dialect=None, on_sent=None):
-        self.asked.append(gen)
+        self.asked.append(gen.request)
         if on_sent is not None:
             on_sent()
         if isinstance(self.script, Exception):
@@ -293,7 +295,7 @@ def test_auto_tool_calls_have_openais_shape_streamed_and_not(scripted):
     (call,) = choice.message.tool_calls
     assert call.id.startswith("call_") and call.type == "function"
     assert (call.function.name, json.loads(call.function.arguments)) == ("get_weather", {"city": "Paris"})
-    assert engine.asked[-1].guide_type is None  # auto constrains nothing
+    assert engine.asked[-1].guided_decoding_guide_type is None  # auto constrains nothing
     assert _stream(client, messages=MESSAGES, tools=TOOLS) == (
         "Checking. ", [("get_weather", call.function.arguments)], "tool_calls")
 
@@ -311,7 +313,7 @@ def test_named_and_required_send_the_schema_and_return_calls(scripted):
     engine.script = ['{"city"', ': "Oslo"}']
     out = client.chat.completions.create(model="m", messages=MESSAGES, tools=TOOLS, tool_choice=named)
     gen = engine.asked[-1]
-    assert (gen.guide_type, json.loads(gen.guide)) == ("json_schema", WEATHER)
+    assert (gen.guided_decoding_guide_type, json.loads(gen.guided_decoding_guide)) == ("json_schema", WEATHER)
     assert out.choices[0].finish_reason == "tool_calls"
     (call,) = out.choices[0].message.tool_calls
     assert (call.function.name, call.function.arguments) == ("get_weather", '{"city": "Oslo"}')
@@ -320,7 +322,7 @@ def test_named_and_required_send_the_schema_and_return_calls(scripted):
 
     engine.script = ['[{"name": "ping", "arguments": {}}, ', '{"name": "get_weather", "arguments": {"city": "A"}}]']
     out = client.chat.completions.create(model="m", messages=MESSAGES, tools=TOOLS, tool_choice="required")
-    assert json.loads(engine.asked[-1].guide)["type"] == "array"
+    assert json.loads(engine.asked[-1].guided_decoding_guide)["type"] == "array"
     calls = [(c.function.name, c.function.arguments) for c in out.choices[0].message.tool_calls]
     assert calls == [("ping", "{}"), ("get_weather", '{"city": "A"}')]
     assert _stream(client, messages=MESSAGES, tools=TOOLS, tool_choice="required") == (None, calls, "tool_calls")
@@ -339,9 +341,11 @@ def test_response_format_reaches_the_engine(scripted):
     schema = {"type": "json_schema", "json_schema": {"name": "w", "schema": WEATHER, "strict": True}}
     out = client.chat.completions.create(model="m", messages=MESSAGES, response_format=schema)
     assert out.choices[0].message.content == '{"city": "Rome"}' and out.choices[0].message.tool_calls is None
-    assert (engine.asked[-1].guide_type, json.loads(engine.asked[-1].guide)) == ("json_schema", WEATHER)
+    sent = engine.asked[-1]
+    assert (sent.guided_decoding_guide_type, json.loads(sent.guided_decoding_guide)) == ("json_schema", WEATHER)
     client.completions.create(model="m", prompt="p", extra_body={"response_format": {"type": "json_object"}})
-    assert (engine.asked[-1].guide_type, engine.asked[-1].guide) == ("json_schema", '{"type":"object"}')
+    sent = engine.asked[-1]
+    assert (sent.guided_decoding_guide_type, sent.guided_decoding_guide) == ("json_schema", '{"type":"object"}')
 
 
 def test_tools_and_history_go_through_the_template(scripted):

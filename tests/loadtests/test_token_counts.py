@@ -9,7 +9,6 @@ max_tokens, streamed or not.
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 import urllib.request
@@ -29,15 +28,10 @@ N = 9  # max_tokens of the integration requests, forced with min_tokens
 
 
 def _count_params() -> dict:
-    """generator/tritongen/loadtests/users.py's COUNT_PARAMS, read from the source: importing that module imports locust, which
-    monkey-patches this whole test process for gevent."""
-    import tritongen.loadtests as loadtests
+    """What the load test's and the OpenAI frontend's requests ask for beside the prompt (tritongen.requests.COUNTS)."""
+    from tritongen.requests import COUNTS
 
-    tree = ast.parse((Path(loadtests.__file__).parent / "users.py").read_text())
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "COUNT_PARAMS":
-            return ast.literal_eval(node.value)
-    raise AssertionError("COUNT_PARAMS not found in generator/tritongen/loadtests/users.py")
+    return dict(COUNTS)
 
 
 def _request_total(per_response: list[int]) -> int:

@@ -20,6 +20,7 @@ from tritongen.plan.checks import plan_notes, require_gpu_here
 from tritongen.plan.frontend import CONFIG_FILE, FrontendPlan
 from tritongen.plan.show import plan_text
 from tritongen.render import render_for, status_lines, write_repository
+from tritongen.requests import OPTIONAL_FIELDS
 from tritongen.runtimes import builder, names
 from tritongen.serve import TritonServer, port_in_use
 from tritongen.serve.state import clear_state, pick, repository_deployment, write_state
@@ -249,8 +250,8 @@ def local_server(protocol: str, *, name: str | None = None, server: str | None =
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    params = {"min_tokens": args.min_tokens, "temperature": args.temperature, "top_k": args.top_k,
-              "top_p": args.top_p}
+    # Each flag named like a request input (--min-tokens, --top-p, ...) sets that input (tritongen.requests.Request).
+    params = {name: value for name, value in vars(args).items() if name in OPTIONAL_FIELDS}
     served = None if args.url else local_server(args.protocol, server=args.server)
     url = args.url or (served.url(args.protocol) if served else None) or \
         ("127.0.0.1:8001" if args.protocol == "grpc" else "127.0.0.1:8000")

@@ -6,7 +6,8 @@ frontend's TensorRT-LLM converter (server repo python/openai, r26.07: engine/uti
 rendered ensemble and tensorrt_llm_bls accept: text_input, max_tokens, stream, stop_words, temperature, top_p,
 seed, presence/frequency_penalty, return_num_input_tokens, return_num_output_tokens, and
 exclude_input_in_output true as that converter sends it (Completions `echo` is done here by prepending the
-prompt).
+prompt). The request is a tritongen.requests.Request, the one every tritongen client builds; service.generation
+makes it from the OpenAI request.
 
 Token counts come from the server only: `num_input_tokens` once, `num_output_tokens` with each response, counting
 the tokens of that response (TensorRT-LLM's C++ backend: the ids in its output_ids; tritongen's runtimes count
@@ -22,21 +23,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import grpc
-import numpy as np
 import tritonclient.grpc.aio as aioclient
 from tritonclient.grpc import InferResult, service_pb2 as pb2, service_pb2_grpc
 from tritonclient.utils import serialize_byte_tensor
 
+from tritongen.requests import Input, Request
 from tritongen.served import error_kinds
 
 if TYPE_CHECKING:
     from tritongen.runtimes.base import Dialect
 
+# The sampling values a runtime's own model takes (tritongen.runtimes.base.Dialect): OpenAI's names, which are the
+# ensemble's too.
+DIALECT_SAMPLING = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "min_tokens", "seed")
 # Output tensors a response may carry; any other outputs of the model are not requested.
 OUTPUTS = ("text_output", "num_input_tokens", "num_output_tokens")
 # The channel options tritonclient uses (messages up to 2 GiB), plus keepalive for long streams.
@@ -147,24 +151,12 @@ def _rpc_error(err: grpc.aio.AioRpcError, url: str) -> EngineError:
 class Generation:
     """What one OpenAI request asks of the Triton model."""
 
-    prompt: str
-    max_tokens: int
-    stream: bool
-    stop: tuple[str, ...] = ()
-    temperature: float | None = None
-    top_p: float | None = None
-    seed: int | None = None
-    presence_penalty: float | None = None
-    frequency_penalty: float | None = None
-    min_tokens: int | None = None
-    guide_type: str | None = None
-    """Constrained decoding: NVIDIA's guided_decoding_guide_type (tritongen.frontend.structured); None: none."""
-    guide: str = ""
-    """guided_decoding_guide: the schema or grammar (none sent when empty: type `json` takes none)."""
-    lora_task_id: int | None = None
-    """The LoRA adapter the request's `model` names (its task id; the ensemble's `lora_task_id`)."""
+    request: Request
+    """The request to the ensemble (tritongen.requests), made by service.generation; a runtime's own model gets its
+    values under its own names (its `Dialect`)."""
     lora_name: str | None = None
-    """The same adapter by name, for a runtime's own model that selects adapters by name (vLLM's `lora_name`)."""
+    """The adapter of request.lora_task_id by name, for a runtime's own model that selects adapters by name (vLLM's
+    `lora_name`)."""
 
 
 @dataclass
@@ -199,90 +191,38 @@ class Counts:
         return self.prompt_tokens is not None and self.seen
 
 
-def _bytes_tensor(name: str, values: list[str], pb2) -> tuple[object, bytes]:
-    array = np.array([[v.encode("utf-8") for v in values]], dtype=np.object_)
-    tensor = pb2.ModelInferRequest().InferInputTensor(name=name, datatype="BYTES", shape=list(array.shape))
-    return tensor, serialize_byte_tensor(array).item()
-
-
-def _scalar_tensor(name: str, value: object, datatype: str, dtype, pb2) -> tuple[object, bytes]:
-    tensor = pb2.ModelInferRequest().InferInputTensor(name=name, datatype=datatype, shape=[1, 1])
-    return tensor, np.array([[value]], dtype=dtype).tobytes()
-
-
 def build_dialect_request(model: str, gen: Generation, request_id: str, dialect: Dialect):
     """The ModelInferRequest for a runtime's own model: its inputs and outputs from the runtime's dialect."""
+    r = gen.request
     # service.generation refused the parameters the dialect cannot take; what is left goes under OpenAI's names.
-    params = {k: v for k, v in sampling(gen).items() if k not in dialect.unsupported}
-    if gen.guide_type is not None:
-        params["guide"] = (gen.guide_type, gen.guide)
+    params = {k: getattr(r, k) for k in DIALECT_SAMPLING
+              if getattr(r, k) is not None and k not in dialect.unsupported}
+    if r.guided_decoding_guide_type is not None:
+        params["guide"] = (r.guided_decoding_guide_type, r.guided_decoding_guide or "")
     if gen.lora_name is not None:
         params["lora_name"] = gen.lora_name
     # A model that cannot take stop sequences gets none: the frontend's StopMatcher finds them and cancels.
-    stop = () if dialect.stop_on_client else gen.stop
+    stop = () if dialect.stop_on_client else r.stop_words
     try:
-        inputs = dialect.request_inputs(gen.prompt, gen.max_tokens, stream=gen.stream, stop=stop, **params)
+        inputs = dialect.request_inputs(r.text_input, r.max_tokens, stream=r.stream, stop=stop, **params)
     except ValueError as err:  # a guide its model cannot take (the plan's guide types keep such requests out)
         raise EngineError(400, f"response_format: {err}", "invalid_request_error", "response_format") from None
-    request = pb2.ModelInferRequest(model_name=model, id=request_id)
-    for name, datatype, value in inputs:
-        request.inputs.append(pb2.ModelInferRequest().InferInputTensor(name=name, datatype=datatype,
-                                                                       shape=list(value.shape)))
-        request.raw_input_contents.append(serialize_byte_tensor(value).item() if datatype == "BYTES"
-                                          else value.tobytes())
-    for name in dialect.outputs:
-        request.outputs.append(pb2.ModelInferRequest().InferRequestedOutputTensor(name=name))
-    request.parameters["triton_enable_empty_final_response"].bool_param = True
-    return request
+    return infer_request(model, request_id, inputs, dialect.outputs)
 
 
 def build_request(model: str, gen: Generation, request_id: str):
-    """The ModelInferRequest for one generation (inputs with a batch dimension of 1, as the converter sends)."""
-    tensors = [
-        _bytes_tensor("text_input", [gen.prompt], pb2),
-        _scalar_tensor("max_tokens", gen.max_tokens, "INT32", np.int32, pb2),
-        _scalar_tensor("stream", gen.stream, "BOOL", np.bool_, pb2),
-        _scalar_tensor("return_num_input_tokens", True, "BOOL", np.bool_, pb2),
-        _scalar_tensor("return_num_output_tokens", True, "BOOL", np.bool_, pb2),
-        _scalar_tensor("exclude_input_in_output", True, "BOOL", np.bool_, pb2),
-    ]
-    if gen.stop:
-        tensors.append(_bytes_tensor("stop_words", list(gen.stop), pb2))
-    tensors += guide_tensors(gen)
-    if gen.lora_task_id is not None:
-        tensors.append(_scalar_tensor("lora_task_id", gen.lora_task_id, "UINT64", np.uint64, pb2))
-    dtypes = {"min_tokens": ("INT32", np.int32), "seed": ("UINT64", np.uint64)}
-    for name, value in sampling(gen).items():
-        datatype, dtype = dtypes.get(name, ("FP32", np.float32))
-        tensors.append(_scalar_tensor(name, value, datatype, dtype, pb2))
-    return _infer_request(model, request_id, tensors, OUTPUTS)
+    """The ModelInferRequest for one generation: its request's inputs (tritongen.requests)."""
+    return infer_request(model, request_id, gen.request.inputs(), OUTPUTS)
 
 
-def guide_tensors(gen: Generation) -> list:
-    """NVIDIA's guided-decoding inputs of a generation (none without a guide; no guide text for type `json`)."""
-    if gen.guide_type is None:
-        return []
-    tensors = [_bytes_tensor("guided_decoding_guide_type", [gen.guide_type], pb2)]
-    if gen.guide:
-        tensors.append(_bytes_tensor("guided_decoding_guide", [gen.guide], pb2))
-    return tensors
-
-
-def sampling(gen: Generation) -> dict[str, object]:
-    """The sampling inputs of a generation under the ensemble's names (those set)."""
-    # OpenAI samples whenever temperature > 0 (top_p defaults to 1); TensorRT-LLM decodes greedily unless top_k or
-    # top_p is set. So a temperature alone brings top_p 1.0 with it.
-    top_p = 1.0 if gen.top_p is None and gen.temperature is not None and gen.temperature > 0 else gen.top_p
-    values = {"temperature": gen.temperature, "top_p": top_p, "presence_penalty": gen.presence_penalty,
-              "frequency_penalty": gen.frequency_penalty, "min_tokens": gen.min_tokens, "seed": gen.seed}
-    return {k: v for k, v in values.items() if v is not None}
-
-
-def _infer_request(model: str, request_id: str, tensors: list, outputs) -> object:
+def infer_request(model: str, request_id: str, inputs: Iterable[Input], outputs: Iterable[str]) -> object:
+    """A ModelInferRequest of `inputs` asking for `outputs`."""
     request = pb2.ModelInferRequest(model_name=model, id=request_id)
-    for tensor, raw in tensors:
-        request.inputs.append(tensor)
-        request.raw_input_contents.append(raw)
+    for name, datatype, array in inputs:
+        request.inputs.append(pb2.ModelInferRequest().InferInputTensor(name=name, datatype=datatype,
+                                                                       shape=list(array.shape)))
+        request.raw_input_contents.append(serialize_byte_tensor(array).item() if datatype == "BYTES"
+                                          else array.tobytes())
     for name in outputs:
         request.outputs.append(pb2.ModelInferRequest().InferRequestedOutputTensor(name=name))
     # Without this a decoupled model's flags-only final response never reaches the client.

@@ -5,8 +5,9 @@ prompt is tokenized in this worker with the deployment's tokenizer, `tensorrt_ll
 response's ids are detokenized incrementally in this worker (tritongen.token_ids, the detokenizer tensorrt_llm_bls
 ships), so the text is byte for byte the text path's while no Python model of tritonserver runs per response.
 Stop sequences go to the LLM as stop_words_list (it stops at them); the text is cut by `service.Run`'s matcher as
-on the text path. A guide goes to `tensorrt_llm` in the same two tensors as to the ensemble (NVIDIA's model
-declares them). Token counts are tensorrt_llm's own num_input_tokens / num_output_tokens.
+on the text path. Every other input of the request (sampling, the adapter's lora_task_id, a guide) goes to
+`tensorrt_llm` as tensorrt_llm_bls would pass it on (tritongen.token_ids.Codec.inputs). Token counts are
+tensorrt_llm's own num_input_tokens / num_output_tokens.
 """
 
 from __future__ import annotations
@@ -15,29 +16,19 @@ import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING
 
-import numpy as np
-from tritonclient.grpc import InferResult, service_pb2 as pb2
-from tritonclient.utils import np_to_triton_dtype
+from tritonclient.grpc import InferResult
 
-from tritongen.frontend.engine import (Delta, EngineError, Generation, TritonEngine, _infer_request, count,
-                                       guide_tensors, sampling)
+from tritongen.frontend.engine import Delta, EngineError, Generation, TritonEngine, count, infer_request
+from tritongen.requests import llm_inputs
 from tritongen.token_ids import LLM_MODEL, OUTPUTS, Codec, response_ids
 
 if TYPE_CHECKING:
     from tritongen.runtimes.base import Dialect
 
 
-def _tensor(name: str, value: np.ndarray, pb2) -> tuple[object, bytes]:
-    tensor = pb2.ModelInferRequest().InferInputTensor(name=name, datatype=np_to_triton_dtype(value.dtype),
-                                                      shape=list(value.shape))
-    return tensor, value.tobytes()
-
-
 def build_ids_request(codec: Codec, gen: Generation, request_id: str):
     """The tensorrt_llm ModelInferRequest of one generation (batch 1, the server's counts asked for)."""
-    inputs = codec.inputs(gen.prompt, gen.max_tokens, stream=gen.stream, stop=gen.stop, **sampling(gen))
-    return _infer_request(LLM_MODEL, request_id, [_tensor(k, v, pb2) for k, v in inputs.items()] + guide_tensors(gen),
-                          OUTPUTS)
+    return infer_request(LLM_MODEL, request_id, llm_inputs(codec.inputs(gen.request)), OUTPUTS)
 
 
 class TritonIdsEngine(TritonEngine):
@@ -57,7 +48,7 @@ class TritonIdsEngine(TritonEngine):
                               "serve with --openai-path text", "invalid_request_error")
 
         codec = self.codecs[model]
-        text = codec.text(gen.max_tokens)
+        text = codec.text(gen.request.max_tokens)
         request = build_ids_request(codec, gen, request_id)
         async with contextlib.aclosing(self._stream(request, request_id, on_sent)) as messages:
             async for message in messages:

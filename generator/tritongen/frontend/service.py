@@ -22,6 +22,7 @@ from tritongen.frontend.metrics import FrontendMetrics
 from tritongen.frontend.schemas import Usage
 from tritongen.frontend.text import ChatTemplate, StopMatcher
 from tritongen.plan.frontend import FrontendPlan, ModelRoute
+from tritongen.requests import COUNTS, Request as EnsembleRequest
 from tritongen.runtimes import dialect as dialect_named
 from tritongen.runtimes.base import RevisedText, TokenCounter
 
@@ -54,7 +55,7 @@ def _finish_reason(gen: Generation, stopped: bool, counts: Counts, model_reason:
         return "stop"
     if model_reason in ("stop", "length"):
         return model_reason
-    return "length" if counts.completion_tokens >= gen.max_tokens else "stop"
+    return "length" if counts.completion_tokens >= gen.request.max_tokens else "stop"
 
 
 def _usage(counts: Counts) -> Usage | None:
@@ -91,7 +92,7 @@ class Run:
     def __init__(self, state: FrontendState, route: ModelRoute, gen: Generation, started: float):
         self.state, self.route, self.gen, self.started = state, route, gen, started
         self.counts = Counts()
-        self.matcher = StopMatcher(list(gen.stop))
+        self.matcher = StopMatcher(list(gen.request.stop_words))
         self.request_id = uuid.uuid4().hex
         self.dialect = dialect_named(route.dialect)
         self._responses = state.engine.generate(route.triton_model, gen, self.request_id, dialect=self.dialect,
@@ -147,7 +148,7 @@ class Run:
     def _count_on_client(self) -> None:
         """Usage for a model that returns no counts: the deployment's tokenizer's count (docs/guide.md, OpenAI-compatible API)."""
         counter = TokenCounter(self.state.templates[self.route.name].tokenizer)
-        self.counts.prompt_tokens = counter.prompt(self.gen.prompt)
+        self.counts.prompt_tokens = counter.prompt(self.gen.request.text_input)
         self.counts.completion_tokens = counter.count(self.text.sent)
         self.counts.seen = True
 
@@ -297,11 +298,14 @@ def generation(route: ModelRoute, req, prompt: str) -> Generation:
         # object has no attribute 'lora_name'").
         raise APIError(400, f"min_tokens: {req.min_tokens} is more than the request's maximum of {max_tokens} tokens; "
                             "lower min_tokens or raise max_tokens", param="min_tokens")
-    return Generation(prompt=prompt, max_tokens=max_tokens,
-                      stream=req.stream, stop=tuple(req.stop_list()), temperature=req.temperature, top_p=req.top_p,
-                      seed=req.seed, presence_penalty=req.presence_penalty,
-                      frequency_penalty=req.frequency_penalty, min_tokens=min_tokens,
-                      lora_task_id=route.lora_task_id, lora_name=route.lora_name)
+    # OpenAI samples whenever temperature > 0 (top_p defaults to 1); TensorRT-LLM decodes greedily unless top_k or
+    # top_p is set. So a temperature alone brings top_p 1.0 with it.
+    top_p = 1.0 if req.top_p is None and req.temperature is not None and req.temperature > 0 else req.top_p
+    request = EnsembleRequest.of(prompt, max_tokens, stream=req.stream, stop_words=req.stop_list(),
+                                 temperature=req.temperature, top_p=top_p, seed=req.seed,
+                                 presence_penalty=req.presence_penalty, frequency_penalty=req.frequency_penalty,
+                                 min_tokens=min_tokens, lora_task_id=route.lora_task_id, **COUNTS)
+    return Generation(request, lora_name=route.lora_name)
 
 
 def route_for(state: FrontendState, name: str) -> ModelRoute:

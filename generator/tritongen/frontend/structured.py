@@ -139,7 +139,10 @@ def guided(gen: Generation, guide: Guide | None, req) -> Generation:
         if getattr(req, field, None):
             raise APIError(400, f"{field}: cannot go with {guide.param} (a constrained answer ends where its grammar "
                                 "is complete, where only the end token is allowed); leave one out", param=field)
-    return dataclasses.replace(gen, guide_type=guide.type, guide=guide.text)
+    # Type `json` takes no guide text: none is sent.
+    request = dataclasses.replace(gen.request, guided_decoding_guide_type=guide.type,
+                                  guided_decoding_guide=guide.text or None)
+    return dataclasses.replace(gen, request=request)
 
 
 async def named_by(guide: Guide | None, awaitable):

@@ -32,10 +32,11 @@ from geventhttpclient import HTTPClient
 from locust import User, constant, task
 from locust.exception import StopUser
 
-from tritongen.client import StreamError, grpc_inputs, request_body, sse_events
+from tritongen.client import StreamError, sse_events
 from tritongen.loadtests.samples import Sample, SampleWriter, per_process_path
 from tritongen.schema_set import check_output
 from tritongen.loadtests.workload import LocustConfig, Pacer, Prompt, PromptSource, load_tokenizer
+from tritongen.requests import grpc_tensors, llm_inputs
 from tritongen.runtimes import dialect as dialect_named
 from tritongen.runtimes.base import Dialect, RevisedText, TokenCounter
 from tritongen.token_ids import OUTPUTS, Codec, response_ids
@@ -46,10 +47,7 @@ from tritongen.token_ids import OUTPUTS, Codec, response_ids
 # gRPC under gevent: must run before any channel exists (here: before any user starts).
 grpc.experimental.gevent.init_gevent()
 
-# Every request asks the server for its token counts: they, not a re-tokenisation of the text, are the counts.
-# exclude_input_in_output: a non-streamed response that repeats the prompt counts it too (samples.py).
 STREAM_READER_SPARE = 10  # gevent hub threads beyond one per open gRPC stream (gevent's own default pool size)
-COUNT_PARAMS = {"return_num_output_tokens": True, "return_num_input_tokens": True, "exclude_input_in_output": True}
 
 
 class _ProcessState:
@@ -196,16 +194,6 @@ class LLMUser(User):
             params["guide"] = ("json_schema", prompt.schema.text)
         return params
 
-    def params(self, prompt: Prompt) -> dict:
-        params = dict(COUNT_PARAMS)
-        if prompt.min_tokens is not None:
-            params["min_tokens"] = prompt.min_tokens
-        if prompt.adapter is not None and prompt.adapter.task_id:
-            params["lora_task_id"] = prompt.adapter.task_id
-        if prompt.schema is not None:
-            params["guide"] = ("json_schema", prompt.schema.text)
-        return params
-
 
 class DialectReader:
     """Reads one request's responses from a runtime's own model in its request dialect: each text_output becomes an
@@ -307,7 +295,7 @@ class GrpcStreamUser(LLMUser):
 
     def request(self, prompt: Prompt) -> tuple[list, list | None, _TextPieces | _IdsText]:
         """The request's inputs, the outputs to ask for (None: all) and what turns its responses into text."""
-        return grpc_inputs(prompt.text, prompt.max_tokens, stream=True, **self.params(prompt)), None, _TextPieces()
+        return grpc_tensors(prompt.request(stream=True).inputs()), None, _TextPieces()
 
     def send(self, prompt: Prompt, sample: Sample) -> str:
         if self.client is None:
@@ -366,22 +354,10 @@ class GrpcIdsUser(GrpcStreamUser):
     here with the deployment's tokenizer (exactly the text path's text); counts still come from the server."""
 
     def request(self, prompt: Prompt) -> tuple[list, list | None, _IdsText]:
-        import numpy as np
         import tritonclient.grpc as grpcclient
-        from tritonclient.utils import np_to_triton_dtype
 
         codec = _ProcessState.codec
-        inputs = []
-        ids_inputs = codec.inputs(prompt.text, prompt.max_tokens, stream=True, min_tokens=prompt.min_tokens)
-        if prompt.adapter is not None and prompt.adapter.task_id:
-            ids_inputs["lora_task_id"] = np.array([[prompt.adapter.task_id]], dtype=np.uint64)
-        if prompt.schema is not None:
-            ids_inputs["guided_decoding_guide_type"] = np.array([[b"json_schema"]], dtype=np.object_)
-            ids_inputs["guided_decoding_guide"] = np.array([[prompt.schema.text.encode()]], dtype=np.object_)
-        for name, value in ids_inputs.items():
-            tensor = grpcclient.InferInput(name, list(value.shape), np_to_triton_dtype(value.dtype))
-            tensor.set_data_from_numpy(value)
-            inputs.append(tensor)
+        inputs = grpc_tensors(llm_inputs(codec.inputs(prompt.request(stream=True))))
         return inputs, [grpcclient.InferRequestedOutput(n) for n in OUTPUTS], _IdsText(codec.text(prompt.max_tokens))
 
 
@@ -441,8 +417,7 @@ class _HttpUserBase(LLMUser):
         self.http.close()
 
     def post(self, endpoint: str, prompt: Prompt, sample: Sample, *, stream: bool):
-        body = json.dumps(request_body(prompt.text, prompt.max_tokens, stream=stream, **self.params(prompt))
-                          if self.dialect is None else
+        body = json.dumps(prompt.request(stream=stream).http_body() if self.dialect is None else
                           self.dialect.http_body(prompt.text, prompt.max_tokens, stream=stream,
                                                  **self.dialect_params(prompt)))
         sample.send_time, sample.send_wall_ns = time.perf_counter(), time.time_ns()

@@ -19,8 +19,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from tritongen.loadtests.arrivals import TraceRow, arrival_offsets, cancel_decisions, read_trace
-from tritongen.schema_set import NamedSchema, read_schema_set
 from tritongen.plan.load import AdapterShare, LoadProfile
+from tritongen.requests import COUNTS, Request
+from tritongen.schema_set import NamedSchema, read_schema_set
 
 # tokenizers and transformers (about 1.8 s of CPU to import) are imported where a tokenizer is loaded; the runner
 # imports this module for its settings.
@@ -105,6 +106,14 @@ class Prompt:
     """The LoRA adapter it goes to (validation.load.adapters); None: the base model, unnamed."""
     schema: NamedSchema | None = None
     """The JSON schema its output must follow (validation.load.structured); None: a plain request."""
+
+    def request(self, *, stream: bool) -> Request:
+        """The request the ensemble / BLS users and the ids user send for this prompt, with the server's token counts
+        asked for: they, not a re-tokenisation of the text, are the counts."""
+        guide = None if self.schema is None else ("json_schema", self.schema.text)
+        task_id = None if self.adapter is None or not self.adapter.task_id else self.adapter.task_id
+        return Request.of(self.text, self.max_tokens, stream=stream, min_tokens=self.min_tokens, guide=guide,
+                          lora_task_id=task_id, **COUNTS)
 
 
 @dataclass
