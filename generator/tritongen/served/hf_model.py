@@ -33,7 +33,7 @@ from .error_kinds import BAD_REQUEST, INTERNAL, UNAVAILABLE, RequestError, tagge
 from .hf_guided import GUIDE_INPUT, TYPE_INPUT, Guided, GuidedProcessor, Guides, read_guide
 from .hf_requests import (
     FINAL, Limits, MinTokensProcessor, error_response, install_processor, parse_request, response_for)
-from .stub import Drain, leave_without_teardown, param, server_ready_probe
+from .stub import Drain, leave_without_teardown, param, server_ready_probe, stderr_log
 
 DTYPES = {"auto": "auto", "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 ATTENTION = ("sdpa_mem_efficient", "sdpa", "eager")
@@ -513,7 +513,7 @@ class TritonPythonModel:
         end every request once a stopping server's drain is over; and exit when tritonserver is gone, so an
         orphaned stub never keeps the GPU."""
         parent = os.getppid()
-        drain = Drain(self.model_name, server_ready_probe(pb_utils.is_model_ready), pb_utils.Logger.log_info)
+        drain = Drain(self.model_name, server_ready_probe(pb_utils.is_model_ready), stderr_log)
         while not self.stopping and self.fatal is None:
             time.sleep(self.cancel_period)
             if os.getppid() != parent:  # tritonserver died (e.g. SIGKILL): nothing can answer; free the device
