@@ -99,6 +99,32 @@ def test_a_task_without_converted_files_is_a_bad_request_naming_the_input(lora_d
         "or run `tritongen build` to convert them")
 
 
+class _BackendIterator:
+    """The python backend's ResponseIterator: iter() on it once its final response was read starts it over."""
+
+    def __init__(self, responses):
+        self.responses, self.at = list(responses), 0
+
+    def __iter__(self):
+        if self.at >= len(self.responses):
+            self.at = 0
+        return self
+
+    def __next__(self):
+        if self.at >= len(self.responses):
+            raise StopIteration
+        self.at += 1
+        return self.responses[self.at - 1]
+
+
+@pytest.mark.parametrize("first", [_Response(tokens=[1]), _Response(MISS.format(2))])
+def test_each_response_is_passed_on_once_from_the_backends_iterator(lora_dir, first):
+    resent = _Response(tokens=[5])
+    out = list(with_resend(_BackendIterator([first]), np.array([2]), str(lora_dir), _error,
+                           lambda weights, config: _BackendIterator([resent])))
+    assert out == [resent if first.error_text else first]
+
+
 def test_a_batch_of_one_task_gets_the_weights_per_row(lora_dir):
     sent = []
     list(with_resend(iter([_Response(MISS.format(1))]), np.array([1, 1, 1]), str(lora_dir), _error,
