@@ -1,6 +1,7 @@
 """The native backends built with AddressSanitizer and UndefinedBehaviorSanitizer (build.sh --sanitize
-address,undefined): the native unit tests' driver and a served burst (streams through the BLS and the ensemble,
-then a SIGTERM with streams in flight, which the BLS cancels) produce no sanitizer report.
+address,undefined): the native unit tests' drivers (detok.h, the LoRA resend's .npy reader) and a served burst
+(streams through the BLS and the ensemble, then a SIGTERM with streams in flight, which the BLS cancels) produce no
+sanitizer report.
 
 Leak detection is off: tritonserver and the python stubs (which inherit LD_PRELOAD) free some of their own memory
 only at exit, and LeakSanitizer would report that, not this repository's code. UBSan aborts on its first finding
@@ -44,7 +45,8 @@ def test_the_native_unit_tests_are_clean_under_asan_and_ubsan(tmp_path):
     env = dict(os.environ, TRITONGEN_NATIVE_SANITIZE="address,undefined",
                ASAN_OPTIONS=f"detect_leaks=0:log_path={tmp_path}/san", UBSAN_OPTIONS=f"log_path={tmp_path}/san")
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           str(HERE / "test_native_detok.py")], env=env, capture_output=True, text=True)
+                           str(HERE / "test_native_detok.py"), str(HERE / "test_lora_resend_reader.py")], env=env,
+                          capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-3000:]
     assert _reports(tmp_path) == []
 

@@ -10,7 +10,11 @@ The Job `<name>-models-<key>` (key: a hash of everything it writes) runs in the 
    /models/engine already holds one. Calibrated formats read their dataset from /models/calibration (a local
    `datasets` folder copied into the volume); the hub stays offline. The converted checkpoint goes to an emptyDir
    whose size the pod requests as ephemeral storage,
-4. writes `/models/.tritongen/<key>.done`, or on any failure `<key>.failed` with the reason.
+4. LoRA adapters (the tensorrtllm runtime's): fetches each PEFT folder from deploy.adapter_uris into
+   /models/adapters/<name> unless the volume holds it, and converts every adapter into /models/lora/<task id>/
+   (the folder the tensorrt_llm model prefetches and the BLS resends from) with the serving image's own
+   hf_lora_convert.py; converting takes seconds, so it runs on every Job and the folder is replaced whole,
+5. writes `/models/.tritongen/<key>.done`, or on any failure `<key>.failed` with the reason.
 Each server pod's init container waits for the first marker and fails with the reason on the second, so a Job
 that cannot succeed shows up in every server pod's status instead of leaving them waiting. A changed repository
 or source gives a new key, hence a new Job (Jobs are immutable) that refills the volume.
@@ -25,7 +29,7 @@ from dataclasses import dataclass
 
 from tritongen.deploy import pods
 from tritongen.deploy.common import (
-    CHECKPOINT, ENGINE, MODELS, REPOSITORY, TOKENIZER, Deployment, builds_engine, k8s_name,
+    ADAPTER_SOURCES, ADAPTERS, CHECKPOINT, ENGINE, MODELS, REPOSITORY, TOKENIZER, Deployment, builds_engine, k8s_name,
 )
 from tritongen.errors import SpecError, problem
 from tritongen.runtimes import builder
@@ -57,12 +61,14 @@ class ModelsJob:
     comment: str
 
 
-def _fetch(uri: str | None, dest: str, field: str) -> str:
-    """sh lines that fill `dest` from `uri` unless it already holds a config (or fail naming the field)."""
+def _fetch(uri: str | None, dest: str, field: str, configs: tuple[str, ...] = ("config.json", "tokenizer_config.json")
+           ) -> str:
+    """sh lines that fill `dest` from `uri` unless it already holds one of `configs` (or fail naming the field)."""
     q = shlex.quote
     if uri is None:
-        return (f"test -e {q(dest + '/config.json')} -o -e {q(dest + '/tokenizer_config.json')} || "
-                f"fail {q(f'{dest} is empty: set {field}, or copy the files into the volume (docs/deploy.md)')}")
+        held = " -o ".join(f"-e {q(dest + '/' + c)}" for c in configs)
+        why = f"{dest} is empty: set {field}, or copy the files into the volume (docs/deploy.md)"
+        return f"test {held} || fail {q(why)}"
     if uri.startswith("hf://"):
         repo, _, revision = uri.removeprefix("hf://").partition("@")
         code = ("import sys; from huggingface_hub import snapshot_download; "
@@ -76,7 +82,8 @@ def _fetch(uri: str | None, dest: str, field: str) -> str:
                f"set -- {q(dest + '.partial')}/*; if [ $# -eq 1 ] && [ -d \"$1\" ]; then "
                f"mv \"$1\" {q(dest + '.one')} && rmdir {q(dest + '.partial')} && mv {q(dest + '.one')} "
                f"{q(dest + '.partial')}; fi")
-    return (f"if [ ! -e {q(dest + '/config.json')} ] && [ ! -e {q(dest + '/tokenizer_config.json')} ]; then "
+    missing = " && ".join(f"[ ! -e {q(dest + '/' + c)} ]" for c in configs)
+    return (f"if {missing}; then "
             f"echo 'fetching {uri}'; rm -rf {q(dest + '.partial')} && {get} && rm -rf {q(dest)} && "
             f"mv {q(dest + '.partial')} {q(dest)}; fi")
 
@@ -121,6 +128,18 @@ def models_job(dep: Deployment) -> ModelsJob:
                      f"mv {ENGINE}.partial {ENGINE} && rm -rf {converted}; fi")
         weights = dep.memory.weight_bytes_per_rank * dep.memory.world_size
         work_gib = math.ceil(weights * 1.3 / GIB) + 2
+    if dep.plan.adapters:
+        sources = {}
+        for adapter in dep.plan.adapters:
+            sources[adapter.task_id] = f"{ADAPTER_SOURCES}/{adapter.name}"
+            lines.append(_fetch(deploy.adapter_uris.get(adapter.name), sources[adapter.task_id],
+                                f"deploy.adapter_uris.{adapter.name}", ("adapter_config.json",)))
+        convert = " && ".join(shlex.join(c) for c in rt.adapter_convert_commands(
+            dep.plan, sources, f"{ADAPTERS}.partial", examples_dir=EXAMPLES))
+        # `|| fail`: under `set -e` a failure inside an && list does not end the script.
+        lines.append(f"rm -rf {ADAPTERS}.partial && {convert} && rm -rf {ADAPTERS} && "
+                     f"mv {ADAPTERS}.partial {ADAPTERS} || "
+                     'fail "converting the LoRA adapters failed; see the log of job/$JOB_NAME"')
     key_source = repr((sorted((k, v) for k, v in data.items()), items, lines)).encode()
     key = hashlib.sha256(key_source).hexdigest()[:10]
     marker, failed = f"{MODELS}/.tritongen/{key}.done", f"{MODELS}/.tritongen/{key}.failed"
@@ -131,7 +150,8 @@ def models_job(dep: Deployment) -> ModelsJob:
     lines += [f"rm -rf {REPOSITORY}.partial && cp -RL /config/model_repository {REPOSITORY}.partial",
               f"rm -rf {REPOSITORY} && mv {REPOSITORY}.partial {REPOSITORY}",
               f"touch {q(marker)}", f"echo 'models volume ready ({key})'"]
-    what = "repository, checkpoint" + (", engine (built on one GPU of the serving product)" if gpu else "")
+    what = ("repository, checkpoint" + (", engine (built on one GPU of the serving product)" if gpu else "")
+            + (", LoRA adapters (converted into lora/)" if dep.plan.adapters else ""))
     comment = (f"The model repository (one key per file) and the Job that fills the models volume: {what}.\n"
                f"Server pods wait for {marker} and fail with the Job's reason when it writes {failed}.\n"
                "Air-gapped: no repository is cloned and the Hugging Face hub stays offline unless "

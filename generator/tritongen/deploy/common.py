@@ -45,7 +45,10 @@ ENGINE = f"{MODELS}/engine"
 CHECKPOINT = f"{MODELS}/checkpoint"
 TOKENIZER = f"{MODELS}/tokenizer"
 ADAPTERS = f"{MODELS}/lora"
-"""The runtime's adapter files (Launch.adapter_folder: tensorrtllm's converted adapters), mounted read-only."""
+"""The runtime's adapter files (Launch.adapter_folder: tensorrtllm's converted adapters): mounted read-only
+(compose, docker), or converted there by the models Job (Kubernetes)."""
+ADAPTER_SOURCES = f"{MODELS}/adapters"
+"""Kubernetes: the PEFT folders the models Job converts, one per adapter name (deploy.adapter_uris)."""
 CONTAINER_PORTS = Ports(8000, 8001, 8002)
 
 STARTUP_MINUTES = 30

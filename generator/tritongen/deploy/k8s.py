@@ -417,11 +417,6 @@ def images_comment(dep: Deployment) -> str:
 
 def render_k8s(dep: Deployment, *, mig_strategy: str = "mixed") -> dict[str, bytes]:
     """The base kustomization (k8s/base), the monitoring and load-test components, and overlays that apply them."""
-    if dep.plan.adapters:
-        # The pods read the models volume, which the models Job fills; it does not convert or copy adapters yet.
-        raise SpecError(problem("model.adapters", "the Kubernetes target's models Job does not put LoRA adapters "
-                                "into the models volume yet", "deploy with --target compose (it mounts the converted "
-                                "adapters), or without model.adapters"))
     ks = kinds(dep, mig_strategy)
     store = storage(dep, ks)
     labels = {"app.kubernetes.io/name": "tritonserver", "app.kubernetes.io/instance": dep.name,
@@ -431,6 +426,7 @@ def render_k8s(dep: Deployment, *, mig_strategy: str = "mixed") -> dict[str, byt
     serving = {**selector, SERVES_LABEL: "true"}
     job = models_job(dep)
     name = dep.name
+    lora = ", lora/ (LoRA adapters converted from adapters/)" if dep.plan.adapters else ""
     rwo = ("ReadWriteOnce: every pod that mounts it carries the label "
            f"{pods.MODELS_VOLUME_LABEL}={store.pvc} and a required pod affinity to it, so they share one node "
            "(set deploy.access_mode: ReadWriteMany and a storage_class that provides it to spread them)."
@@ -439,7 +435,7 @@ def render_k8s(dep: Deployment, *, mig_strategy: str = "mixed") -> dict[str, byt
         "k8s/base/pvc.yaml": pods.dump(name, [pvc_object(store.pvc, labels, store.access_mode, store.storage_class,
                                                          volume_gib(dep))],
                                        f"Holds what every server pod reads at {MODELS}: model_repository/, checkpoint/, "
-                                       f"tokenizer, engine/ (tensorrtllm); models-job.yaml fills it.\nSize: "
+                                       f"tokenizer, engine/ (tensorrtllm){lora}; models-job.yaml fills it.\nSize: "
                                        f"deploy.volume_gib, else weights x 2.5 + 10Gi.\n{rwo}"),
         "k8s/base/models-job.yaml": pods.dump(name, models_job_objects(dep, job, ks[0], store, labels),
                                               job.comment),

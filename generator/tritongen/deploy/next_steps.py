@@ -11,7 +11,7 @@ import shlex
 
 from tritongen.deploy import serving_image
 from tritongen.deploy.artifacts import models_job
-from tritongen.deploy.common import CHECKPOINT, TOKENIZER, Deployment, container_name, k8s_name
+from tritongen.deploy.common import ADAPTER_SOURCES, CHECKPOINT, TOKENIZER, Deployment, container_name, k8s_name
 from tritongen.deploy.compose import compose_services, model_folders
 from tritongen.deploy.k8s import image_names, kinds
 
@@ -72,6 +72,12 @@ def warnings(dep: Deployment, target: str, image_given: bool) -> list[str]:
     if target == "k8s" and separate and d.tokenizer_uri is None:
         out.append(f"deploy.tokenizer_uri: unset while model.tokenizer is a folder of its own, so the servers find no "
                    f"tokenizer at {TOKENIZER} unless you copy it into the volume; set deploy.tokenizer_uri")
+    fetched = [a.name for a in dep.plan.adapters if a.name not in d.adapter_uris]
+    if target == "k8s" and fetched:
+        out.append(f"deploy.adapter_uris: none for {', '.join(fetched)}, so the models Job expects those PEFT folders "
+                   f"already in the volume at {ADAPTER_SOURCES}/<name> and fails otherwise; set "
+                   "deploy.adapter_uris.<name> (hf://org/name or an http(s) .tar.gz), or copy them into the volume "
+                   "before the Job runs")
     backends = serving_image.native_backends(dep.repository)
     if image_given and backends:
         out.append(f"--image: {dep.image} must carry tritongen's native backends ("

@@ -93,6 +93,8 @@ class DeployPlan(BaseModel):
     """Kubernetes: where the models Job fetches the checkpoint (hf://org/name[@revision] or an http(s) archive)."""
     tokenizer_uri: str | None
     """Kubernetes: like checkpoint_uri, for a tokenizer kept apart from the checkpoint."""
+    adapter_uris: dict[str, str] = {}
+    """Kubernetes: like checkpoint_uri, for LoRA adapters by name (fetched to /models/adapters/<name>)."""
     nodes: int
     """Nodes one model replica spans (above 1: a LeaderWorkerSet)."""
     replicas: int | None

@@ -503,6 +503,12 @@ class EngineBuilder(_Owns[S], ABC):
         """argv of each step that builds the plan's engine into `engine` inside a container (the models Job)."""
         raise NotImplementedError(f"the {self.name} runtime serves the checkpoint as it is")
 
+    def adapter_convert_commands(self, plan: PlanView, sources: dict[int, str], out: str, *,
+                                 examples_dir: str) -> list[list[str]]:
+        """argv of each step that converts the plan's adapters (task id -> PEFT folder) into `out` in the layout of
+        `Launch.adapter_folder`, inside a container (the models Job)."""
+        raise NotImplementedError(f"the {self.name} runtime reads the adapters' own folders")
+
 
 class Clients(_Owns[S], ABC):
     """How tritongen's clients (the OpenAI frontend, the load test) speak to the runtime's model."""

@@ -54,9 +54,21 @@ def with_resend(responses, task_ids, lora_dir, error_of, resend):
     ids = set() if task_ids is None else {int(t) for t in task_ids}
     if missed is None or not lora_dir or ids != {missed}:
         yield first
-        yield from it
+        yield from _rest(it)
         return
-    for _ in it:  # the failed request's error is its final response; nothing else is expected
+    for _ in _rest(it):  # the failed request's error is its final response; nothing else is expected
         pass
     weights, config = adapter_tensors(lora_dir, missed, len(task_ids))
     yield from resend(weights, config)
+
+
+def _rest(it):
+    """The responses of `it` not read yet. By next() alone: iter() on the python backend's ResponseIterator once it
+    has its final response starts it over from the first (python_backend src/pb_response_iterator.cc, Iter), so
+    `yield from it` would send a one-response answer twice."""
+    while True:
+        try:
+            response = next(it)
+        except StopIteration:
+            return
+        yield response

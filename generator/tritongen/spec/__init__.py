@@ -177,6 +177,11 @@ class SpecCore(Section):
                     for name in shares if name not in known]
         problems += [problem(f"validation.load.adapters.{name}", f"weight {weight:g} is not positive",
                              "give it a weight > 0, or leave it out") for name, weight in shares.items() if weight <= 0]
+        adapters = sorted(known - {"base"})
+        problems += [problem(f"deploy.adapter_uris.{name}", "names no adapter of model.adapters" +
+                             (f" (known: {', '.join(adapters)})" if adapters else " (it has none)"),
+                             "use an adapter's name, or remove the entry")
+                     for name in self.deploy.adapter_uris if name not in adapters]
         if not self.model.adapters:
             return problems
         refused = planning(self.runtime).adapters_refused(self)

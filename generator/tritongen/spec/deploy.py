@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
@@ -13,6 +13,8 @@ from tritongen.spec_base import Section
 
 _LABEL_KEY = re.compile(r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+_URI = r"^(hf://[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?|https?://\S+)$"
+"""What the models Job fetches: a Hugging Face Hub repository, or an http(s) archive."""
 
 
 class DeploySection(Section):
@@ -29,14 +31,21 @@ class DeploySection(Section):
     volume_gib: int | None = Field(None, ge=1)
     """Kubernetes: size of the models volume; unset: the weights x 2.5 (checkpoint + engine) + 10 GiB."""
 
-    checkpoint_uri: str | None = Field(None, pattern=r"^(hf://[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?|https?://\S+)$")
+    checkpoint_uri: str | None = Field(None, pattern=_URI)
     """Kubernetes: where the models Job fetches the checkpoint into the volume: `hf://org/name[@revision]`
     (Hugging Face Hub; token from the optional Secret `<name>-hf-token`, key HF_TOKEN) or an http(s) URL of a
     .tar/.tar.gz archive of the checkpoint folder. Unset: the Job expects the checkpoint already in the volume at
     /models/checkpoint and fails naming this field otherwise."""
 
-    tokenizer_uri: str | None = Field(None, pattern=r"^(hf://[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?|https?://\S+)$")
+    tokenizer_uri: str | None = Field(None, pattern=_URI)
     """Kubernetes: like checkpoint_uri, for a tokenizer kept apart from the checkpoint (model.tokenizer)."""
+
+    adapter_uris: dict[str, Annotated[str, Field(pattern=_URI)]] = {}
+    """Kubernetes: like checkpoint_uri, for LoRA adapters (model.adapters, by name): where the models Job fetches each
+    PEFT folder into the volume at /models/adapters/<name>. An adapter without one must already be there, or the Job
+    fails naming this field. The Job then converts every adapter into /models/lora/<task id>/ with the serving
+    image's own hf_lora_convert.py (TensorRT-LLM's examples), the folder the tensorrt_llm model prefetches and the
+    BLS resends from on a LoRA cache miss."""
 
     nodes: int = Field(1, ge=1, le=64)
     """Kubernetes: nodes one model replica spans (multi-node tensor/pipeline parallelism). Above 1 the replica is a

@@ -8,8 +8,9 @@
 // request (every call is asynchronous, through Triton's in-process API).
 //
 // Files, by concern: config (the model config, checked at load), inprocess (requests to other models and who owns
-// their inputs), table (the detokenisation table from preprocessing), client_request (one client request), this file
-// (the model, its watcher, the entry points). wiring.h is generated from contract.py.
+// their inputs), table (the detokenisation table from preprocessing), client_request (one client request),
+// lora_resend (a LoRA cache miss answered with the adapter's weights), this file (the model, its watcher, the entry
+// points). wiring.h is generated from contract.py.
 //
 // Cancellation: a watcher polls each request's cancellation flag and cancels its LLM request, which stops
 // within the LLM's own cancellation period; the client gets Triton's CANCELLED error at once.

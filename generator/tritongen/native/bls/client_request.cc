@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "bls/lora_resend.h"
 #include "bls/model.h"
 #include "bls/wiring.h"
 #include "error_kinds.h"
@@ -59,6 +60,12 @@ TRITONSERVER_Error* AddOutput(TRITONBACKEND_Response* response, const std::strin
   return nullptr;
 }
 
+// A unique id for each LLM request (the backend's `stop` input finds its request by id).
+std::string NextLlmId(const ModelState* model) {
+  static std::atomic<uint64_t> counter{0};
+  return "tritongen-bls-" + std::to_string(reinterpret_cast<uintptr_t>(model)) + "-" + std::to_string(++counter);
+}
+
 // Responses of a `stop` request: nothing to do with them.
 class Ignore : public Responder {
  public:
@@ -100,15 +107,18 @@ class PreResponder : public Responder {
   std::shared_ptr<ClientRequest> s_;
 };
 
+// The responses of one LLM request: `attempt` 0 the first, 1 its resend after a LoRA cache miss.
 class LlmResponder : public Responder {
  public:
-  explicit LlmResponder(std::shared_ptr<ClientRequest> s) : s_(std::move(s)) {}
+  LlmResponder(std::shared_ptr<ClientRequest> s, int attempt) : s_(std::move(s)), attempt_(attempt) {}
   void OnResponse(TRITONSERVER_InferenceResponse* response, uint32_t flags) override {
-    s_->OnLlmResponse(response, flags);
+    // The resend reads the adapter's files: outside the request's lock, which the watcher takes.
+    if (s_->OnLlmResponse(response, flags, attempt_)) s_->Resend();
   }
 
  private:
   std::shared_ptr<ClientRequest> s_;
+  const int attempt_;
 };
 
 ClientRequest::~ClientRequest() {
@@ -271,22 +281,75 @@ void ClientRequest::StartLlm(Outputs pre) {
   spec.outputs = {"output_ids", "sequence_length"};
   for (const auto& name : kPassedOutputs)
     if (Wants(name) || name == "batch_index" || name == "sequence_index") spec.outputs.push_back(name);
-  static std::atomic<uint64_t> counter{0};
-  llm_id_ = "tritongen-bls-" + std::to_string(reinterpret_cast<uintptr_t>(model_.get())) + "-" +
-            std::to_string(++counter);
-  spec.id = llm_id_;
-  std::shared_ptr<ClientRequest> self = shared_from_this();
   std::lock_guard<std::mutex> lk(mu_);
   if (finished_) return;  // aborted while preprocessing answered
+  // A request naming a LoRA task without its weights may miss the LLM's LoRA cache: kept for one resend.
+  if (!model_->config().lora_dir.empty() && Input("lora_task_id") != nullptr && Input("lora_weights") == nullptr)
+    resend_ = std::make_unique<InferCall::Spec>(spec);
+  TRITONSERVER_Error* err = StartLlmCall(std::move(spec), 0);
+  if (err != nullptr) {
+    llm_started_ = false;
+    SendError(TRITONSERVER_ErrorCode(err), Wrap(model_->config().llm_name, TRITONSERVER_ErrorMessage(err)));
+    TRITONSERVER_ErrorDelete(err);
+  }
+}
+
+// Sends one LLM request under a fresh id; its responses reach OnLlmResponse as `attempt`. Runs with `mu` held.
+TRITONSERVER_Error* ClientRequest::StartLlmCall(InferCall::Spec spec, int attempt) {
+  llm_id_ = NextLlmId(model_.get());
+  spec.id = llm_id_;
+  attempt_ = attempt;
   TRITONSERVER_Error* err = InferCall::Start(
-      model_->server(), model_->allocator(), std::move(spec), std::unique_ptr<Responder>(new LlmResponder(self)),
+      model_->server(), model_->allocator(), std::move(spec),
+      std::unique_ptr<Responder>(new LlmResponder(shared_from_this(), attempt)),
       [this](TRITONSERVER_InferenceRequest* req) {
         llm_ = req;
         llm_started_ = true;
       });
+  if (err != nullptr) llm_ = nullptr;
+  return err;
+}
+
+// Whether `err` is TensorRT-LLM's LoRA cache miss for exactly this request's task (`task`), with a resend still
+// possible.
+bool ClientRequest::OwnCacheMiss(TRITONSERVER_Error* err, uint64_t* task) const {
+  const Tensor* ids = Input("lora_task_id");
+  return resend_ != nullptr && ids != nullptr && CacheMissTaskId(TRITONSERVER_ErrorMessage(err), task) &&
+         AllTaskIds(*ids, *task);
+}
+
+// The first LLM request missed the LoRA cache and has ended: the same request again with the adapter's weights
+// (lora_resend.h). Its responses are passed on as the first request's would have been; a second miss is an error
+// like any other. The request may have ended meanwhile (cancelled, the server stopping): then nothing is sent.
+void ClientRequest::Resend() {
+  std::unique_ptr<InferCall::Spec> spec;
+  uint64_t task = 0;
+  size_t batch = 1;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (finished_ || CancelledLocked()) return;
+    spec = std::move(resend_);
+    task = missed_task_;
+    batch = static_cast<size_t>(std::max<int64_t>(Input("lora_task_id")->elements(), 1));
+  }
+  Tensor weights, config;
+  TRITONSERVER_Error* err = AdapterTensors(model_->config().lora_dir, task, batch, &weights, &config);
+  std::lock_guard<std::mutex> lk(mu_);
+  if (finished_) {
+    if (err != nullptr) TRITONSERVER_ErrorDelete(err);
+    return;
+  }
   if (err != nullptr) {
-    llm_ = nullptr;
-    llm_started_ = false;
+    SendError(TRITONSERVER_ErrorCode(err), TRITONSERVER_ErrorMessage(err));
+    TRITONSERVER_ErrorDelete(err);
+    return;
+  }
+  if (CancelledLocked()) return;
+  missed_ = false;
+  spec->inputs.push_back(std::move(weights));
+  spec->inputs.push_back(std::move(config));
+  err = StartLlmCall(std::move(*spec), 1);
+  if (err != nullptr) {
     SendError(TRITONSERVER_ErrorCode(err), Wrap(model_->config().llm_name, TRITONSERVER_ErrorMessage(err)));
     TRITONSERVER_ErrorDelete(err);
   }
@@ -466,13 +529,17 @@ void ClientRequest::Abort(TRITONSERVER_Error_Code code, const std::string& messa
 }
 
 // ------------------------------------------------------------------ LLM responses
-void ClientRequest::OnLlmResponse(TRITONSERVER_InferenceResponse* response, uint32_t flags) {
+bool ClientRequest::OnLlmResponse(TRITONSERVER_InferenceResponse* response, uint32_t flags, int attempt) {
   std::lock_guard<std::mutex> lk(mu_);
+  // Responses of a request that missed the LoRA cache (its error is its final; nothing else is expected): dropped.
+  const bool superseded = attempt != attempt_ || missed_;
   if (response != nullptr) {
     TRITONSERVER_Error* err = TRITONSERVER_InferenceResponseError(response);
-    if (finished_) {
+    if (finished_ || superseded) {
       // Late responses after a stop string, a cancellation or an error: dropped.
     } else if (CancelledLocked()) {
+    } else if (err != nullptr && OwnCacheMiss(err, &missed_task_)) {
+      missed_ = true;  // the resend starts at this request's FINAL
     } else if (err != nullptr) {
       SendError(TRITONSERVER_ErrorCode(err), Wrap(model_->config().llm_name, TRITONSERVER_ErrorMessage(err)));
     } else {
@@ -490,13 +557,17 @@ void ClientRequest::OnLlmResponse(TRITONSERVER_InferenceResponse* response, uint
           OnWhole(out, *ids, *lengths);
       }
     }
+    // Only the first response may be the miss: when it is anything else, nothing is resent.
+    if (attempt == 0 && !missed_) resend_.reset();
     if (err != nullptr) TRITONSERVER_ErrorDelete(err);
     LogIfError(TRITONSERVER_InferenceResponseDelete(response), "tensorrt_llm_bls: delete response");
   }
-  if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) {
+  if ((flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) && attempt == attempt_) {
     llm_ = nullptr;  // its InferCall is deleted once this returns (and the request was released)
+    if (missed_) return !finished_;
     if (!finished_ && !CancelledLocked()) Finish();
   }
+  return false;
 }
 
 void ClientRequest::OnStreamed(const Outputs& out, const Tensor& ids_t, const Tensor& lengths_t) {

@@ -1,7 +1,8 @@
 // One client request of tensorrt_llm_bls, from Serve() to its one final response.
 //
 // Life: Serve() reads the client's inputs, asks `preprocessing` (one InferCall), then `tensorrt_llm` (another);
-// each LLM response is detokenised (detok.h) and sent on. The client's TRITONBACKEND_Request is held until the
+// each LLM response is detokenised (detok.h) and sent on. A LoRA cache miss of the LLM request is answered by one
+// more LLM request, the same with the adapter's weights added (lora_resend.h), whose responses are sent on instead. The client's TRITONBACKEND_Request is held until the
 // final response, so that a frontend can still cancel through it and Triton's statistics span the whole request.
 //
 // Ownership: a ClientRequest is shared (std::shared_ptr) by the responders and release hooks of its in-process
@@ -57,12 +58,16 @@ class ClientRequest : public std::enable_shared_from_this<ClientRequest> {
   TRITONSERVER_Error* Validate();
   void StartPreprocessing();
   void StartLlm(Outputs pre);
-  void OnLlmResponse(TRITONSERVER_InferenceResponse* response, uint32_t flags);
+  // Returns true when the LLM request `attempt` missed the LoRA cache and has ended: the caller resends (Resend).
+  bool OnLlmResponse(TRITONSERVER_InferenceResponse* response, uint32_t flags, int attempt);
+  void Resend();
   void OnStreamed(const Outputs& out, const Tensor& ids, const Tensor& lengths);
   void OnWhole(const Outputs& out, const Tensor& ids, const Tensor& lengths);
 
   // The following run with `mu` held.
   bool CancelledLocked();
+  TRITONSERVER_Error* StartLlmCall(InferCall::Spec spec, int attempt);
+  bool OwnCacheMiss(TRITONSERVER_Error* err, uint64_t* task) const;
   void CancelLlm(bool send_stop = true);
   void SendStop();
   void Send(const std::vector<std::string>& texts, const Outputs* passed);
@@ -99,6 +104,12 @@ class ClientRequest : public std::enable_shared_from_this<ClientRequest> {
   bool finished_ = false;  // the client has its final response
   bool counted_ = false;   // holds a place in the model's in_flight count
   bool cancel_sent_ = false;
+  // The LoRA cache-miss resend (lora_resend.h): the LLM request kept while one resend may follow (null: none may),
+  // the attempt whose responses count (0: the first request, 1: its resend), whether the first request missed.
+  std::unique_ptr<InferCall::Spec> resend_;
+  int attempt_ = 0;
+  bool missed_ = false;
+  uint64_t missed_task_ = 0;
   std::map<std::pair<int64_t, int64_t>, std::vector<std::unique_ptr<Sequence>>> sequences_;
   std::unique_ptr<TRITONBACKEND_Response, void (*)(TRITONBACKEND_Response*)> whole_{nullptr, nullptr};
 };

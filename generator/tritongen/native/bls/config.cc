@@ -36,6 +36,7 @@ TRITONSERVER_Error* BlsConfig::Read(TRITONBACKEND_Model* model, BlsConfig* out) 
   out->accumulate = Truthy(config.Parameter("accumulate_tokens", "false"));
   out->skip_special_tokens = Truthy(config.Parameter("skip_special_tokens", "true"));
   out->decoupled = config.Decoupled();
+  out->lora_dir = config.Parameter("lora_dir", "");
   TG_RETURN_IF_ERROR(config.IntegerParameter("max_input_tokens", "0", &out->max_input_tokens));
   int64_t in_flight = 0, queue = 0;
   TG_RETURN_IF_ERROR(config.IntegerParameter("max_in_flight", "0", &in_flight));

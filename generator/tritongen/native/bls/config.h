@@ -16,6 +16,7 @@ struct BlsConfig {
   bool skip_special_tokens = true;
   bool decoupled = false;
   int64_t max_input_tokens = 0;  // 0: unknown (no byte cap)
+  std::string lora_dir;           // converted LoRA adapters, resent on a cache miss (lora_resend.h); empty: none
   int64_t capacity = 0;          // requests held at once: max_in_flight + max_queue_size (0: no limit, as max_queue_size 0)
 
   // Reads the model's config; INVALID_ARG naming the field when it cannot be served (a draft model, an input or

@@ -114,6 +114,13 @@ def convert_adapter(folder: str | os.PathLike[str]):
     return weights, np.array(configs, dtype=np.int32)[np.newaxis]
 
 
+def convert_commands(sources: dict[int, str], out: str, *, examples_dir: str) -> list[list[str]]:
+    """argv that converts each PEFT folder (task id -> folder) into `out`/<task id>/ inside the serving container:
+    NVIDIA's hf_lora_convert.py of the container's own TensorRT-LLM release, whose layout convert_adapter writes."""
+    return [["python3", f"{examples_dir}/hf_lora_convert.py", "-i", folder, "-o", f"{out}/{task_id}",
+             "--storage-type", STORAGE_DTYPE] for task_id, folder in sorted(sources.items())]
+
+
 def write_prefetch(adapters: Sequence[AdapterPlan], target: str | os.PathLike[str]) -> bool:
     """Convert every adapter into `target`/<task id>/ (the lora_prefetch_dir layout), atomically; False when the
     content-addressed folder is already there."""

@@ -15,7 +15,7 @@ from tritongen.runtimes.base import Knob, PlanContext, Renderer, Runtime, Signal
 from tritongen.runtimes.tensorrtllm import xgrammar_info
 from tritongen.runtimes.tensorrtllm.backend import (DEFAULT_MAX_NUM_TOKENS, TRTLLM, build_commands,
                                                     ensemble_server_command, id_groups, tensorrt_llm_parameters)
-from tritongen.runtimes.tensorrtllm.lora import LoraBuild, lora_build
+from tritongen.runtimes.tensorrtllm.lora import LoraBuild, convert_commands, lora_build
 from tritongen.runtimes.tensorrtllm.lora_cache import cache_parameters, lora_plan
 from tritongen.runtimes.tensorrtllm.release import upstream
 from tritongen.runtimes.tensorrtllm.settings import BuildSettings, TensorrtllmPlan
@@ -308,6 +308,10 @@ class TensorrtllmRuntime(EnsembleRepository[TensorrtllmPlan], Runtime[Tensorrtll
         return build_commands(self.own(plan).build, checkpoint, engine, converted_dir=converted_dir,
                               examples_dir=examples_dir, calibration_dir=calibration_dir) + \
             [xgrammar_info.command("python3", checkpoint, engine)]
+
+    def adapter_convert_commands(self, plan: PlanView, sources: dict[int, str], out: str, *,
+                                 examples_dir: str) -> list[list[str]]:
+        return convert_commands(sources, out, examples_dir=examples_dir)
 
     def hpa_signals(self, plan: PlanView) -> list[Signal]:
         # Requests the batch manager has not scheduled (batch slots or KV blocks exhausted) and the paged KV
