@@ -98,9 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--top-k", type=int, help="sample from the k most likely tokens")
     s.add_argument("--top-p", type=float, help="sample from the smallest set of tokens with this probability")
     s.add_argument("--model", default="tensorrt_llm_bls",
-                   help="Triton model to call: tensorrt_llm_bls (default: the ensemble's only step, same inputs; "
-                        "Ctrl-C cancels it, while Triton's ensemble scheduler does not pass a cancellation on) or "
-                        "ensemble")
+                   help="Triton model to call: tensorrt_llm_bls (default; Ctrl-C cancels it) or ensemble (the same "
+                        "BLS under NVIDIA's entry name with serving.ensemble: bls; with serving.ensemble: triton, "
+                        "Triton's ensemble scheduler does not pass a cancellation on)")
     s.add_argument("--path", choices=["text", "ids"], default="text",
                    help="text: send text to --model, which tokenizes and detokenizes in tritonserver; ids: send "
                    "token ids to tensorrt_llm and detokenize here (same text, no Python model per response)")
