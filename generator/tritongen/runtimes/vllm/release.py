@@ -77,7 +77,12 @@ VLLM_PIN = ContainerPin(
            Fact("the 26.01 release notes' minimum driver was not read here: the bundled driver is the rule's floor "
                 "(R580 data-center drivers run it under CUDA 13 minor version compatibility)",
                 Source("docs.nvidia.com", "deeplearning/triton-inference-server/release-notes/rel-26-01.html", None,
-                       "not read here"))),
+                       "not read here")),
+           Fact("26.02's release notes, on the same CUDA 13.1.1, say it 'requires NVIDIA Driver release 575 or later' "
+                "(data-center GPUs: R470/R525/R535/R545 as listed there); not applied to 26.01, whose notes were not "
+                "read: 575 is what 26.01's would say only if it follows its CUDA version",
+                Source("docs.nvidia.com", "deeplearning/triton-inference-server/release-notes/rel-26-02.html", None,
+                       "Driver Requirements, read 2026-12-06"))),
     newer=tuple(Fact(f"{release}: vLLM {version} (vllm_backend r{release} not readable here, so not pinned)",
                      _MATRIX_2608) for release, version in NEWER)
     + (Fact("26.10: CUDA 13.4.3.001, vLLM version not stated (release notes rel-26-10)",
