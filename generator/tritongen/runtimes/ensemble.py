@@ -82,7 +82,9 @@ class EnsembleRepository(Repository[S], ABC):
         if plan.group_configs:
             for group in plan.server_groups:
                 files[f"tensorrt_llm/configs/{group.name}.pbtxt"] = self._llm_config(plan, where, group, render)[1]
-        # The ensemble's only step: always rendered (docs/streaming.md says why the text path lives here).
+        # tensorrt_llm_bls, always rendered (docs/streaming.md says why the text path lives here); `ensemble` is the
+        # same BLS under NVIDIA's entry name and tensors (serving.ensemble: bls) or Triton's scheduler with
+        # tensorrt_llm_bls as its only step (triton).
         bls_backend = BLS_BACKENDS[plan.bls_backend]
         bls_params = {**plan.bls_parameters, "tokenizer_dir": where.tokenizer,
                       "skip_special_tokens": plan.tokenizer.skip_special_tokens, "max_input_tokens": max_input_tokens,
@@ -91,7 +93,7 @@ class EnsembleRepository(Repository[S], ABC):
         ens_in, ens_out = tensors("ensemble", plan)
         entries = [("tensorrt_llm_bls", tensors("tensorrt_llm_bls", plan))]
         if plan.ensemble_entry == "bls":
-            # `ensemble` is the BLS itself with NVIDIA's ensemble tensors: cancellation reaches the LLM, one hop fewer.
+            # A client's cancellation reaches the LLM (Triton's scheduler does not pass it on), and one hop fewer.
             entries.append(("ensemble", (ens_in, ens_out)))
         else:
             files["ensemble/config.pbtxt"] = render.template("ensemble/config.pbtxt.j2", plan, inputs=ens_in,
