@@ -10,8 +10,8 @@
 { nproc; nvidia-smi -L; $PY -c 'from tritongen.plan.deploy import StopBudget as B; print(B.of(30, "k8s").describe())'; } \
   | tee "$OUT/env.txt"
 E=ensemble,tensorrt_llm_bls,tensorrt_llm
-timeout 330 $PY bench/native_stop.py --streams 256 --reps "${1:-8}" --target tritonserver --budget k8s --entries $E \
-  --itl-ms 5 --client-processes 9 --grace 30 --out "$OUT/stop_entries_k8s.json" 2>&1 | grep -v "model shards" | tail -14
-timeout 200 $PY bench/native_stop.py --streams 256 --reps "${2:-5}" --target serve --entries $E \
-  --itl-ms 5 --client-processes 9 --grace 30 --out "$OUT/stop_entries_serve.json" 2>&1 | grep -v "model shards" | tail -14
+timeout ${K8S_LIMIT:-330} $PY bench/native_stop.py --streams 256 --reps "${1:-8}" --target tritonserver --budget k8s --entries $E \
+  --itl-ms 5 --client-processes 9 --grace 30 --out "$OUT/stop_entries_k8s.json" 2>&1 | grep -v "model shards" | tee -a "$OUT/stop_entries.log" | tail -14
+timeout ${SERVE_LIMIT:-200} $PY bench/native_stop.py --streams 256 --reps "${2:-5}" --target serve --entries $E \
+  --itl-ms 5 --client-processes 9 --grace 30 --out "$OUT/stop_entries_serve.json" 2>&1 | grep -v "model shards" | tee -a "$OUT/stop_entries.log" | tail -14
 ls "$OUT"

@@ -128,6 +128,9 @@ def test_client_going_away_cancels_generation(triton):
     ])
     result, error = responses.get(timeout=120)
     assert error is None and result.as_numpy("output_ids").size >= 1
+    deadline = time.monotonic() + 10  # the gauge is set before the first token; a loaded host may lag the scrape
+    while time.monotonic() < deadline and _metric(triton, "tritongen_llm_active_requests") != 1:
+        time.sleep(0.2)
     assert _metric(triton, "tritongen_llm_active_requests") == 1
     c.stop_stream(cancel_requests=True)
     deadline = time.monotonic() + 20

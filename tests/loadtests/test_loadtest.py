@@ -282,10 +282,19 @@ def test_model_flag_is_checked_before_any_load(tiny_spec_path, tmp_path):
                      "--out", str(tmp_path / "openai"))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.strip().startswith("error: --model: does not apply here") and "drop --model" in proc.stderr
-    # An explicit ensemble with cancellations is allowed, with a warning that they will not stop generation; the
-    # down server then ends the run with exit 3 before any load.
+    # An explicit ensemble with cancellations is allowed; the down server then ends the run with exit 3 before any
+    # load. With serving.ensemble: triton it warns that they will not stop generation; with the default (the BLS
+    # under the name ensemble) a cancellation does, and nothing is said.
     proc = tritongen("loadtest", str(tiny_spec_path), "--url", url, "--protocol", "grpc", "--model", "ensemble",
                      "--cancel-rate", "0.5", "--out", str(tmp_path / "grpc"))
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "checks cancellation only between steps" not in proc.stdout
+    data = yaml.safe_load(tiny_spec_path.read_text())
+    data.setdefault("serving", {})["ensemble"] = "triton"
+    scheduler = tmp_path / "scheduler.yaml"
+    scheduler.write_text(yaml.safe_dump(data, sort_keys=False))
+    proc = tritongen("loadtest", str(scheduler), "--url", url, "--protocol", "grpc", "--model", "ensemble",
+                     "--cancel-rate", "0.5", "--out", str(tmp_path / "grpc-scheduler"))
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "checks cancellation only between steps" in proc.stdout
 

@@ -112,10 +112,15 @@ def test_each_adapter_alone_equals_peft_generate(server, references):
 
 def test_all_adapters_and_the_base_in_one_batch_equal_peft_generate(server, references):
     order = [0, 1, 2, 3] * 3
-    with concurrent.futures.ThreadPoolExecutor(len(order)) as pool:
-        got = list(pool.map(lambda task_id: _tokens(server, task_id), order))
-    for task_id, tokens in zip(order, got):
-        assert tokens == references[task_id], f"lora_task_id {task_id} in a mixed batch"
+    # Each adapter is asked 3 times, so a step of 4 or more requests held two adapters: mixed, not one adapter at a
+    # time. On a loaded host the 12 requests may arrive too spread to meet in a step: up to 3 rounds.
+    for _ in range(3):
+        with concurrent.futures.ThreadPoolExecutor(len(order)) as pool:
+            got = list(pool.map(lambda task_id: _tokens(server, task_id), order))
+        for task_id, tokens in zip(order, got):
+            assert tokens == references[task_id], f"lora_task_id {task_id} in a mixed batch"
+        if _step_max(server) >= 4:
+            break
     assert _step_max(server) >= 4  # the requests shared steps, not one adapter at a time
 
 

@@ -341,9 +341,9 @@ class TritonPythonModel:
             with self.room:
                 self.active.pop(rid, None)
                 self.room.notify()
+                self.m_active.set(len(self.active))
             if self.adapters is not None:
                 self.adapters.release(rid)
-            self.m_active.set(len(self.active))
             raise RequestError(f"not accepted by continuous batching: {reason}", INTERNAL)
 
     def _guided(self, gen, guide):
@@ -468,8 +468,10 @@ class TritonPythonModel:
             if self.active.pop(gen.rid, None) is None:
                 return
             self.room.notify()
+            # Under the lock, as every count of `active` is set: a count read outside it could land after a newer
+            # one (a finishing request's 0 after a new request's 1).
+            self.m_active.set(len(self.active))
         self.guided.matchers.pop(gen.rid, None)
-        self.m_active.set(len(self.active))
         if self.adapters is not None:
             self.adapters.release(gen.rid)
         try:
