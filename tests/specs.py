@@ -125,3 +125,15 @@ def trtllm_build_settings(spec):
     from tritongen.runtimes.tensorrtllm.runtime import build_settings
 
     return build_settings(spec.engine, max_batch_size(spec))
+
+
+class CharTokenizer:
+    """A tokenizer of one id per character: enough for a token_ids.Codec in unit tests."""
+
+    eos_token_id, pad_token_id, all_special_ids = 2, None, [2]
+
+    def get_vocab(self):
+        return {}
+
+    def encode(self, text, add_special_tokens=True):
+        return [ord(c) for c in text]

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from tritonclient.utils import serialize_byte_tensor
 
+from specs import CharTokenizer
 from tritongen import client, contract
 from tritongen.requests import COUNTS, OPTIONAL_FIELDS, Request, grpc_tensors, llm_inputs, tensor_array
 from tritongen.token_ids import ENCODED, Codec
@@ -85,20 +86,9 @@ def test_the_http_body_is_the_grpc_tensors_as_triton_reads_json():
 
 # --- each client, driven through its own entry point ------------------------------------------------------------
 
-class _Tokenizer:
-    """One id per character: enough for a Codec."""
-
-    eos_token_id, pad_token_id, all_special_ids = 2, None, [2]
-
-    def get_vocab(self):
-        return {}
-
-    def encode(self, text, add_special_tokens=True):
-        return [ord(c) for c in text]
-
 
 def _codec() -> Codec:
-    return Codec(_Tokenizer())
+    return Codec(CharTokenizer())
 
 
 def _wire(inputs) -> dict:

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from specs import CharTokenizer
 from tritongen.frontend.engine import Counts, Delta, Generation, build_request, classify
 from tritongen.requests import Request
 from tritongen.frontend.metrics import quantiles
@@ -133,23 +134,12 @@ def test_guide_tensors_are_inputs_of_every_entry_model(rendered_configs):
             assert {n: rendered_configs[model][0].get(n) for n in sent} == sent, model
 
 
-class _Tokenizer:
-    """A tokenizer of one id per character, enough for a Codec."""
-
-    eos_token_id, pad_token_id, all_special_ids = 2, None, [2]
-
-    def get_vocab(self):
-        return {}
-
-    def encode(self, text, add_special_tokens=True):
-        return [ord(c) for c in text]
-
 
 def _ids_request(gen):
     from tritongen.frontend.ids import build_ids_request
     from tritongen.token_ids import Codec
 
-    return build_ids_request(Codec(_Tokenizer()), gen, "id")
+    return build_ids_request(Codec(CharTokenizer()), gen, "id")
 
 
 def test_temperature_alone_brings_top_p_one():
