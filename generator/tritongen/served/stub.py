@@ -84,8 +84,7 @@ class Drain:
 def stderr_log(message):
     """A log line on the stub's stderr, which tritonserver's own output carries, for threads that run while the
     server may be stopping: pb_utils.Logger sends each line to the server over the stub's IPC queue, and a line sent
-    while the server finalizes the stub left the model unloading until the exit timeout (the drain watcher's line,
-    issue 37's idle stop)."""
+    while the server finalizes the stub left the model unloading until the exit timeout."""
     sys.stderr.write(f"tritongen {time.strftime('%H:%M:%S')} {message}\n")
     sys.stderr.flush()
 
