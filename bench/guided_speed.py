@@ -20,14 +20,15 @@ Closed loop, N streams (default 64), 128 prompt tokens each, in this order on on
 The guided processor's host work (each matcher accepting the sampled token and filling its bitmask row, the copy to
 the device) is timed per step, which names what a guided step adds.
 
-With --adapters N (needs served/hf_adapters.py, the lora branch's, importable or given by --adapters-module): N
-random non-zero PEFT adapters (rank --lora-rank on q/k/v/o) are loaded into the same model the way
-hf_adapters.Adapters loads them, on a second loop without CUDA graphs (as model.py runs with adapters), and the N
-streams are spread evenly over the adapters; base-only traffic on that loop is measured too.
+With --adapters N: the base model alone on a loop without adapters (CUDA graphs as --graphs), then N random
+non-zero PEFT adapters (rank --lora-rank on q/k/v/o) loaded into the same model by hf_adapters.Adapters (batched
+LoRA), on a loop without CUDA graphs (as model.py runs with adapters): base-only traffic, then the N streams spread
+evenly over the adapters; --lora-peft adds the same spread traffic through PEFT's own mixed-adapter forward.
 
     python bench/guided_speed.py --out bench/results/guided_speed.json             # GPU host
     python bench/guided_speed.py --tiny --device cpu --streams 4 --warmup 1 --duration 4 --output-tokens 24 \
         --input-tokens 16 --adapters 2 --out /tmp/guided_speed.json                # check the script on a CPU
+    python bench/guided_speed.py --skip-guided --adapters 8 --lora-peft --out bench/results/lora_speed.json
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ from benchlib import RESULTS, Req, build_model, environment, llama_config, summa
 
 SCHEMAS = HERE.parent / "tests" / "data" / "json_schemas.json"
 COLS = [("run", "run"), ("streams", "concurrency"), ("output tok/s", "output_tok_per_s"),
-        ("vs plain", "ratio_to_plain"), ("ITL p50 ms", "itl_ms_p50"), ("TTFT p50 ms", "ttft_ms_p50"),
+        ("vs plain", "ratio_to_plain"), ("vs base alone", "ratio_to_base_alone"), ("ITL p50 ms", "itl_ms_p50"),
+        ("TTFT p50 ms", "ttft_ms_p50"),
         ("tokens/request", "mean_output_tokens"), ("step ms", "step_ms"),
         ("guided host ms/step", "guided_host_ms_per_step")]
 
@@ -208,6 +210,8 @@ def main(argv=None) -> int:
     ap.add_argument("--tiny", action="store_true", help="CPU-sized model, for checking the script")
     ap.add_argument("--adapters", type=int, default=0, help="LoRA part: this many adapters (0: skip it)")
     ap.add_argument("--lora-rank", type=int, default=16)
+    ap.add_argument("--lora-peft", action="store_true",
+                    help="LoRA part: also the mixed traffic through PEFT's own mixed-adapter forward (the slow path)")
     ap.add_argument("--adapters-module", default=None, help="path of hf_adapters.py if tritongen lacks it")
     ap.add_argument("--graphs", choices=["auto", "on", "off"], default="auto",
                     help="CUDA graphs on the plain/guided loop (auto: on a GPU, as model.py's cuda_graphs: auto)")
@@ -281,15 +285,18 @@ def main(argv=None) -> int:
         except Exception:
             data["lora_error"] = traceback.format_exc()[-2000:]
             print(data["lora_error"], flush=True)
-    if len(lora_runs) == 2:
-        base = runs[0]["output_tok_per_s"] if runs else None
+    if len(lora_runs) >= 3:
+        base = lora_runs[0]["output_tok_per_s"]
         for r in lora_runs:
-            r["ratio_to_plain"] = round(r["output_tok_per_s"] / base, 3) if base else None
-        data["lora"] = {"adapters": args.adapters, "rank": args.lora_rank, "cuda_graphs": False,
-                        "ratio_mixed_to_base_alone": lora_runs[1]["ratio_to_plain"],
+            r["ratio_to_base_alone"] = round(r["output_tok_per_s"] / base, 3) if base else None
+        data["lora"] = {"adapters": args.adapters, "rank": args.lora_rank, "targets": "q/k/v/o",
+                        "cuda_graphs": {"base alone": lora_runs[0]["run"].endswith("on"), "with adapters": False},
+                        "ratio_mixed_to_base_alone": lora_runs[2]["ratio_to_base_alone"],
                         "ratio_mixed_to_base_same_loop": round(
-                            lora_runs[1]["output_tok_per_s"] / lora_runs[0]["output_tok_per_s"], 3)
-                        if lora_runs[0]["output_tok_per_s"] else None}
+                            lora_runs[2]["output_tok_per_s"] / lora_runs[1]["output_tok_per_s"], 3)
+                        if lora_runs[1]["output_tok_per_s"] else None}
+        if len(lora_runs) == 4:
+            data["lora"]["ratio_pefts_mixed_forward_to_base_alone"] = lora_runs[3]["ratio_to_base_alone"]
     data["runs"] = runs + lora_runs
     if gpu:
         data["peak_gpu_mem_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
@@ -383,7 +390,9 @@ def guided_part(args, model, hf, tok_dir, tokenizer, end_id, gpu, plain, prompt,
 
 
 def lora_part(args, model, hf, end_id, work, plain) -> list[dict]:
-    """Base-only then evenly mixed adapter traffic on a loop that holds N PEFT adapters."""
+    """The base model alone (a loop without adapters, CUDA graphs as --graphs), then a loop that holds N PEFT
+    adapters (no graphs, as model.py runs with adapters): base-only traffic, then the streams spread evenly over the
+    adapters; with --lora-peft the evenly spread traffic again through PEFT's own mixed-adapter forward."""
     import torch
     from peft import LoraConfig, get_peft_model
 
@@ -392,6 +401,17 @@ def lora_part(args, model, hf, end_id, work, plain) -> list[dict]:
         print("  LoRA part skipped: tritongen.served.hf_adapters is missing (the lora branch's); "
               "pass --adapters-module", flush=True)
         return []
+    gpu = args.device.startswith("cuda")
+    graphs = gpu if args.graphs == "auto" else args.graphs == "on"
+    out = []
+    manager, _, _ = start_loop(model, hf, end_id, args.device, graphs, max(args.streams, 8), num_blocks=args.num_blocks)
+    try:
+        res, _ = closed_loop(manager, args.streams, plain(args.output_tokens), args.warmup, args.duration)
+        out.append({"run": f"base alone, no adapters, graphs {'on' if graphs else 'off'}", **res})
+        print(f"  base alone: {res['output_tok_per_s']} tok/s", flush=True)
+    finally:
+        manager.stop(block=True, timeout=10)
+    free_memory(gpu)
     paths = {}
     targets = ["q_proj", "k_proj", "v_proj", "o_proj"]
     for k in range(1, args.adapters + 1):
@@ -403,29 +423,38 @@ def lora_part(args, model, hf, end_id, work, plain) -> list[dict]:
         peft_model.save_pretrained(path)
         model = peft_model.unload()  # the base model back, without LoRA layers
         paths[k] = (f"lora-{k}", str(path))
-    adapters = module.Adapters(model, paths)
-    manager, _, start_s = start_loop(model, hf, end_id, args.device, False, max(args.streams, 8),
-                                     num_blocks=args.num_blocks)
-    adapters.install(manager.batch_processor)
-    names = [adapters.name_of(k) for k in sorted(paths)]
-    def mixed(slot, rid):
-        adapters.assign(rid, names[slot % len(names)])  # before add_request, as model.py's _admit does
-        return plain(args.output_tokens)(slot, rid)
+    kinds = [("batched", module._plain)] + ([("peft", lambda m: False)] if args.lora_peft else [])
+    for kind, plain_check in kinds:
+        if kind == "peft":  # a fresh base model for PEFT's path: the batched run's LoRA layers are in `model`
+            model = build_model(model.config, dtype=getattr(torch, args.dtype), device=args.device, favour_ids=512)
+        module._plain = plain_check
+        adapters = module.Adapters(model, paths)
+        manager, _, _ = start_loop(model, hf, end_id, args.device, False, max(args.streams, 8),
+                                   num_blocks=args.num_blocks)
+        adapters.install(manager.batch_processor)
+        names = [adapters.name_of(k) for k in sorted(paths)]
 
-    def release(rid, tokens, finished):
-        adapters.release(rid)
+        def mixed(slot, rid, adapters=adapters, names=names):
+            adapters.assign(rid, names[slot % len(names)])  # before add_request, as model.py's _admit does
+            return plain(args.output_tokens)(slot, rid)
 
-    out = []
-    try:
-        closed_loop(manager, args.streams, mixed, 0.0, min(4.0, args.duration), release)
-        res, _ = closed_loop(manager, args.streams, plain(args.output_tokens), args.warmup, args.duration)
-        out.append({"run": f"base, {args.adapters} adapters loaded, no graphs", **res})
-        print(f"  base on the adapter loop: {res['output_tok_per_s']} tok/s", flush=True)
-        res, _ = closed_loop(manager, args.streams, mixed, args.warmup, args.duration, release)
-        out.append({"run": f"{args.adapters} adapters mixed evenly", **res})
-        print(f"  {args.adapters} adapters mixed: {res['output_tok_per_s']} tok/s", flush=True)
-    finally:
-        manager.stop(block=True, timeout=10)
+        def release(rid, tokens, finished, adapters=adapters):
+            adapters.release(rid)
+
+        path_name = "batched LoRA" if adapters.batched else "PEFT's mixed forward"
+        try:
+            closed_loop(manager, args.streams, mixed, 0.0, min(4.0, args.duration), release)
+            if kind == "batched":
+                res, _ = closed_loop(manager, args.streams, plain(args.output_tokens), args.warmup, args.duration)
+                out.append({"run": f"base, {args.adapters} adapters loaded, no graphs", **res})
+                print(f"  base on the adapter loop: {res['output_tok_per_s']} tok/s", flush=True)
+            res, _ = closed_loop(manager, args.streams, mixed, args.warmup, args.duration, release)
+            out.append({"run": f"{args.adapters} adapters mixed evenly, {path_name}", **res})
+            print(f"  {args.adapters} adapters mixed ({path_name}): {res['output_tok_per_s']} tok/s", flush=True)
+        finally:
+            manager.stop(block=True, timeout=10)
+        del adapters, manager
+        free_memory(gpu)
     return out
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -73,6 +74,40 @@ def _stacks(pid: int, path: Path) -> None:
     print(f"server {pid} did not exit: thread stacks in {path}", file=sys.stderr)
 
 
+# In tritonserver's log: a fatal signal (15 is the stop itself), an assertion, the exit timeout, glibc's heap checks.
+CRASH_MARKS = re.compile(r"Signal \((?!15\))\d+\)|ASSERTION FAILED|Exit timeout expired|Segmentation fault|double free|"
+                         r"malloc\(\)")
+
+
+def _kill_serve(proc, children, grace: float, work: Path):
+    """SIGKILL to serve; then wait for its tritonserver, which is not this process's child: its exit code cannot be
+    read, so a crash is read from its log (a signal, an assertion, the exit timeout). (code, seconds to exit)."""
+    import psutil
+
+    server = next(c for c in children if c.name() == "tritonserver")
+    log = Path(os.readlink(f"/proc/{server.pid}/fd/1"))
+    t0 = time.monotonic()
+    proc.kill()
+    proc.wait()
+    while time.monotonic() - t0 < grace + 60:
+        try:
+            if server.status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.05)
+    else:
+        _stacks(server.pid, work / "stacks-serve-kill.txt")
+        server.kill()
+        return "hung", time.monotonic() - t0
+    took = time.monotonic() - t0
+    text = log.read_text(errors="replace") if log.exists() else ""
+    marks = sorted(set(CRASH_MARKS.findall(text)))
+    if marks:
+        log.rename(work / f"tritonserver-serve-kill-{time.time_ns()}.log")
+    return (f"log: {', '.join(marks)}" if marks else 0), took
+
+
 def _one(target: str, repo: Path, work: Path, streams: int, grace: float, client_processes: int,
          entries: tuple[str, ...] = ("tensorrt_llm_bls",), budget_for: str = "serve") -> dict:
     import psutil
@@ -85,7 +120,7 @@ def _one(target: str, repo: Path, work: Path, streams: int, grace: float, client
                               log_path=work / "tritonserver.log", supervise=False,
                               budget_for=budget_for).start(timeout=600)
         proc = server.process
-    else:
+    else:  # serve, or serve-kill: SIGKILL to serve, whose tritonserver gets SIGTERM from the kernel (PDEATHSIG)
         proc = subprocess.Popen([sys.executable, "-m", "tritongen.cli", "serve", str(repo), "--http-port", str(http),
                                  "--grpc-port", str(grpc), "--metrics-port", str(metrics), "--grace-period",
                                  str(grace)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -100,14 +135,17 @@ def _one(target: str, repo: Path, work: Path, streams: int, grace: float, client
     clients.wait_streaming(timeout=600)
     t0 = time.monotonic()
     at_stop = sum(o.responses for o in getattr(clients, "outcomes", []))
-    proc.send_signal(signal.SIGTERM)
-    try:
-        code = proc.wait(timeout=grace + 60)
-    except subprocess.TimeoutExpired:
-        _stacks(proc.pid, work / f"stacks-{target}.txt")
-        proc.kill()
-        code = "hung"
-    took = time.monotonic() - t0
+    if target == "serve-kill":
+        code, took = _kill_serve(proc, children, grace, work)
+    else:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(timeout=grace + 60)
+        except subprocess.TimeoutExpired:
+            _stacks(proc.pid, work / f"stacks-{target}.txt")
+            proc.kill()
+            code = "hung"
+        took = time.monotonic() - t0
     outcomes = clients.join(timeout=60)
     alive, shm = _leftovers([c.pid for c in children], regions)
     for pid in alive:
@@ -117,7 +155,7 @@ def _one(target: str, repo: Path, work: Path, streams: int, grace: float, client
     log = work / "tritonserver.log"
     if target == "tritonserver" and log.exists():
         log.rename(work / f"tritonserver-{time.time_ns()}.log")
-    return {"target": target, "exit_code": code, "crashed": code == "hung" or (isinstance(code, int) and code != 0),
+    return {"target": target, "exit_code": code, "crashed": code != 0,
             "seconds_to_exit": round(took, 2), "orphans": len(alive), "shm_left": len(shm),
             "clients": len(outcomes), "without_clean_final": sum(not clean(o) for o in outcomes),
             "stopping_errors": sum("the server is stopping" in o.message for o in outcomes),
@@ -130,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--streams", type=int, default=256)
     p.add_argument("--reps", type=int, default=20)
-    p.add_argument("--target", choices=("tritonserver", "serve", "both"), default="both")
+    p.add_argument("--target", choices=("tritonserver", "serve", "serve-kill", "both"), default="both",
+                   help="who gets the signal: SIGTERM to tritonserver or to serve, or SIGKILL to serve (serve-kill)")
     p.add_argument("--grace", type=float, default=30.0, help="grace period (s), spent as StopBudget.of(grace, 'serve') says (30: "
                    "drain 15 s, --exit-timeout-secs=27, as the generated compose file)")
     p.add_argument("--itl-ms", type=float, default=5.0)

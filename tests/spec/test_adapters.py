@@ -91,6 +91,9 @@ def test_plan_problems(models, tmp_path):
     shutil.copytree(paths[0], bad_modules)
     config = json.loads((bad_modules / "adapter_config.json").read_text())
     (bad_modules / "adapter_config.json").write_text(json.dumps({**config, "target_modules": ["qkv_proj"]}))
+    dora = tmp_path / "dora"
+    shutil.copytree(paths[0], dora)
+    (dora / "adapter_config.json").write_text(json.dumps({**config, "use_dora": True}))
     unreadable = tmp_path / "unreadable"
     shutil.copytree(paths[0], unreadable)
     (unreadable / "adapter_config.json").write_text("{not json")
@@ -106,6 +109,10 @@ def test_plan_problems(models, tmp_path):
          "model.adapters.0.path: adapter_model.safetensors: base_model.model.model.layers.0.self_attn.q_proj.lora_A"
          ".weight has shape [4, 32], but model.layers.0.self_attn.q_proj of the base is [64, 64] (lora_A must be "
          "[r, 64]); use an adapter trained for this base model"),
+        ({"path": str(dora)},
+         f"model.adapters.0.path: {dora / 'adapter_config.json'} is a DoRA adapter (use_dora: true), which no runtime "
+         "serves per request (PEFT refuses DoRA in a mixed-adapter batch; TensorRT-LLM's LoRA converter and vLLM "
+         "take plain LoRA); merge it into a checkpoint of its own, or train the adapter without use_dora"),
         ({"path": str(paths[1]), "max": 4},
          "model.adapters.0.path: rank 8 is above model.max_adapter_rank 4; raise model.max_adapter_rank (or leave "
          "it unset: the largest adapter's rank)"),

@@ -65,6 +65,11 @@ def _read_config(folder: Path, where: str) -> dict[str, Any]:
         kind = config.get("peft_type") if isinstance(config, dict) else type(config).__name__
         raise SpecError(problem(f"{where}.path", f"{path} is not a LoRA adapter (peft_type {kind!r})",
                                 "serve LoRA adapters only"))
+    if config.get("use_dora"):
+        raise SpecError(problem(f"{where}.path", f"{path} is a DoRA adapter (use_dora: true), which no runtime serves "
+                                "per request (PEFT refuses DoRA in a mixed-adapter batch; TensorRT-LLM's LoRA "
+                                "converter and vLLM take plain LoRA)",
+                                "merge it into a checkpoint of its own, or train the adapter without use_dora"))
     return config
 
 
