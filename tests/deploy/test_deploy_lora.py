@@ -183,6 +183,31 @@ def test_the_models_job_converts_the_adapters_it_finds_and_names_the_one_it_does
     assert not (root / "models" / "lora.partial").exists()
 
 
+def test_a_failed_engine_build_or_fetch_ends_the_models_job_with_its_reason(lora_spec, tmp_path):
+    # `set -e` does not end a script at a failure inside an && list, also not as an if's body: without `|| fail` the
+    # Job went on after a failed build or fetch and wrote the done marker. (The python3 here converts adapters only,
+    # so the engine build's and the fetch's python3 fail.)
+    dep = prepare(_k8s_spec(lora_spec, adapter_uris={"a2": "https://example.invalid/a2.tar.gz"}), inventory=INVENTORY)
+    script = _job_script(kustomize(_write(render_deployment(dep, "k8s"), tmp_path / "out") / "k8s" / "base"))
+    root = tmp_path / "volume"
+    (root / "config").mkdir(parents=True)
+    (root / "models" / "checkpoint").mkdir(parents=True)
+    (root / "models" / "checkpoint" / "config.json").write_text("{}")
+    run = _run_job(script, root, tmp_path)
+    assert run.returncode != 0 and not (root / "models" / "engine").exists()
+    (reason,) = [p.read_text() for p in (root / "models" / ".tritongen").glob("*.failed")]
+    assert reason == "building the TensorRT-LLM engine failed; see the log of job/job\n"
+    (root / "models" / "engine").mkdir()
+    (root / "models" / "engine" / "config.json").write_text("{}")
+    shutil.copytree(next(a.path for a in dep.plan.adapters if a.name == "a1"), root / "models" / "adapters" / "a1")
+    run = _run_job(script, root, tmp_path)
+    assert run.returncode != 0 and not (root / "models" / "adapters" / "a2").exists()
+    (reason,) = [p.read_text() for p in (root / "models" / ".tritongen").glob("*.failed")]
+    assert reason == ("fetching https://example.invalid/a2.tar.gz (deploy.adapter_uris.a2) failed; see the log of "
+                      "job/job\n")
+    assert not list((root / "models" / ".tritongen").glob("*.done"))
+
+
 def test_an_adapter_uri_must_name_an_adapter(lora_spec):
     with pytest.raises(SpecError) as err:
         prepare(_k8s_spec(lora_spec, adapter_uris={"a3": "hf://org/a3"}), inventory=INVENTORY)

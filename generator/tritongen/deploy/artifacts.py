@@ -83,9 +83,10 @@ def _fetch(uri: str | None, dest: str, field: str, configs: tuple[str, ...] = ("
                f"mv \"$1\" {q(dest + '.one')} && rmdir {q(dest + '.partial')} && mv {q(dest + '.one')} "
                f"{q(dest + '.partial')}; fi")
     missing = " && ".join(f"[ ! -e {q(dest + '/' + c)} ]" for c in configs)
+    failed = q(f"fetching {uri} ({field}) failed; see the log of job/") + '"$JOB_NAME"'
     return (f"if {missing}; then "
-            f"echo 'fetching {uri}'; rm -rf {q(dest + '.partial')} && {get} && rm -rf {q(dest)} && "
-            f"mv {q(dest + '.partial')} {q(dest)}; fi")
+            f"echo {q('fetching ' + uri)}; {{ rm -rf {q(dest + '.partial')} && {get} && rm -rf {q(dest)} && "
+            f"mv {q(dest + '.partial')} {q(dest)}; }} || fail {failed}; fi")
 
 
 def fill_memory_gib(dep: Deployment) -> int:
@@ -124,8 +125,10 @@ def models_job(dep: Deployment) -> ModelsJob:
             missing = (f"{CALIBRATION} is missing: copy the calibration dataset (engine.calibration_dataset) "
                        "into the volume")
             check = f"{{ [ -d {CALIBRATION} ] || fail {q(missing)}; }} && "
-        lines.append(f"if [ ! -e {ENGINE}/config.json ]; then {check}rm -rf {ENGINE}.partial && {build} && "
-                     f"mv {ENGINE}.partial {ENGINE} && rm -rf {converted}; fi")
+        # A failure inside an && list, also as an if's body, does not end a `set -e` script: `|| fail` does.
+        lines.append(f"if [ ! -e {ENGINE}/config.json ]; then {{ {check}rm -rf {ENGINE}.partial && {build} && "
+                     f"mv {ENGINE}.partial {ENGINE} && rm -rf {converted}; }} || "
+                     'fail "building the TensorRT-LLM engine failed; see the log of job/$JOB_NAME"; fi')
         weights = dep.memory.weight_bytes_per_rank * dep.memory.world_size
         work_gib = math.ceil(weights * 1.3 / GIB) + 2
     if dep.plan.adapters:
@@ -136,7 +139,7 @@ def models_job(dep: Deployment) -> ModelsJob:
                                 f"deploy.adapter_uris.{adapter.name}", ("adapter_config.json",)))
         convert = " && ".join(shlex.join(c) for c in rt.adapter_convert_commands(
             dep.plan, sources, f"{ADAPTERS}.partial", examples_dir=EXAMPLES))
-        # `|| fail`: under `set -e` a failure inside an && list does not end the script.
+        # `|| fail`, as for the engine.
         lines.append(f"rm -rf {ADAPTERS}.partial && {convert} && rm -rf {ADAPTERS} && "
                      f"mv {ADAPTERS}.partial {ADAPTERS} || "
                      'fail "converting the LoRA adapters failed; see the log of job/$JOB_NAME"')
