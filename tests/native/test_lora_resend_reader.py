@@ -5,35 +5,24 @@ tests/native/lora_resend_cli.cc answers each query."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tritongen.native import SOURCES, compiler
+from cli_driver import build_cli
+from tritongen.native import SOURCES
 from tritongen.served.error_kinds import RequestError
 from tritongen.served.lora_resend import CONFIG, WEIGHTS, adapter_tensors, cache_miss
 
-HERE = Path(__file__).parent
 MISS = "LoRA task {} not found in cache. Please send LoRA weights with request"
 CONFIG_ROWS = np.array([[[1, 0, 4], [3, 0, 4], [1, 1, 4], [3, 1, 4]]], np.int32)
 
 
 @pytest.fixture(scope="module")
 def driver(tmp_path_factory):
-    cxx = compiler()
-    if cxx is None:
-        pytest.skip("no C++ compiler")
-    out = tmp_path_factory.mktemp("lora_resend") / "lora_resend_cli"
-    # TRITONGEN_NATIVE_SANITIZE (tests/native/test_sanitizers.py): the same driver under those sanitizers.
-    sanitize = os.environ.get("TRITONGEN_NATIVE_SANITIZE")
-    flags = [f"-fsanitize={sanitize}", "-fno-sanitize-recover=all", "-g"] if sanitize else []
-    subprocess.run([cxx, "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter", *flags,
-                    f"-I{SOURCES}", str(HERE / "lora_resend_cli.cc"), str(SOURCES / "bls" / "lora_resend.cc"), "-o",
-                    str(out)], check=True)
-    return out
+    return build_cli(tmp_path_factory, "lora_resend_cli", SOURCES / "bls" / "lora_resend.cc", sanitize=True)
 
 
 def _ask(driver: Path, *queries: tuple[str, ...]) -> list[list[str]]:

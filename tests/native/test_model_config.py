@@ -10,20 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from tritongen.native import SOURCES, compiler
-
-HERE = Path(__file__).parent
+from cli_driver import build_cli
 
 
 @pytest.fixture(scope="module")
 def driver(tmp_path_factory):
-    cxx = compiler()
-    if cxx is None:
-        pytest.skip("no C++ compiler")
-    out = tmp_path_factory.mktemp("model_config") / "model_config_cli"
-    subprocess.run([cxx, "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter",
-                    f"-I{SOURCES}", str(HERE / "model_config_cli.cc"), "-o", str(out)], check=True)
-    return out
+    return build_cli(tmp_path_factory, "model_config_cli")
 
 
 def _ask(driver: Path, config: dict, *queries: tuple[str, str, str]) -> list[str]:

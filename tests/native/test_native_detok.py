@@ -7,34 +7,22 @@ byte-level BPE and SentencePiece byte-fallback tokenizers, with CJK, emoji, inva
 
 from __future__ import annotations
 
-import os
 import random
 import subprocess
-from pathlib import Path
 
 import pytest
 
+from cli_driver import build_cli
 from tritongen.demo.model import train_tokenizer
-from tritongen.native import SOURCES, compiler
 from tritongen.served import detok_table
 
-HERE = Path(__file__).parent
 TEXTS = ["Hello world, the quick brown fox.", "日本語のテキスト、漢字とかな。", "emoji 🙂🚀👩‍👩‍👧 mixed",
          " leading space and  double", "Ünïcödé façade — naïve café"]
 
 
 @pytest.fixture(scope="module")
 def driver(tmp_path_factory):
-    cxx = compiler()
-    if cxx is None:
-        pytest.skip("no C++ compiler")
-    out = tmp_path_factory.mktemp("detok") / "detok_cli"
-    # TRITONGEN_NATIVE_SANITIZE (tests/native/test_sanitizers.py): the same driver under those sanitizers.
-    sanitize = os.environ.get("TRITONGEN_NATIVE_SANITIZE")
-    flags = [f"-fsanitize={sanitize}", "-fno-sanitize-recover=all", "-g"] if sanitize else []
-    subprocess.run([cxx, "-std=c++17", "-O1", *flags, f"-I{SOURCES}", str(HERE / "detok_cli.cc"), "-o", str(out)],
-                   check=True)
-    return out
+    return build_cli(tmp_path_factory, "detok_cli", strict=False, sanitize=True)
 
 
 @pytest.fixture(scope="module", params=["bytelevel", "sentencepiece"])

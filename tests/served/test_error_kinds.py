@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from cli_driver import build_cli
 from tritongen import served
 from tritongen.served import error_kinds
 from tritongen.frontend.engine import classify
-from tritongen.native import SOURCES, compiler
+from tritongen.native import SOURCES
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVED = [p for p in (ROOT / "generator" / "tritongen" / "served").glob("*.py") if p.name != "error_kinds.py"]
@@ -47,13 +48,7 @@ def test_wrap_keeps_the_tag_in_front_and_leaves_foreign_errors_untagged():
 
 @pytest.fixture(scope="module")
 def native_driver(tmp_path_factory):
-    cxx = compiler()
-    if cxx is None:
-        pytest.skip("no C++ compiler")
-    out = tmp_path_factory.mktemp("error_kinds") / "error_kinds_cli"
-    subprocess.run([cxx, "-std=c++17", "-O1", f"-I{SOURCES}", str(ROOT / "tests" / "native" / "error_kinds_cli.cc"),
-                    "-o", str(out)], check=True)
-    return out
+    return build_cli(tmp_path_factory, "error_kinds_cli", strict=False)
 
 
 def test_the_native_backends_spell_the_same_tags(native_driver):
