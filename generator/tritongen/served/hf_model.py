@@ -90,7 +90,7 @@ class TritonPythonModel:
         adapters = hf_adapters.parse(param(config, "lora_adapters"))
         self.adapters = hf_adapters.Adapters(self.model, adapters) if adapters else None
         if self.adapters is not None:
-            # The mixed-adapter forward indexes rows per step on the host: not capturable in a CUDA graph.
+            # The adapters' per-step token mask (hf_adapters.py) is built on the host: not capturable in a CUDA graph.
             use_graphs = False
         end_id = int(param(config, "end_id", self.model.config.eos_token_id))
         pad_id = int(param(config, "pad_id", end_id))
