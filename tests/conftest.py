@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import subprocess
 import tempfile
 import weakref
@@ -24,6 +25,14 @@ EXAMPLE = ROOT / "examples" / "tiny-cpu.yaml"
 # environment, so it always makes its own folder.
 if "PYTEST_XDIST_WORKER" in os.environ or "TRITONGEN_STATE" not in os.environ:
     os.environ["TRITONGEN_STATE"] = tempfile.mkdtemp(prefix="tritongen-test-state-")
+
+
+# A suite started in the background of a non-interactive shell (`make test &`, nohup, some CI runners) inherits
+# SIGINT ignored, and an ignored signal stays ignored across exec: every process a test starts would then ignore the
+# Ctrl-C the Ctrl-C tests send (they failed so beside a CPU hog started that way). A handler is reset to the default
+# on exec, so with one here the processes tests start get SIGINT's default again.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 class TritonserverOutsideIntegration(AssertionError):
