@@ -16,6 +16,6 @@ export PYTHONPATH=/tmp/lora-site:$PWD/generator
   python3 -c 'from importlib.metadata import version as v; print(*(f"{n} {v(n)}" for n in
 ("numpy", "torch", "transformers", "peft")))'; } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
-timeout "${LORA_LIMIT:-420}" python3 bench/guided_speed.py --skip-guided --adapters 8 --lora-peft --warmup 4 \
-  --duration 15 --out "$OUT/lora_speed.json" 2>&1 |
+timeout "${LORA_LIMIT:-420}" python3 bench/guided_speed.py --skip-guided --adapters 8 --lora-peft --warmup "${WARMUP:-4}" \
+  --duration "${DURATION:-15}" --out "$OUT/lora_speed.json" 2>&1 |
   grep --line-buffered -v -e "Loading weights" -e "non-existent request_id" -e "Writing model" | tee "$OUT/lora_speed.log"
