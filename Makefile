@@ -59,10 +59,15 @@ demo: install
 # alone, the tests marked `serial` (a latency, pace or refusal that a neighbour would upset). Both passes always run;
 # either one failing fails `make test`.
 TEST_WORKERS ?= 3
+# A tritonserver that dies under a test is recorded in $(CRASHES) (tests/conftest.py), printed last.
+CRASHES := build/test-crashes.txt
 test: install
+	mkdir -p build && rm -f $(CRASHES)
+	export TRITONGEN_TEST_CRASHES=$(abspath $(CRASHES)); \
 	$(BIN)/python -m pytest -q -ra -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not serial" \
 		--durations=25; parallel=$$?; \
 	$(BIN)/python -m pytest -q -ra -m serial --durations=10; serial=$$?; \
+	if test -s $(CRASHES); then echo "== tritonservers that died under tests:"; tail -n 80 $(CRASHES); fi; \
 	test $$parallel -eq 0 && test $$serial -eq 0
 
 # Unit, golden and contract tests: no tritonserver is started (a few minutes on 2 cores).

@@ -97,13 +97,22 @@ _started: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()  # id ->
 def _remember_started_servers() -> None:
     from tritongen.serve import TritonServer
 
-    start = TritonServer.start
+    start, stop = TritonServer.start, TritonServer.stop
 
     def remembering(self, *args, **kwargs):
         _started[id(self)] = self
         return start(self, *args, **kwargs)
 
-    TritonServer.start = remembering
+    def stopping(self, *args, **kwargs):
+        # A server that died before its test stopped it, even where no test failed (a crash after the last check).
+        process = self.process
+        if process is not None and process.poll() not in (None, 0) and not self._stopping.is_set() \
+                and _started.pop(id(self), None) is not None:
+            item = _current["item"]
+            _record_crash(item.nodeid if item is not None else "(no test)", process.poll(), self)
+        return stop(self, *args, **kwargs)
+
+    TritonServer.start, TritonServer.stop = remembering, stopping
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -121,6 +130,18 @@ def pytest_runtest_makereport(item, call):
         code = None if process is None else process.poll()
         report.sections.append((f"tritonserver stopped under the test (exit code {code})",
                                 f"{server.failure or ''}\n{server.log_tail(60)}\n(log: {server.log_path})"))
+        _record_crash(item.nodeid, code, server)
+
+
+def _record_crash(nodeid: str, code, server) -> None:
+    """Append a server's death to $TRITONGEN_TEST_CRASHES (`make test` sets it and prints the file last): a CI
+    log keeps its head and tail, and the report section above sits in the middle, where it is cut."""
+    path = os.environ.get("TRITONGEN_TEST_CRASHES")
+    if not path:
+        return
+    with open(path, "a", encoding="utf-8") as f:
+        tail = "\n".join(line[:200] for line in server.log_tail(30).splitlines())
+        f.write(f"== {nodeid}: tritonserver exit code {code} (log: {server.log_path})\n{server.failure or ''}\n{tail}\n")
 
 
 # `make test` runs the suite on two pytest-xdist workers, one test file at a time each (--dist loadfile

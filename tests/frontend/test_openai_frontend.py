@@ -238,6 +238,32 @@ def test_client_disconnect_cancels_the_triton_request(frontend, triton):
         == before + 1
 
 
+def test_each_call_is_closed_by_triton_after_its_final_response(triton):
+    """A finished request's call ends with Triton's OK status, awaited; never cancelled by the collector racing the
+    server's own end of the stream (tritonserver 2.51 crashed in such races). A request the caller leaves early is
+    cancelled: the counter that says so is live."""
+    from tritongen.frontend.engine import Generation, TritonEngine
+    from tritongen.requests import Request
+
+    async def run():
+        engine = TritonEngine(triton.grpc_url)
+        await engine.start()
+        try:
+            for stream in (False, True, True, False):
+                deltas = [d async for d in engine.generate("ensemble", Generation(Request("Once upon", 4, stream)),
+                                                            f"close-{stream}")]
+                assert deltas[-1].final
+            assert dict(engine.calls_ended) == {"ok": 4}
+            early = engine.generate("ensemble", Generation(Request("Once upon", 1800, True, min_tokens=1800)), "early")
+            await early.__anext__()
+            await early.aclose()
+            assert dict(engine.calls_ended) == {"ok": 4, "cancelled": 1}
+        finally:
+            await engine.close()
+
+    asyncio.run(run())
+
+
 def test_concurrent_streams_share_the_server(frontend, triton):
     steps_before = _triton_metric(triton, "tritongen_llm_steps_total")
     served_before = _triton_metric(triton, "tritongen_llm_step_requests_total")

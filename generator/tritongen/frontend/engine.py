@@ -21,6 +21,7 @@ dialect instead (`build_dialect_request`); service.Run reads its text and counts
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import re
 from collections.abc import AsyncIterator, Callable, Iterable
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
 DIALECT_SAMPLING = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "min_tokens", "seed")
 # Output tensors a response may carry; any other outputs of the model are not requested.
 OUTPUTS = ("text_output", "num_input_tokens", "num_output_tokens")
+# How long Triton may take to close a call after its final response before we cancel it (TritonEngine._close).
+CLOSE_S = 5.0
 # The channel options tritonclient uses (messages up to 2 GiB), plus keepalive for long streams.
 _CHANNEL_OPTIONS = [("grpc.max_send_message_length", 2**31 - 1), ("grpc.max_receive_message_length", 2**31 - 1),
                     ("grpc.keepalive_time_ms", 60_000), ("grpc.http2.max_pings_without_data", 0)]
@@ -263,6 +266,8 @@ class TritonEngine:
         self._channel: grpc.aio.Channel | None = None
         self._stub = None
         self._client = None
+        # How each call ended: "ok" (Triton closed it after the final response), "error", "cancelled" (by us).
+        self.calls_ended: collections.Counter = collections.Counter()
 
     async def start(self) -> None:
         self._client = aioclient.InferenceServerClient(self.grpc_url)
@@ -312,14 +317,15 @@ class TritonEngine:
 
         call = self._stub.ModelStreamInfer(requests())
         finished = False
+        completed = False
         try:
             async for message in call:
                 if message.error_message:
-                    finished = True
+                    finished = completed = True
                     raise classify(message.error_message)
                 final = message.infer_response.parameters.get("triton_final_response")
                 if final is not None and final.bool_param:
-                    finished = True
+                    finished = completed = True
                     yield message.infer_response
                     return
                 yield message.infer_response
@@ -333,3 +339,24 @@ class TritonEngine:
             if not finished:
                 # The caller stopped early (client gone, stop sequence found): cancel the Triton request.
                 call.cancel()
+                self.calls_ended["cancelled"] += 1
+            elif completed:
+                await self._close(call)
+
+    async def _close(self, call) -> None:
+        """Wait for Triton to end a call whose final response has come (our side is half-closed, so it ends the
+        stream at once). Dropped unfinished, grpc.aio cancels a call when it is collected, and that cancellation
+        races the server's own end of the stream: tritonserver's gRPC handlers had use-after-free crashes in such
+        races until 2.54 and 2.57 (triton-inference-server/server PRs #7840, #8078; the suite runs 2.51). A call
+        Triton leaves open past CLOSE_S is cancelled, and counted so."""
+        try:
+            code = await asyncio.wait_for(call.code(), CLOSE_S)
+        except asyncio.TimeoutError:
+            call.cancel()
+            self.calls_ended["cancelled"] += 1
+            return
+        except asyncio.CancelledError:  # the caller went away meanwhile
+            call.cancel()
+            self.calls_ended["cancelled"] += 1
+            raise
+        self.calls_ended["ok" if code == grpc.StatusCode.OK else "error"] += 1
