@@ -253,6 +253,7 @@ def test_each_call_is_closed_by_triton_after_its_final_response(triton):
                 deltas = [d async for d in engine.generate("ensemble", Generation(Request("Once upon", 4, stream)),
                                                             f"close-{stream}")]
                 assert deltas[-1].final
+            await engine.closed()
             assert dict(engine.calls_ended) == {"ok": 4}
             early = engine.generate("ensemble", Generation(Request("Once upon", 1800, True, min_tokens=1800)), "early")
             await early.__anext__()

@@ -268,6 +268,7 @@ class TritonEngine:
         self._client = None
         # How each call ended: "ok" (Triton closed it after the final response), "error", "cancelled" (by us).
         self.calls_ended: collections.Counter = collections.Counter()
+        self._closing: set[asyncio.Task] = set()  # referenced here: a task nobody holds may be collected
 
     async def start(self) -> None:
         self._client = aioclient.InferenceServerClient(self.grpc_url)
@@ -275,6 +276,7 @@ class TritonEngine:
         self._stub = service_pb2_grpc.GRPCInferenceServiceStub(self._channel)
 
     async def close(self) -> None:
+        await self.closed()
         if self._client is not None:
             await self._client.close()
         if self._channel is not None:
@@ -341,7 +343,15 @@ class TritonEngine:
                 call.cancel()
                 self.calls_ended["cancelled"] += 1
             elif completed:
-                await self._close(call)
+                # In the background: the caller has its final response and needs nothing more from this call.
+                task = asyncio.get_running_loop().create_task(self._close(call))
+                self._closing.add(task)
+                task.add_done_callback(self._closing.discard)
+
+    async def closed(self) -> None:
+        """Wait until every call whose final response has come is closed (or cancelled)."""
+        while self._closing:
+            await asyncio.gather(*list(self._closing), return_exceptions=True)
 
     async def _close(self, call) -> None:
         """Wait for Triton to end a call whose final response has come (our side is half-closed, so it ends the
@@ -351,12 +361,8 @@ class TritonEngine:
         Triton leaves open past CLOSE_S is cancelled, and counted so."""
         try:
             code = await asyncio.wait_for(call.code(), CLOSE_S)
-        except asyncio.TimeoutError:
+        except (asyncio.TimeoutError, asyncio.CancelledError):  # CancelledError: the event loop is closing
             call.cancel()
             self.calls_ended["cancelled"] += 1
             return
-        except asyncio.CancelledError:  # the caller went away meanwhile
-            call.cancel()
-            self.calls_ended["cancelled"] += 1
-            raise
         self.calls_ended["ok" if code == grpc.StatusCode.OK else "error"] += 1
