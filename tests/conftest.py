@@ -89,6 +89,9 @@ def pytest_configure(config):
     _remember_started_servers()
 
 
+# Exit codes of a process killed by SIGSEGV, SIGABRT, SIGBUS, SIGFPE or SIGILL.
+_CRASH_CODES = tuple(-sig for sig in (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGFPE, signal.SIGILL))
+
 # Every TritonServer a test started, so that a failing test's report says when one died under it (a test sees only
 # "Socket closed"; the cause is in the server's log, which a CI run does not keep).
 _started: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()  # id -> server (dataclasses: unhashable)
@@ -104,9 +107,10 @@ def _remember_started_servers() -> None:
         return start(self, *args, **kwargs)
 
     def stopping(self, *args, **kwargs):
-        # A server that died before its test stopped it, even where no test failed (a crash after the last check).
+        # A server that crashed before its test stopped it, even where no test failed (a crash after the last
+        # check). Only a crash's signals: tests kill servers on purpose (SIGKILL, SIGTERM) to test what follows.
         process = self.process
-        if process is not None and process.poll() not in (None, 0) and not self._stopping.is_set() \
+        if process is not None and process.poll() in _CRASH_CODES and not self._stopping.is_set() \
                 and _started.pop(id(self), None) is not None:
             item = _current["item"]
             _record_crash(item.nodeid if item is not None else "(no test)", process.poll(), self)
