@@ -133,7 +133,15 @@ def test_ctrl_c_while_a_trial_starts_its_server_says_so_and_exits_130(tmp_path, 
     threading.Thread(target=lambda: [lines.put(x.rstrip("\n")) for x in proc.stdout], daemon=True).start()
     got = [lines.get(timeout=120)]
     assert got[0].startswith(f"tune {path}"), got
-    time.sleep(1)  # into trial 0: its server starting
+    # Into trial 0, its server starting: the study's store exists by then (a fixed 1 s was too early beside a CPU
+    # hog, and the line then rightly had no resume hint).
+    from tritongen.tune.study import STORE
+
+    deadline = time.monotonic() + 120
+    while not (out / STORE).is_file() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    assert (out / STORE).is_file(), "tune made no study store"
+    time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
     sent = time.monotonic()
     got.append(lines.get(timeout=5))
