@@ -90,10 +90,15 @@ TRTLLM_PIN = ContainerPin(
     engine=Fact(f"TensorRT-LLM {TRTLLM.version}", _MATRIX_2607),
     driver=DriverRule(cuda=Fact("13.1.0.036", _MATRIX_2607), bundled=Fact("590.44.01", _MATRIX_2607),
                       stated_minimum=None, datacenter=(R580_CUDA13,)),
-    notes=(Fact("the last Triton TensorRT-LLM container: the 2.75 (26.11) release notes say \"The Triton "
-                "TensorRT-LLM Backend container image is not included in this release\"",
-                Source("docs.nvidia.com", "deeplearning/triton-inference-server/release-notes (26.11)", None,
-                       "cited by its quoted words; the page itself was not read")),
+    notes=(Fact("the last Triton TensorRT-LLM container: the 2.75.0 (26.11) release notes list under Known Issues "
+                "\"The Triton TensorRT-LLM Backend container image is not included in this release\"",
+                Source("github.com", "triton-inference-server/server/releases/tag/v2.75.0", None,
+                       "Known Issues, read 2026-12-07")),
+           Fact("the 26.07 release notes state no driver number: \"Release 26.07 is based on CUDA 13.3.1 which "
+                "requires the NVIDIA Driver release. Please see CUDA Compatibility\" (the base container's CUDA; the "
+                "trtllm-python-py3 row of the matrix gives 13.1.0.036), so the bundled driver is the rule's floor",
+                Source("docs.nvidia.com", "deeplearning/triton-inference-server/release-notes/rel-26-07.html", None,
+                       "Driver Requirements, read 2026-12-07")),
            Fact("the engine path (trtllm-build, the C++ inflight_batcher_llm backend) is removed on TensorRT-LLM main",
                 Source("NVIDIA/TensorRT-LLM", "pull request #15907", None, "cited by number; the pull request itself was not read"))),
     newer=(Fact("none: the r26.08 matrix lists no 26.08 trtllm-python-py3 row (its newest is 26.07)",
