@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU host, call 2 of 2 (carry [".whl/stop-b"]: numpy 1.26, tritonclient, grpcio, psutil, gevent, this checkout's
+# GPU host, call 2 of 2 (carry [".whl/stop-b"]: numpy 1.26, tritonclient, grpcio, psutil, gevent, geventhttpclient + brotli + certifi (tritonclient.http), this checkout's
 # tritongen wheel, nlohmann-json3-dev's .deb). Call 1 (carry [".whl/stop-a"]) ran
 # `bash bench/device_setup.sh .whl/stop-a/*.whl` (nvidia-pytriton, pydantic) on the same warm machine.
 # Stop under load with streams through every entry at once (ensemble, tensorrt_llm_bls, tensorrt_llm; 256 streams of
