@@ -280,3 +280,29 @@ def test_a_level_whose_host_was_loaded_is_marked_in_json_console_and_html(tmp_pa
             "average 6.1") in out
     assert "WARNING: the host, not the server, may be the limit: other processes used 1.3 of 2 CPUs" in out
     assert "the host, not the server, may be the limit" in report.html_path.read_text()
+
+
+def test_each_adapter_is_measured_over_the_levels_window_and_shown_in_console_and_html(tmp_path, capsys):
+    """Per-adapter figures use the level's window, not one that starts at the adapter's own first request: an adapter
+    first called 0.8 s into the level would otherwise count requests sent during the level's warm-up."""
+    from tritongen.loadtests import console
+
+    # base: sent at 0.0, 0.5, 1.0 ... 4.5 s; legal: first sent at 0.8 s (inside the 1 s warm-up), then 1.3 ... 4.8 s.
+    samples = [make(500.0 + 0.5 * i, [0.1, 0.2], 2, rid=f"b{i}") for i in range(10)]
+    samples += [make(500.8 + 0.5 * i, [0.1, 0.3], 3, rid=f"l{i}") for i in range(9)]
+    for s in samples:
+        s.adapter = "base" if s.request_id.startswith("b") else "legal"
+    run = RunInputs(load=LoadInfo(warmup_s=1.0, duration_s=5.0), deployment="tiny-cpu", metadata=METADATA)
+    report = write_report(tmp_path, samples, SLO(max_error_rate=0.0), run)
+    level = report.summary["levels"][0]
+    adapters = level["adapters"]
+    # Window [1, 5) s: base sends 1.0 ... 4.5 (8), legal 1.3 ... 4.8 (8; its 0.8 s request is warm-up).
+    assert adapters["base"]["request_count"] == 8 and adapters["legal"]["request_count"] == 8
+    for key in ("request_count", "completed_count", "error_count"):
+        assert sum(a[key] for a in adapters.values()) == level["metrics"][key], key
+    console.print_report(report.summary, tmp_path, report.html_path, report.json_path)
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("per adapter (client-side): "))
+    assert "base 8 sent (0 errors)" in line and "legal 8 sent (0 errors)" in line
+    page = report.html_path.read_text()
+    assert "Per LoRA adapter" in page and "<td>legal</td><td>8</td>" in page

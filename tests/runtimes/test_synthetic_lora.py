@@ -85,6 +85,8 @@ def test_the_load_test_spreads_requests_over_adapters_and_reports_each(server, t
     adapters = level["adapters"]
     assert set(adapters) == {"base", "lora-1", "lora-2"}
     assert sum(a["request_count"] for a in adapters.values()) == level["metrics"]["request_count"] > 0
+    assert sum(a["completed_count"] for a in adapters.values()) == level["metrics"]["completed_count"]
+    assert all(f"{name} {a['request_count']} sent" in proc.stdout for name, a in adapters.items()), proc.stdout
     assert all(a["error_count"] == 0 and a["output_tokens_total"] > 0 for a in adapters.values())
     texts: dict[str, set[str]] = {}
     for path in report["files"]["samples"]:

@@ -64,6 +64,16 @@ def structured_line(s: dict) -> str:
             f"{s['failed']} failed; p50 ms {p50(s)} (plain {s['plain']['n']}: {p50(s['plain'])})")
 
 
+def adapters_line(adapters: dict) -> str:
+    """Each LoRA adapter's requests, rates and p50 latencies (client-side: runtimes count tokens per model)."""
+    def one(name: str, a: dict) -> str:
+        return (f"{name} {a['request_count']} sent ({a['error_count']} errors), {_fmt(a['request_throughput'], 2)} req/s, "
+                f"{_fmt(a['output_token_throughput'])} tok/s, p50 ms TTFT {_fmt(_stat(a['ttft_ms'], 'p50'))} "
+                f"ITL {_fmt(_stat(a['itl_ms'], 'p50'))} e2e {_fmt(_stat(a['e2e_ms'], 'p50'))}")
+
+    return "per adapter (client-side): " + " | ".join(one(name, a) for name, a in adapters.items())
+
+
 def print_report(summary: dict, out: Path, html_path: Path, json_path: Path) -> None:
     unit = summary["load"]["level_unit"]
     levels = summary["levels"]
@@ -88,6 +98,8 @@ def print_report(summary: dict, out: Path, html_path: Path, json_path: Path) -> 
             + ("" if tokens["equal"] is not False else "  <-- MISMATCH"))
         if level.get("structured") is not None:
             say(f"{head}{structured_line(level['structured'])}")
+        if level.get("adapters"):
+            say(f"{head}{adapters_line(level['adapters'])}")
         if level.get("stages") is not None:
             say(f"{head}{stages_line(level['stages'])}")
         if level["server_active_after"] is not None:

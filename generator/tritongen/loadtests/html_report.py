@@ -86,6 +86,19 @@ def _structured_table(structured: dict) -> str:
     return head + _table(["requests", "n", "TTFT p50 / p95 ms", "ITL p50 / p95 ms", "E2E p50 / p95 ms"], rows)
 
 
+def _adapters_table(adapters: dict) -> str:
+    """Each LoRA adapter's figures over the level's window (levels[].adapters)."""
+    def p50_p95(stats: dict | None) -> str:
+        return f"{_num(_stat(stats, 'p50'))} / {_num(_stat(stats, 'p95'))}"
+
+    rows = [[html.escape(name), str(a["request_count"]), str(a["error_count"]), str(a["completed_count"]),
+             _num(a["request_throughput"], 2), _num(a["output_token_throughput"]), p50_p95(a["ttft_ms"]),
+             p50_p95(a["itl_ms"]), p50_p95(a["e2e_ms"])] for name, a in adapters.items()]
+    return ("<p>Client-side figures: the runtimes count output tokens per model, not per adapter.</p>"
+            + _table(["adapter", "sent", "errors", "completed", "req/s", "output tok/s", "TTFT p50 / p95 ms",
+                      "ITL p50 / p95 ms", "E2E p50 / p95 ms"], rows))
+
+
 def _confidence_table(confidence: dict) -> str:
     """Each figure's n and interval (levels[].confidence)."""
     rows = []
@@ -216,6 +229,8 @@ def render_html(summary: dict, samples: Sequence[Sample]) -> str:
         errors = "".join(f"<li>{e['count']} x {html.escape(e['message'])}</li>" for e in m["errors"])
         if errors:
             parts.append(f"<h3>Errors</h3><ul>{errors}</ul>")
+        if row.get("adapters"):
+            parts += ["<h3>Per LoRA adapter (validation.load.adapters)</h3>", _adapters_table(row["adapters"])]
         if row.get("structured") is not None:
             parts += ["<h3>Structured outputs (JSON schema) beside plain requests</h3>",
                       _structured_table(row["structured"])]

@@ -219,11 +219,12 @@ def _timeline(samples: Sequence[Sample], start: float, run_s: float, window: Win
                  for i in range(n_bins))
 
 
-def measurement_window(samples: Sequence[Sample], warmup_s: float = 0.0,
-                       duration_s: float | None = None) -> tuple[float, Window]:
+def measurement_window(samples: Sequence[Sample], warmup_s: float = 0.0, duration_s: float | None = None,
+                       start_wall_s: float | None = None) -> tuple[float, Window]:
     """(wall time of the level's first request, its window). Without `duration_s` the window runs to the last
-    response (recorded samples whose load duration is unknown)."""
-    start = min((s.start_wall_s for s in samples), default=0.0)
+    response (recorded samples whose load duration is unknown). `start_wall_s` overrides the first request's time
+    (samples that are a subset of a level)."""
+    start = min((s.start_wall_s for s in samples), default=0.0) if start_wall_s is None else start_wall_s
     if duration_s is None:
         end = max((s.start_wall_s + s.end_s for s in samples), default=start) - start
     else:
@@ -232,10 +233,11 @@ def measurement_window(samples: Sequence[Sample], warmup_s: float = 0.0,
 
 
 def compute_metrics(samples: Sequence[Sample], limits: GoodputLimits | None = None, *, warmup_s: float = 0.0,
-                    duration_s: float | None = None, bin_s: float = 1.0) -> Metrics:
-    """Metrics of one load level (any order, any number of processes); see the module docstring."""
+                    duration_s: float | None = None, bin_s: float = 1.0, start_wall_s: float | None = None) -> Metrics:
+    """Metrics of one load level (any order, any number of processes); see the module docstring. `start_wall_s`:
+    the level's first request, for a subset of its samples (one adapter's) measured over the level's own window."""
     limits = limits or GoodputLimits()
-    start, window = measurement_window(samples, warmup_s, duration_s)
+    start, window = measurement_window(samples, warmup_s, duration_s, start_wall_s)
     sent_in = [s for s in samples if window.start_s <= s.start_wall_s - start < window.end_s
                or (window.length_s == 0 and s.start_wall_s - start == window.end_s)]
     measured = [s for s in sent_in if not s.cancelled]

@@ -186,7 +186,9 @@ documented under `levels[].server`.
   25% of the CPUs, steal above 5%, or a run queue longer than the CPUs with them above 90% busy).
 - `levels[].adapters` (object|null): with validation.load.adapters, per adapter name (`base`: the base model) its
   request_count, error_count, completed_count, request_throughput, output_token_throughput, output_tokens_total,
-  ttft_ms, itl_ms and e2e_ms, as `metrics` defines them (client-side; the window is the adapter's requests').
+  ttft_ms, itl_ms and e2e_ms, as `metrics` defines them, over the level's window (client-side: the runtimes count
+  output tokens per model, not per adapter); the adapters' request_count, error_count and completed_count sum to
+  the level's.
 - `levels[].structured` (object|null): with validation.load.structured, the level's requests that carried a JSON
   schema; null when it sent none.
 - `levels[].structured.n` (int): structured requests sent (warm-up included: every output must be valid).
@@ -233,7 +235,8 @@ from typing import TYPE_CHECKING
 from tritongen import metric_registry as registry
 from tritongen.loadtests.html_report import render_html
 from tritongen.loadtests.confidence import figures
-from tritongen.loadtests.metrics import GoodputLimits, compute_metrics, compute_sweep, window_latencies
+from tritongen.loadtests.metrics import (GoodputLimits, compute_metrics, compute_sweep, measurement_window,
+                                        window_latencies)
 from tritongen.loadtests.prom import ServerView
 from tritongen.loadtests.samples import Sample
 from tritongen.loadtests.slo import LevelVerdict, capacity, evaluate, goodput_limits, structured_check, token_check
@@ -371,6 +374,11 @@ ADAPTER_FIGURES = ("request_count", "error_count", "completed_count", "request_t
 """The figures a level reports per LoRA adapter (validation.load.adapters), each as its `metrics` entry means."""
 
 
+def level_start(samples: Sequence[Sample]) -> float:
+    """Wall time of a level's first request: the origin of its window, shared by the figures of its subsets."""
+    return measurement_window(samples)[0]
+
+
 def _per_adapter(samples: Sequence[Sample], limits: GoodputLimits, run: RunInputs) -> dict | None:
     """{adapter name: figures} of a level whose requests went to LoRA adapters; None for one that named none.
     Client-side figures: the runtimes count their output tokens for the whole model, not per adapter."""
@@ -380,7 +388,7 @@ def _per_adapter(samples: Sequence[Sample], limits: GoodputLimits, run: RunInput
     figures = {}
     for name in names:
         metrics = compute_metrics([s for s in samples if s.adapter == name], limits, warmup_s=run.load.warmup_s,
-                                  duration_s=run.load.duration_s).to_dict()
+                                  duration_s=run.load.duration_s, start_wall_s=level_start(samples)).to_dict()
         figures[name] = {key: metrics[key] for key in ADAPTER_FIGURES}
     return figures
 
@@ -398,7 +406,8 @@ def _structured(samples: Sequence[Sample], limits: GoodputLimits, run: RunInputs
     plain = [s for s in samples if s.schema is None]
 
     def latencies(group: Sequence[Sample]) -> dict:
-        metrics = compute_metrics(group, limits, warmup_s=run.load.warmup_s, duration_s=run.load.duration_s).to_dict()
+        metrics = compute_metrics(group, limits, warmup_s=run.load.warmup_s, duration_s=run.load.duration_s,
+                                  start_wall_s=level_start(samples)).to_dict()
         return {key: metrics[key] for key in LATENCY_FIGURES}
 
     outcomes = [s.schema_result for s in chosen]
