@@ -33,6 +33,7 @@ from typing import Callable
 from tritongen.errors import EnvironmentMissing
 from tritongen.loadtests.samples import sample_files
 from tritongen.loadtests.workload import CONFIG_ENV, LocustConfig
+from tritongen.ports import free_port  # noqa: F401 (the CLI and tests import it here)
 
 # locust and gevent are imported inside the listeners that run in locust's processes: importing locust
 # monkey-patches the importing process with gevent, and `tritongen loadtest`'s own process imports this module.
@@ -193,12 +194,6 @@ def worker_env(config_path: Path) -> dict[str, str]:
     env.update({CONFIG_ENV: str(config_path), FORWARD_ENV: "1"})
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
     return env
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _prepare_worker_dir(root: Path, config: LocustConfig) -> Path:

@@ -27,6 +27,7 @@ import psutil
 from tritongen import native as native_backends
 from tritongen.errors import CheckFailed, EnvironmentMissing
 from tritongen.plan.deploy import StopBudget
+from tritongen.ports import free_port, free_ports  # noqa: F401 (free_port: this module's callers import it here)
 from tritongen.readiness import server_ready, wait_until_ready
 from tritongen.runtimes import completes_own_config
 from tritongen.serve.causes import exit_status, oom_kills, signal_name, stub_death, summary
@@ -56,22 +57,6 @@ def _dying_with_parent(command: list[str]) -> list[str]:
 GRACE_S = 30.0
 # How the python backend names a stub's shared-memory region (an argument of the stub's command line).
 SHM_PREFIX = "triton_python_backend_shm_region_"
-
-
-def free_port() -> int:
-    return free_ports(1)[0]
-
-
-def free_ports(n: int) -> list[int]:
-    """`n` distinct free ports: the sockets stay bound until all are chosen, so the kernel cannot hand out one
-    port twice (it did: tritonserver then failed to bind its metrics port to its own HTTP port)."""
-    with contextlib.ExitStack() as stack:
-        ports = []
-        for _ in range(n):
-            s = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            s.bind(("127.0.0.1", 0))
-            ports.append(s.getsockname()[1])
-        return ports
 
 
 def _pytriton_root() -> Path:
