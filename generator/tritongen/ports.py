@@ -14,10 +14,12 @@ from __future__ import annotations
 import atexit
 import contextlib
 import errno
+import fcntl
 import os
 import random
 import socket
 import tempfile
+import time
 from pathlib import Path
 
 import psutil
@@ -51,20 +53,34 @@ def _reserve(port: int) -> bool:
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
-            try:
-                owner = int(path.read_text() or 0)
-            except (OSError, ValueError):
-                owner = 0
-            if owner and psutil.pid_exists(owner):
-                return False
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()  # its process is gone: the reservation is stale
+            # A stale reservation (its process is gone) is removed under a lock, so that two processes cannot both
+            # judge it stale and one remove the reservation the other has just made in its place.
+            with open(_RESERVATIONS / ".lock", "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                owner = _owner(path)
+                if owner is None or (owner and psutil.pid_exists(owner)):
+                    return False
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
             continue
         with os.fdopen(fd, "w") as f:
             f.write(str(os.getpid()))
         _held.add(path)
         return True
     return False
+
+
+def _owner(path: Path) -> int | None:
+    """The pid a reservation names; None while it may still be being written (empty and young) or is unreadable."""
+    try:
+        text = path.read_text()
+        if not text.strip():
+            return None if time.time() - path.stat().st_mtime < 10 else 0
+        return int(text)
+    except FileNotFoundError:
+        return 0  # released meanwhile: free to take
+    except (OSError, ValueError):
+        return None
 
 
 def _release(port: int) -> None:
@@ -76,9 +92,12 @@ def _release(port: int) -> None:
 
 @atexit.register
 def _release_all() -> None:
+    # Only the files that still name this process: a child forked from it inherits `_held`, and its exit must not
+    # free the parent's ports.
     for path in list(_held):
-        with contextlib.suppress(OSError):
-            path.unlink()
+        with contextlib.suppress(OSError, ValueError):
+            if int(path.read_text()) == os.getpid():
+                path.unlink()
     _held.clear()
 
 

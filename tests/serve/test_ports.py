@@ -62,3 +62,38 @@ def test_a_reservation_left_by_a_dead_process_is_taken_over(monkeypatch):
     monkeypatch.setattr(ports, "_candidates", lambda: range(port, port + 1))
     assert free_ports(1) == [port]
     assert (ports._RESERVATIONS / str(port)).read_text() == str(__import__("os").getpid())
+
+
+def test_a_reservation_being_written_is_not_taken(monkeypatch):
+    """An empty file is a reservation whose owner has not yet written its pid: left alone while young."""
+    import tritongen.ports as ports
+
+    ports._RESERVATIONS.mkdir(parents=True, exist_ok=True)
+    port = next(p for p in ports._candidates() if not (ports._RESERVATIONS / str(p)).exists())
+    path = ports._RESERVATIONS / str(port)
+    path.write_text("")
+    try:
+        monkeypatch.setattr(ports, "_candidates", lambda: range(port, port + 1))
+        monkeypatch.setattr(ports, "_ATTEMPTS", 5)
+        taken = free_ports(1)
+        assert taken != [port]  # the kernel's fallback, never the port being reserved
+        assert path.read_text() == ""
+    finally:
+        path.unlink()
+
+
+def test_a_forked_childs_exit_keeps_the_parents_reservations():
+    import os
+
+    import tritongen.ports as ports
+
+    mine = free_ports(3)
+    pid = os.fork()
+    if pid == 0:  # the child: a normal interpreter exit runs the atexit hooks it inherited
+        try:
+            ports._release_all()
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    for port in mine:
+        assert (ports._RESERVATIONS / str(port)).read_text() == str(os.getpid())
