@@ -35,7 +35,7 @@ from tritongen.demo.model import make_demo_model
 from tritongen.loadtests.samples import read_samples, sample_files
 from tritongen.loadtests.workload import LocustConfig
 from tritongen.plan.load import load_profile
-from tritongen.serve import free_port
+from tritongen.ports import free_port
 from tritongen.spec import LoadSection
 
 ROOT = Path(__file__).resolve().parent.parent

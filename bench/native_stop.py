@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 
 from tritongen.demo.model import make_demo_model
-from tritongen.serve import SHM_PREFIX, TritonServer, free_ports
+from tritongen.ports import free_ports
+from tritongen.serve import SHM_PREFIX, TritonServer
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))

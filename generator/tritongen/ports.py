@@ -1,12 +1,11 @@
-"""Free TCP ports for servers this process starts, safe against the two ways a chosen port was lost.
+"""Free TCP ports for the servers tritongen starts, held for the process that chose them.
 
-A port from `bind(port 0)` comes from the kernel's ephemeral range, the range every outgoing connection also
-draws its source port from, and it is free again the moment the probing socket closes. tritonserver binds its
-ports only after loading its models (20 s on a loaded host), so in that window the same port went to another
-process twice in CI: another test's server was handed it by its own `bind(0)`, or a client's connection took it
-as its source port ("Address already in use", tritonserver exit 1). So a port here is drawn below the ephemeral
-range, where no connection's source port falls, and reserved by a file named for it that holds this process's
-id: other processes using this module skip it while this process lives. Reservations go when the process exits.
+A port from `bind(port 0)` comes from the kernel's ephemeral range, the range every outgoing connection also draws
+its source port from, and it is free again as soon as the probing socket closes. tritonserver binds its ports only
+after loading its models (20 s on a loaded host), so in that window another process's `bind(0)` or a client's
+source port can take it ("Address already in use", tritonserver exit 1). So a port here is drawn below the
+ephemeral range, where no source port falls, and reserved by a file named for it that holds this process's id:
+other processes using this module skip it while this process lives. Reservations go when the process exits.
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ def test_serve_of_a_spec_suggests_render_then_serve_and_both_work(spec, tmp_path
 
 
 def test_loadtest_without_a_server_suggests_commands_that_work(spec, tmp_path, capsys):
-    from tritongen.serve import free_port
+    from tritongen.ports import free_port
 
     code = main(["loadtest", str(spec), "--url", f"127.0.0.1:{free_port()}", "--no-metrics", "-o",
                  str(tmp_path / "out")])
@@ -69,7 +69,7 @@ def test_loadtest_without_a_server_suggests_commands_that_work(spec, tmp_path, c
 
 
 def test_generate_without_a_server_suggests_serve_of_a_repository(tmp_path, capsys, tiny_repo):
-    from tritongen.serve import free_port
+    from tritongen.ports import free_port
 
     assert main(["generate", "hi", "--url", f"127.0.0.1:{free_port()}"]) == 3
     [command] = suggested(capsys.readouterr().err, REPO=str(tiny_repo))

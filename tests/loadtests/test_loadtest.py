@@ -135,7 +135,7 @@ def test_client_and_server_counts_agree(impossible_run):
 
 @pytest.mark.integration
 def test_down_server_exits_3_naming_the_url_before_any_load(tiny_spec_path, tmp_path):
-    from tritongen.serve import free_port
+    from tritongen.ports import free_port
 
     url = f"127.0.0.1:{free_port()}"
     for protocol in ("grpc", "http"):
@@ -275,7 +275,7 @@ def test_up_serves_load_tests_and_reports(tiny_spec_path, tmp_path):
 
 @pytest.mark.integration
 def test_model_flag_is_checked_before_any_load(tiny_spec_path, tmp_path):
-    from tritongen.serve import free_port
+    from tritongen.ports import free_port
 
     url = f"127.0.0.1:{free_port()}"
     proc = tritongen("loadtest", str(tiny_spec_path), "--url", url, "--protocol", "openai", "--model", "ensemble",

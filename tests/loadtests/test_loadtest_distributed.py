@@ -82,7 +82,7 @@ def test_two_workers_merge_into_one_report(tiny_spec_path, triton, tmp_path):
 def test_workers_started_elsewhere_share_the_masters_open_loop_rate(tiny_spec_path, triton, tmp_path):
     """Workers started from the plan alone (`--worker --master-host`, as the generated compose and Kubernetes load
     tests run them) send the master's rate between them, not each the whole rate."""
-    from tritongen.loadtests.distributed import free_port
+    from tritongen.ports import free_port
 
     rate, duration = 3.0, 6.0
     data = yaml.safe_load(tiny_spec_path.read_text())

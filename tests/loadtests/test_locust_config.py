@@ -99,7 +99,7 @@ def test_loadtest_runs_a_lock_file_as_written(tiny_spec_path, tmp_path, capsys, 
     assert (config.profile.prompts_file, config.profile.trace_file) == (str(work / "prompts.jsonl"),
                                                                         str(work / "trace.jsonl"))
     # The CLI takes the same lock as far as the server (none here: exit 3, before any load).
-    from tritongen.serve import free_port
+    from tritongen.ports import free_port
 
     url = f"127.0.0.1:{free_port()}"
     assert main(["loadtest", str(lock), "--url", url, "--no-metrics", "--out", str(tmp_path / "report")]) == 3

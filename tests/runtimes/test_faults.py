@@ -300,7 +300,7 @@ def _alive(procs) -> list[int]:
 
 def _serve(tiny_repo, tmp_path):
     """`tritongen serve` as a real subprocess; returns (process, tritonserver pid, grpc url)."""
-    from tritongen.serve import free_port
+    from tritongen.ports import free_port
 
     http, grpc, metrics = free_port(), free_port(), free_port()
     log = open(tmp_path / "serve.out", "w")

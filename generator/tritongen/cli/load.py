@@ -10,7 +10,8 @@ from pathlib import Path
 from tritongen.cli.commands import local_server
 from tritongen.cli.verdict import with_json_verdict
 from tritongen.errors import SpecError, problem
-from tritongen.loadtests.distributed import DEFAULT_MASTER_PORT, Distribution, free_port, run_worker
+from tritongen.loadtests.distributed import DEFAULT_MASTER_PORT, Distribution, run_worker
+from tritongen.ports import free_port
 from tritongen.loadtests.progress import wanted
 from tritongen.loadtests.runner import Endpoint, LoadTest, load_from_args, locust_config, run_loadtest
 from tritongen.pipeline import UpOptions, up

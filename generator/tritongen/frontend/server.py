@@ -17,7 +17,7 @@ from pathlib import Path
 from tritongen.errors import CheckFailed
 from tritongen.plan.frontend import FrontendPlan
 from tritongen.readiness import wait_until_ready
-from tritongen.serve import free_port
+from tritongen.ports import free_port
 
 
 def _healthy(url: str) -> bool:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -33,7 +32,6 @@ from typing import Callable
 from tritongen.errors import EnvironmentMissing
 from tritongen.loadtests.samples import sample_files
 from tritongen.loadtests.workload import CONFIG_ENV, LocustConfig
-from tritongen.ports import free_port  # noqa: F401 (the CLI and tests import it here)
 
 # locust and gevent are imported inside the listeners that run in locust's processes: importing locust
 # monkey-patches the importing process with gevent, and `tritongen loadtest`'s own process imports this module.

@@ -27,7 +27,7 @@ import psutil
 from tritongen import native as native_backends
 from tritongen.errors import CheckFailed, EnvironmentMissing
 from tritongen.plan.deploy import StopBudget
-from tritongen.ports import free_port, free_ports  # noqa: F401 (free_port: this module's callers import it here)
+from tritongen.ports import free_ports
 from tritongen.readiness import server_ready, wait_until_ready
 from tritongen.runtimes import completes_own_config
 from tritongen.serve.causes import exit_status, oom_kills, signal_name, stub_death, summary
