@@ -306,7 +306,7 @@ def test_sigterm_to_tritonserver_ends_every_stream_cleanly(tiny_model, tmp_path)
 
 def test_sigterm_to_serve_drains_and_ends_every_stream_cleanly(tiny_model, tmp_path):
     from tritongen.ports import free_ports
-from tritongen.serve import SHM_PREFIX
+    from tritongen.serve import SHM_PREFIX
 
     repo = _render(tiny_model, tmp_path / "repo")
     http, grpc, metrics = free_ports(3)
