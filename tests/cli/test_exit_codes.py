@@ -145,3 +145,29 @@ def test_the_installed_command_reports_bad_input_without_a_traceback(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "tritongen", "plan", str(spec)], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("caught_by", ["the command", "main"])
+def test_a_handled_ctrl_c_exits_130_under_python_m_also_after_passing_through_exec(tmp_path, caught_by):
+    # A Ctrl-C that lands while a lazy import builds a dataclass passes through exec() of source text; CPython then
+    # marks it unhandled and, under `python -m`, ended the process by SIGINT (-2) after tune had printed its summary.
+    (tmp_path / "ctrl_c_in_exec.py").write_text(f"""
+import sys
+from tritongen import cli
+
+def command(args):
+    try:
+        exec("raise KeyboardInterrupt")  # as the signal handler's raise inside a dataclass's generated code
+    except KeyboardInterrupt:
+        if {caught_by!r} == "main":
+            raise
+        print("interrupted: the command's summary")
+        return 130
+
+cli._handler = lambda name: command
+sys.exit(cli.main(["validate", "spec.yaml"]))
+""")
+    proc = subprocess.run([sys.executable, "-m", "ctrl_c_in_exec"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert proc.returncode == 130, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr

@@ -57,6 +57,23 @@ def main(argv: list[str] | None = None) -> int:
         return int(exc.code or 0)
     console.set_level(args.verbosity)
     try:
+        return _run(args, debug)
+    finally:
+        _forget_handled_interrupt()
+
+
+def _forget_handled_interrupt() -> None:
+    """Every Ctrl-C (and serve's SIGTERM) that reaches this point was handled: its exit code is chosen. CPython still
+    marks a KeyboardInterrupt as unhandled when it left an exec()/eval() of source text on its way (Python/
+    pythonrun.c, run_eval_code_obj; a dataclass's methods are built that way, so a Ctrl-C during a lazy import hits
+    one), and under `python -m` Py_RunMain then ends the process by SIGINT after the cleanup: `tune` printed its
+    interrupted summary and exited -2, not 130. That same function clears the mark before it evaluates, so
+    evaluating a constant here forgets it."""
+    eval("None")
+
+
+def _run(args, debug: bool) -> int:
+    try:
         return _handler(args.command)(args)
     except TritongenError as err:
         if debug:
