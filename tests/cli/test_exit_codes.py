@@ -150,7 +150,7 @@ def test_the_installed_command_reports_bad_input_without_a_traceback(tmp_path):
 @pytest.mark.parametrize("caught_by", ["the command", "main"])
 def test_a_handled_ctrl_c_exits_130_under_python_m_also_after_passing_through_exec(tmp_path, caught_by):
     # A Ctrl-C that lands while a lazy import builds a dataclass passes through exec() of source text; CPython then
-    # marks it unhandled and, under `python -m`, ended the process by SIGINT (-2) after tune had printed its summary.
+    # marks it unhandled and, under `python -m`, would end the process by SIGINT (-2) after the command's cleanup.
     (tmp_path / "ctrl_c_in_exec.py").write_text(f"""
 import sys
 from tritongen import cli

@@ -66,9 +66,9 @@ def _forget_handled_interrupt() -> None:
     """Every Ctrl-C (and serve's SIGTERM) that reaches this point was handled: its exit code is chosen. CPython still
     marks a KeyboardInterrupt as unhandled when it left an exec()/eval() of source text on its way (Python/
     pythonrun.c, run_eval_code_obj; a dataclass's methods are built that way, so a Ctrl-C during a lazy import hits
-    one), and under `python -m` Py_RunMain then ends the process by SIGINT after the cleanup: `tune` printed its
-    interrupted summary and exited -2, not 130. That same function clears the mark before it evaluates, so
-    evaluating a constant here forgets it."""
+    one), and under `python -m` Py_RunMain then ends the process by SIGINT after the cleanup (exit -2 where the
+    command chose 130, or serve 0). That same function clears the mark before it evaluates, so evaluating a constant
+    here forgets it."""
     eval("None")
 
 

@@ -11,12 +11,12 @@ from tritongen.cli.commands import local_server
 from tritongen.cli.verdict import with_json_verdict
 from tritongen.errors import SpecError, problem
 from tritongen.loadtests.distributed import DEFAULT_MASTER_PORT, Distribution, run_worker
-from tritongen.ports import free_port
 from tritongen.loadtests.progress import wanted
 from tritongen.loadtests.runner import Endpoint, LoadTest, load_from_args, locust_config, run_loadtest
 from tritongen.pipeline import UpOptions, up
 from tritongen.plan import load_plan
 from tritongen.plan.checks import require_tokenizer
+from tritongen.ports import free_port
 
 
 def _endpoint_from_args(args: argparse.Namespace, protocol: str, name: str | None = None) -> Endpoint:
